@@ -1,0 +1,1 @@
+"""certfsm: certified lookup-table state machines from neural controllers."""

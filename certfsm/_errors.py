@@ -1,0 +1,34 @@
+"""The error hierarchy.
+
+One root, `CertfsmError`; every user-facing error also inherits from the
+built-in exception a caller would naturally catch, so ``except ValueError``
+keeps working. Messages follow one pattern: what was given, what was
+expected, where (file, JSON path, ONNX node, VNN-LIB line) and the fix.
+The CLI prints the message as one line and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class CertfsmError(Exception):
+    """Root of every error certfsm raises on purpose."""
+
+
+class SpecError(CertfsmError, ValueError):
+    """A controller spec is malformed or inconsistent."""
+
+
+class ModelError(CertfsmError, ValueError):
+    """An ONNX model cannot be read or uses something certfsm does not support."""
+
+
+class VnnlibError(CertfsmError, ValueError):
+    """A VNN-LIB property file cannot be parsed or is outside the supported fragment."""
+
+
+class ReportError(CertfsmError, OSError):
+    """A report folder or report file cannot be written or read back."""
+
+
+class EngineError(CertfsmError, RuntimeError):
+    """A solver back-end is missing or was asked for something it does not support."""

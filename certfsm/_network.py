@@ -1,0 +1,101 @@
+"""The network IR: a frozen stack of affine layers with ReLUs between them.
+
+Everything in `verify/` and `fsm/` speaks of this IR, never of ONNX: it is
+the single source of truth for what was verified. Weights are float64
+arrays; when they come straight from a float32 ONNX file they hold the
+float32 values exactly, and folded normalisation constants are kept in
+float64. Every float is an exact binary rational, so the SMT-LIB writer
+and the Z3 back-end can encode exactly these numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class AffineLayer:
+    """y = weight @ x + bias, with where it came from in the ONNX file.
+
+    Invariant: weight has shape (n_out, n_in), bias (n_out,), both float64
+    and finite, and neither array is writeable (the IR is frozen).
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    source: str
+
+    def __post_init__(self) -> None:
+        weight = np.array(self.weight, dtype=np.float64)
+        bias = np.array(self.bias, dtype=np.float64).reshape(-1)
+        if weight.ndim != 2 or weight.shape[0] != bias.shape[0]:
+            raise ValueError(
+                f"{self.source}: weight shape {weight.shape} does not match bias shape {bias.shape}"
+            )
+        weight.setflags(write=False)
+        bias.setflags(write=False)
+        object.__setattr__(self, "weight", weight)
+        object.__setattr__(self, "bias", bias)
+
+    @property
+    def n_in(self) -> int:
+        return int(self.weight.shape[1])
+
+    @property
+    def n_out(self) -> int:
+        return int(self.weight.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """A feed-forward ReLU network: ReLU after every layer except the last.
+
+    `input_name` and `input_shape` say how to feed the original ONNX model
+    (for the onnxruntime cross-check of counterexamples); `source_path`
+    and `sha256` identify that file.
+    """
+
+    layers: tuple[AffineLayer, ...]
+    input_name: str = "input"
+    input_shape: tuple[int, ...] = ()
+    source_path: str = ""
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not self.layers:
+            raise ValueError("a network needs at least one affine layer")
+        for previous, layer in zip(self.layers, self.layers[1:]):
+            if previous.n_out != layer.n_in:
+                raise ValueError(
+                    f"{layer.source}: takes {layer.n_in} inputs but {previous.source} gives {previous.n_out}"
+                )
+        if not self.input_shape:
+            object.__setattr__(self, "input_shape", (self.n_inputs,))
+
+    @property
+    def n_inputs(self) -> int:
+        return self.layers[0].n_in
+
+    @property
+    def n_outputs(self) -> int:
+        return self.layers[-1].n_out
+
+    @property
+    def hidden_sizes(self) -> tuple[int, ...]:
+        return tuple(layer.n_out for layer in self.layers[:-1])
+
+    def evaluate(self, x: np.ndarray) -> np.ndarray:
+        """Scores for one input (shape (n_inputs,)) or a batch (shape (N, n_inputs)), in float64."""
+        values = np.asarray(x, dtype=np.float64)
+        for index, layer in enumerate(self.layers):
+            values = values @ layer.weight.T + layer.bias
+            if index < len(self.layers) - 1:
+                values = np.maximum(values, 0.0)
+        return values
+
+    def replace(self, **changes) -> "Network":
+        return dataclasses.replace(self, **changes)

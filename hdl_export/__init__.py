@@ -1,0 +1,1 @@
+"""Reserved for a later capability (see DESIGN.md)."""

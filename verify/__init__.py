@@ -1,0 +1,1 @@
+"""certfsm.verify: prove properties of a controller network."""
