@@ -1,0 +1,463 @@
+"""VNN-LIB property files (the VNN-COMP fragment) in, VNN-COMP result text out.
+
+A VNN-LIB file states the *unsafe* set: an input box over ``X_i`` and
+linear constraints over the outputs ``Y_j``; the property is violated
+exactly when some input in the box reaches the unsafe outputs. The
+supported fragment, which covers every VNN-COMP benchmark of this kind:
+
+- ``; comments``, ``(declare-const X_i Real)`` and ``(declare-const Y_j Real)``
+  (declared before use, indices 0..n-1 without gaps);
+- ``(assert F)``; several asserts are a conjunction. ``F`` is built from
+  ``and``, ``or`` and comparisons ``<=``, ``>=``, ``<``, ``>`` (chains such
+  as ``(<= a b c)`` mean ``a <= b`` and ``b <= c``);
+- terms are linear: numbers, variables, ``(+ ...)``, ``(- a)``, ``(- a b ...)``
+  and ``(* ...)`` with at most one non-constant factor;
+- a comparison over inputs bounds one variable (``(<= X_i c)``, ``(>= c X_i)``,
+  ``(<= (- X_i) c)`` ...); a comparison over outputs is any linear constraint;
+  no comparison mixes the two.
+
+Strict comparisons are read as non-strict: the parsed unsafe set is the
+closure of the stated one, which is sound for proving (if the closure is
+unreachable so is the set) and a counterexample on the boundary is still
+re-checked concretely. Equality is rejected rather than guessed.
+
+The formula is put in disjunctive normal form. Disjuncts that share an
+input box become one `Property` whose unsafe set is their disjunction;
+different boxes (VNN-LIB property 6 style, ``(or (and <box> <outputs>)
+...)``) give one `Property` each: the file's property is violated if any
+of them is, and holds only if all of them hold. Coefficients are combined
+exactly (fractions) and rounded once to the nearest float64.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from certfsm._errors import VnnlibError
+
+from ._property import Conjunction, Property
+
+_TOKEN = re.compile(r"\s+|;[^\n]*|[()]|[^\s();]+")
+_VARIABLE = re.compile(r"^([XY])_(0|[1-9][0-9]*)$")
+_NUMBER = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+_COMPARISONS = ("<=", ">=", "<", ">")
+_MAX_DISJUNCTS = 100_000
+_LARGEST = Fraction(np.finfo(np.float64).max)
+_VNNCOMP_WORDS = {
+    "proved": "unsat", "unsat": "unsat", "violated": "sat", "sat": "sat", "unknown": "unknown", "timeout": "timeout",
+}
+
+
+def parse_vnnlib(path: str | os.PathLike, n_inputs: int | None = None, n_outputs: int | None = None) -> list[Property]:
+    """The properties of one VNN-LIB file: one per distinct input box, in order of appearance.
+
+    `n_inputs` / `n_outputs`, when given, must match the declared variables
+    (the network the file will be checked against). Each property is named
+    after the file stem, with ``#k`` (k from 0) when the file has several
+    input boxes, and carries ``{"vnnlib": str(path)}`` (plus ``"box": k``)
+    as metadata. Raises VnnlibError naming the file and line.
+    """
+    where = str(path)
+    text = _read_text(path, where)
+    reader = _Reader(where, n_inputs, n_outputs)
+    for command in _read_sexprs(text, where):
+        reader.command(command)
+    return reader.properties(Path(path).stem)
+
+
+def format_vnncomp_result(
+    verdict: str, counterexample: np.ndarray | None = None, outputs: np.ndarray | None = None
+) -> str:
+    """The VNN-COMP result text (no trailing newline) for a certfsm or VNN-COMP verdict.
+
+    ``proved``/``unsat`` -> "unsat"; ``unknown`` -> "unknown"; ``timeout`` ->
+    "timeout"; ``violated``/``sat`` -> "sat" followed by the witness
+    ``((X_0 v)\\n (X_1 v)\\n ... (Y_0 v)\\n ...)`` with every value written as
+    Python's shortest round-tripping repr of the float64, so it reads back
+    bit for bit.
+    """
+    word = _VNNCOMP_WORDS.get(verdict)
+    if word is None:
+        raise ValueError(f"verdict={verdict!r} is not one of {sorted(_VNNCOMP_WORDS)}")
+    if word != "sat":
+        if counterexample is not None or outputs is not None:
+            raise ValueError(
+                f"verdict={verdict!r} carries no counterexample; pass values only with a violated/sat verdict"
+            )
+        return word
+    if counterexample is None or outputs is None:
+        raise ValueError(f"verdict={verdict!r} needs both the counterexample and the outputs")
+    inputs = np.asarray(counterexample, dtype=np.float64).reshape(-1)
+    scores = np.asarray(outputs, dtype=np.float64).reshape(-1)
+    if not (np.all(np.isfinite(inputs)) and np.all(np.isfinite(scores))):
+        raise ValueError("the counterexample and outputs must be finite to be written as a VNN-COMP witness")
+    entries = [f"(X_{i} {float(v)!r})" for i, v in enumerate(inputs)]
+    entries += [f"(Y_{j} {float(v)!r})" for j, v in enumerate(scores)]
+    return "sat\n(" + "\n ".join(entries) + ")"
+
+
+# --- s-expressions -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Atom:
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class _List:
+    items: tuple
+    line: int  # the line of the opening parenthesis
+
+    @property
+    def head(self) -> str | None:
+        return self.items[0].text if self.items and isinstance(self.items[0], _Atom) else None
+
+
+def _render(expr) -> str:
+    if isinstance(expr, _Atom):
+        return expr.text
+    return "(" + " ".join(_render(item) for item in expr.items) + ")"
+
+
+def _fail(where: str, line: int, message: str) -> VnnlibError:
+    return VnnlibError(f"{where}:{line}: {message}")
+
+
+def _read_text(path, where: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VnnlibError(f"{where}: no such file; give the path of a .vnnlib property file") from None
+    except UnicodeDecodeError as error:
+        raise VnnlibError(f"{where}: is not UTF-8 text (byte {error.start}); give a .vnnlib text file") from None
+    except OSError as error:
+        raise VnnlibError(f"{where}: cannot be read ({error.strerror}); check the path and its permissions") from None
+
+
+def _read_sexprs(text: str, where: str) -> list:
+    """Top-level s-expressions with line numbers; comments run from ';' to the end of the line."""
+    stack: list[list] = [[]]
+    open_lines: list[int] = []
+    line = 1
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token[0].isspace():
+            line += token.count("\n")
+        elif token[0] == ";":
+            continue
+        elif token == "(":
+            stack.append([])
+            open_lines.append(line)
+        elif token == ")":
+            if not open_lines:
+                message = "unbalanced parentheses: ')' closes nothing; remove it or add the matching '('"
+                raise _fail(where, line, message)
+            items = stack.pop()
+            stack[-1].append(_List(tuple(items), open_lines.pop()))
+        else:
+            stack[-1].append(_Atom(token, line))
+    if open_lines:
+        raise _fail(where, open_lines[0], "unbalanced parentheses: this '(' is never closed; add the missing ')'")
+    return stack[0]
+
+
+# --- formulas ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Constraint:
+    """``sum(coefficients[v] * v) + constant <= 0`` over inputs only or outputs only, with its source."""
+
+    kind: str  # "X", "Y" or "" for a constant comparison
+    coefficients: tuple  # ((index, Fraction), ...)
+    constant: Fraction
+    line: int
+    text: str
+
+
+class _Reader:
+    """Reads commands in order: declarations first, then asserts over declared variables."""
+
+    def __init__(self, where: str, n_inputs: int | None, n_outputs: int | None) -> None:
+        self.where = where
+        self.limits = {"X": n_inputs, "Y": n_outputs}
+        self.declared: dict[str, dict[int, int]] = {"X": {}, "Y": {}}  # index -> declaration line
+        self.disjuncts: list[list[_Constraint]] = [[]]
+
+    def fail(self, line: int, message: str) -> VnnlibError:
+        return _fail(self.where, line, message)
+
+    def command(self, command) -> None:
+        if not isinstance(command, _List) or command.head is None:
+            raise self.fail(command.line, f"expected a command such as (assert ...), got {_render(command)}")
+        if command.head == "declare-const":
+            self._declare(command)
+        elif command.head == "assert":
+            if len(command.items) != 2:
+                raise self.fail(command.line, f"assert takes one formula, got {len(command.items) - 1}")
+            self._conjoin(self._dnf(command.items[1]), command.line)
+        else:
+            raise self.fail(
+                command.line, f"unsupported command ({command.head} ...); certfsm reads declare-const and assert"
+            )
+
+    def _declare(self, command: _List) -> None:
+        items = command.items
+        if len(items) != 3 or not all(isinstance(item, _Atom) for item in items):
+            raise self.fail(command.line, f"expected (declare-const NAME Real), got {_render(command)}")
+        name, sort = items[1].text, items[2].text
+        match = _VARIABLE.match(name)
+        if match is None:
+            raise self.fail(command.line, f"unknown variable name {name}; VNN-LIB names inputs X_i and outputs Y_j")
+        if sort != "Real":
+            raise self.fail(command.line, f"{name} has sort {sort}; VNN-LIB variables are Real")
+        kind, index = match.group(1), int(match.group(2))
+        if index in self.declared[kind]:
+            first = self.declared[kind][index]
+            raise self.fail(command.line, f"{name} is declared twice (first on line {first}); remove one")
+        limit = self.limits[kind]
+        if limit is not None and index >= limit:
+            what = "inputs" if kind == "X" else "outputs"
+            raise self.fail(
+                command.line,
+                f"{name} is beyond the network's {limit} {what} ({kind}_0..{kind}_{limit - 1}); "
+                "check the property matches the network",
+            )
+        self.declared[kind][index] = command.line
+
+    def _variable(self, atom: _Atom) -> tuple[str, int]:
+        match = _VARIABLE.match(atom.text)
+        if match is None or int(match.group(2)) not in self.declared[match.group(1)]:
+            raise self.fail(
+                atom.line, f"unknown variable {atom.text}; declare it with (declare-const {atom.text} Real) before use"
+            )
+        return match.group(1), int(match.group(2))
+
+    def _dnf(self, expr) -> list[list[_Constraint]]:
+        """The formula as a list of disjuncts, each a list of constraints (all must hold)."""
+        if isinstance(expr, _Atom):
+            if expr.text in ("true", "false"):
+                return [[]] if expr.text == "true" else []
+            raise self.fail(expr.line, f"expected a formula, got {expr.text}")
+        head = expr.head
+        if head == "and":
+            result = [[]]
+            for item in expr.items[1:]:
+                result = self._product(result, self._dnf(item), expr.line)
+            return result
+        if head == "or":
+            result = [disjunct for item in expr.items[1:] for disjunct in self._dnf(item)]
+            if len(result) > _MAX_DISJUNCTS:
+                raise self._too_large(expr.line)
+            return result
+        if head in _COMPARISONS:
+            return [self._comparisons(expr)]
+        if head == "=":
+            raise self.fail(expr.line, "equality (= ...) is not supported; write it as (<= a b) and (>= a b)")
+        raise self.fail(expr.line, f"unsupported formula ({head} ...); certfsm reads and, or, <=, >=, <, >")
+
+    def _too_large(self, line: int) -> VnnlibError:
+        return self.fail(
+            line, f"the formula expands to more than {_MAX_DISJUNCTS} disjuncts; split the property into several files"
+        )
+
+    def _product(self, left: list, right: list, line: int) -> list:
+        """The conjunction of two DNFs (extends `left` in place when `right` is a single disjunct)."""
+        if len(left) * len(right) > _MAX_DISJUNCTS:
+            raise self._too_large(line)
+        if len(right) == 1:
+            for disjunct in left:
+                disjunct.extend(right[0])
+            return left
+        return [a + b for a in left for b in right]
+
+    def _conjoin(self, dnf: list, line: int) -> None:
+        self.disjuncts = self._product(self.disjuncts, dnf, line)
+
+    def _comparisons(self, expr: _List) -> list[_Constraint]:
+        operands = expr.items[1:]
+        if len(operands) < 2:
+            raise self.fail(expr.line, f"({expr.head} ...) needs at least two terms, got {len(operands)}")
+        terms = [self._linear(item) for item in operands]
+        text = _render(expr)
+        constraints = []
+        for (low, low_c), (high, high_c) in zip(terms, terms[1:]):
+            if expr.head in (">=", ">"):
+                low, low_c, high, high_c = high, high_c, low, low_c
+            coefficients = dict(low)
+            for variable, value in high.items():
+                coefficients[variable] = coefficients.get(variable, Fraction(0)) - value
+            constraints.append(self._classify(coefficients, low_c - high_c, expr.line, text))
+        return constraints
+
+    def _classify(self, coefficients: dict, constant: Fraction, line: int, text: str) -> _Constraint:
+        coefficients = {variable: value for variable, value in coefficients.items() if value != 0}
+        kinds = {kind for kind, _ in coefficients}
+        if kinds == {"X", "Y"}:
+            raise self.fail(
+                line, f"{text} mixes inputs X and outputs Y; VNN-LIB constrains inputs by bounds and outputs separately"
+            )
+        kind = kinds.pop() if kinds else ""
+        if kind == "X" and len(coefficients) > 1:
+            raise self.fail(
+                line,
+                f"{text} constrains several inputs; "
+                "certfsm supports an input box (one X_i against a number per comparison)",
+            )
+        pairs = tuple(sorted((index, value) for (_, index), value in coefficients.items()))
+        return _Constraint(kind, pairs, constant, line, text)
+
+    def _linear(self, expr) -> tuple[dict, Fraction]:
+        """A linear term as ({(kind, index): coefficient}, constant), exactly."""
+        if isinstance(expr, _Atom):
+            if _NUMBER.match(expr.text):
+                value = Fraction(expr.text)
+                if abs(value) > _LARGEST:
+                    raise self.fail(expr.line, f"{expr.text} is beyond the float64 range; use a finite bound")
+                return {}, value
+            return {self._variable(expr): Fraction(1)}, Fraction(0)
+        head, operands = expr.head, expr.items[1:]
+        terms = [self._linear(item) for item in operands]
+        if head == "+" and terms:
+            return _combine(terms, [1] * len(terms))
+        if head == "-" and len(terms) == 1:
+            return _combine(terms, [-1])
+        if head == "-" and terms:
+            return _combine(terms, [1] + [-1] * (len(terms) - 1))
+        if head == "*" and terms:
+            variable_terms = [term for term in terms if term[0]]
+            if len(variable_terms) > 1:
+                raise self.fail(
+                    expr.line,
+                    f"{_render(expr)} is a non-linear term; "
+                    "certfsm supports linear constraints (a number times a variable)",
+                )
+            factor = Fraction(1)
+            for coefficients, constant in terms:
+                if not coefficients:
+                    factor *= constant
+            if not variable_terms:
+                return {}, factor
+            coefficients, constant = variable_terms[0]
+            return {variable: value * factor for variable, value in coefficients.items()}, constant * factor
+        raise self.fail(
+            expr.line, f"unsupported term {_render(expr)}; certfsm reads numbers, X_i, Y_j, +, - and * by a number"
+        )
+
+    def properties(self, stem: str) -> list[Property]:
+        n_inputs = self._count("X")
+        n_outputs = self._count("Y")
+        boxes: dict[tuple, list[Conjunction]] = {}
+        empty_reasons = []
+        for disjunct in self.disjuncts:
+            try:
+                lower, upper = self._box(disjunct, n_inputs)
+            except _EmptyDisjunct as reason:
+                empty_reasons.append(reason)
+                continue
+            rows = [c for c in disjunct if c.kind == "Y"]
+            A = np.zeros((len(rows), n_outputs))
+            for row, constraint in enumerate(rows):
+                for index, value in constraint.coefficients:
+                    A[row, index] = float(value)
+            b = np.array([float(-c.constant) for c in rows])
+            labels = tuple(f"{c.text} (line {c.line})" for c in rows)
+            boxes.setdefault((tuple(lower), tuple(upper)), []).append(Conjunction(A, b, labels))
+        if not boxes:
+            reason = empty_reasons[0] if empty_reasons else _EmptyDisjunct(1, "the asserts contradict each other")
+            raise self.fail(
+                reason.line,
+                f"the unsafe set is empty ({reason.detail}), so the property would hold vacuously; fix the asserts",
+            )
+        if len(boxes) == 1:
+            ((lower, upper), unsafe), = boxes.items()
+            description = f"VNN-LIB file {self.where}"
+            return [Property(stem, np.array(lower), np.array(upper), tuple(unsafe), description, {"vnnlib": self.where})]
+        return [
+            Property(
+                f"{stem}#{k}",
+                np.array(lower),
+                np.array(upper),
+                tuple(unsafe),
+                f"input box {k} of {len(boxes)} of VNN-LIB file {self.where}",
+                {"vnnlib": self.where, "box": k},
+            )
+            for k, ((lower, upper), unsafe) in enumerate(boxes.items())
+        ]
+
+    def _count(self, kind: str) -> int:
+        declared = self.declared[kind]
+        what = "inputs" if kind == "X" else "outputs"
+        if not declared:
+            raise self.fail(1, f"declares no {what}; add (declare-const {kind}_0 Real) and the rest")
+        count = max(declared) + 1
+        missing = sorted(set(range(count)) - set(declared))
+        names = f"{kind}_0..{kind}_{count - 1}"
+        if missing:
+            raise self.fail(
+                declared[count - 1], f"declares {kind}_{count - 1} but not {kind}_{missing[0]}; declare {names}"
+            )
+        limit = self.limits[kind]
+        if limit is not None and count != limit:
+            raise self.fail(
+                declared[count - 1],
+                f"declares {count} {what} ({names}) but the network has {limit}; check the property matches the network",
+            )
+        return count
+
+    def _box(self, disjunct: list[_Constraint], n_inputs: int) -> tuple[list[float], list[float]]:
+        lower, upper = [-np.inf] * n_inputs, [np.inf] * n_inputs
+        lower_line, upper_line = [0] * n_inputs, [0] * n_inputs
+        for constraint in disjunct:
+            if constraint.kind == "":
+                if constraint.constant > 0:
+                    raise _EmptyDisjunct(constraint.line, f"{constraint.text} is false")
+                continue
+            if constraint.kind != "X":
+                continue
+            ((index, coefficient),) = constraint.coefficients
+            bound = float(-constraint.constant / coefficient)
+            if coefficient > 0 and bound < upper[index]:
+                upper[index], upper_line[index] = bound, constraint.line
+            elif coefficient < 0 and bound > lower[index]:
+                lower[index], lower_line[index] = bound, constraint.line
+        for index in range(n_inputs):
+            for side, values, bound_kind in (("lower", lower, ">="), ("upper", upper, "<=")):
+                if not np.isfinite(values[index]):
+                    raise self.fail(
+                        self.declared["X"][index],
+                        f"input X_{index} has no {side} bound; add (assert ({bound_kind} X_{index} <number>))",
+                    )
+            if lower[index] > upper[index]:
+                raise _EmptyDisjunct(
+                    max(lower_line[index], upper_line[index]),
+                    f"X_{index} >= {lower[index]!r} (line {lower_line[index]}) "
+                    f"and X_{index} <= {upper[index]!r} (line {upper_line[index]})",
+                )
+        return lower, upper
+
+
+class _EmptyDisjunct(Exception):
+    """A disjunct that no point satisfies (an empty box or a false constant comparison)."""
+
+    def __init__(self, line: int, detail: str) -> None:
+        super().__init__(detail)
+        self.line, self.detail = line, detail
+
+
+def _combine(terms: list, signs: list) -> tuple[dict, Fraction]:
+    coefficients: dict = {}
+    constant = Fraction(0)
+    for (term_coefficients, term_constant), sign in zip(terms, signs):
+        constant += sign * term_constant
+        for variable, value in term_coefficients.items():
+            coefficients[variable] = coefficients.get(variable, Fraction(0)) + sign * value
+    return coefficients, constant
