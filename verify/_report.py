@@ -1,0 +1,194 @@
+"""The report folder: summary.json, report.md and one .smt2 file per query.
+
+The folder is built beside its destination and swapped in with renames,
+so a failure (bad input, crash, Ctrl-C) never leaves a half-written
+report: either the old folder is still there untouched, or the new one is
+complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from certfsm._decision import decide
+from certfsm._errors import ReportError
+
+from ._property import Property
+from ._result import Result
+
+SUMMARY_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class InputNaming:
+    """How to show an input vector to a person: names, units and token names."""
+
+    input_names: tuple[str, ...]
+    input_units: tuple[str, ...]
+    output_names: tuple[str, ...]
+    decision: str | None = None
+
+    @classmethod
+    def plain(cls, n_inputs: int, n_outputs: int) -> "InputNaming":
+        return cls(tuple(f"X_{i}" for i in range(n_inputs)), ("",) * n_inputs,
+                   tuple(f"Y_{j}" for j in range(n_outputs)))
+
+    @classmethod
+    def from_spec(cls, spec) -> "InputNaming":
+        return cls(tuple(i.name for i in spec.inputs), tuple(i.unit for i in spec.inputs),
+                   tuple(spec.outputs), spec.decision)
+
+
+def query_file_name(index: int, prop: Property) -> str:
+    """A stable, filesystem-safe file name: position first so files sort in report order."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", prop.name).strip("_") or "property"
+    return f"{index:02d}_{slug}.smt2"
+
+
+def _entry(index, prop, result, naming, smt2_name, smt2_sha) -> dict:
+    entry = {
+        "property": prop.name,
+        "description": prop.description,
+        "verdict": result.verdict,
+        "engine": result.engine,
+        "seconds": round(result.seconds, 3),
+        "reason": result.reason,
+        "smt2": smt2_name,
+        "smt2_sha256": smt2_sha,
+        "stats": result.stats,
+        "input_box": {name: [float(lo), float(hi)]
+                      for name, lo, hi in zip(naming.input_names, prop.lower, prop.upper)},
+    }
+    if result.counterexample is not None:
+        entry["counterexample"] = {n: float(v) for n, v in zip(naming.input_names, result.counterexample)}
+        entry["outputs"] = {n: float(v) for n, v in zip(naming.output_names, result.outputs)}
+        if naming.decision:
+            entry["decision"] = naming.output_names[int(decide(result.outputs, naming.decision))]
+    return entry
+
+
+def _markdown(summary: dict, naming: InputNaming) -> str:
+    lines = [f"# certfsm verification report: {summary['title']}", ""]
+    lines += [f"- certfsm {summary['certfsm_version']}", f"- model: `{summary['model']['file']}` "
+              f"(sha256 `{summary['model']['sha256']}`)"]
+    if summary.get("spec"):
+        lines.append(f"- spec: `{summary['spec']['file']}` (sha256 `{summary['spec']['sha256']}`)")
+    lines += [f"- engine: {summary['settings']['engine']}, timeout {summary['settings']['timeout']} s "
+              f"per property, {summary['settings']['jobs']} jobs",
+              f"- overall: **{summary['overall']}** ({summary['counts']})", "",
+              "| property | verdict | engine | time (s) | SMT-LIB |", "|---|---|---|---|---|"]
+    for entry in summary["properties"]:
+        lines.append(f"| {entry['property']} | **{entry['verdict']}** | {entry['engine']} | "
+                     f"{entry['seconds']:.3f} | [{entry['smt2']}]({entry['smt2']}) |")
+    for entry in summary["properties"]:
+        lines += ["", f"## {entry['property']}: {entry['verdict']}", "", entry["description"] + "."]
+        if entry["reason"]:
+            lines += ["", f"Reason: {entry['reason']}"]
+        if "counterexample" in entry:
+            lines += ["", "Counterexample (re-evaluated in numpy float64 and onnxruntime):", "",
+                      "| input | value | unit |", "|---|---|---|"]
+            for name, unit in zip(naming.input_names, naming.input_units):
+                lines.append(f"| {name} | {entry['counterexample'][name]:.9g} | {unit} |")
+            scores = ", ".join(f"{k} = {v:.6g}" for k, v in entry["outputs"].items())
+            lines += ["", f"Scores there: {scores}."]
+            if "decision" in entry:
+                lines.append(f"The network chooses **{entry['decision']}**.")
+    lines += ["", "## Re-running the proofs", "",
+              "Every `.smt2` file is a standalone SMT-LIB 2.6 script whose `:status` is the recorded "
+              "verdict (unsat = proved, sat = violated). Re-run one with `z3 FILE.smt2`, or all of "
+              "them with `certfsm recheck THIS_FOLDER [--solver z3|cvc5]`.", ""]
+    return "\n".join(lines)
+
+
+def _sha256_file(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_report(folder, *, title: str, network, properties: list[Property], results: list[Result],
+                 naming: InputNaming, settings: dict, spec_path=None) -> dict:
+    """Write the whole report folder atomically and return the summary dict."""
+    from ._smtlib import certfsm_version, write_smtlib
+
+    folder = Path(folder)
+    parent = folder.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
+    except OSError as error:
+        raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); "
+                          "choose a writable --report path") from error
+    try:
+        entries = []
+        for index, (prop, result) in enumerate(zip(properties, results)):
+            name = query_file_name(index, prop)
+            sha = write_smtlib(staging / name, network, prop, verdict=result.verdict,
+                               engine=result.engine, seconds=result.seconds,
+                               extra={"reason": result.reason} if result.reason else None)
+            entries.append(_entry(index, prop, result, naming, name, sha))
+        verdicts = [r.verdict for r in results]
+        summary = {
+            "certfsm_summary": SUMMARY_SCHEMA_VERSION,
+            "title": title,
+            "certfsm_version": certfsm_version(),
+            "model": {"file": os.path.basename(network.source_path) or "(in memory)",
+                      "path": network.source_path, "sha256": network.sha256,
+                      "inputs": network.n_inputs, "outputs": network.n_outputs,
+                      "hidden": list(network.hidden_sizes)},
+            "spec": ({"file": os.path.basename(str(spec_path)), "path": str(Path(spec_path).resolve()),
+                      "sha256": _sha256_file(spec_path)} if spec_path else None),
+            "settings": settings,
+            "overall": overall_verdict(verdicts),
+            "counts": {v: verdicts.count(v) for v in ("proved", "violated", "unknown")},
+            "properties": entries,
+        }
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+        (staging / "report.md").write_text(_markdown(summary, naming))
+        _swap_in(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return summary
+
+
+def overall_verdict(verdicts) -> str:
+    """proved only when every property is proved; violated wins over unknown."""
+    if verdicts and all(v == "proved" for v in verdicts):
+        return "proved"
+    return "violated" if "violated" in verdicts else "unknown"
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def _swap_in(staging: Path, folder: Path) -> None:
+    """Replace `folder` by `staging` with renames only; the old folder goes only once the new one is in place."""
+    if folder.exists() and not folder.is_dir():
+        raise ReportError(f"{folder}: exists and is not a folder; choose another --report path")
+    retired = None
+    if folder.exists():
+        retired = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.resolve().parent))
+        os.rmdir(retired)
+        os.rename(folder, retired)
+    try:
+        os.rename(staging, folder)
+    except OSError:
+        if retired is not None:
+            os.rename(retired, folder)
+        raise
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
