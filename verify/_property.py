@@ -38,8 +38,13 @@ class Conjunction:
         object.__setattr__(self, "labels", tuple(self.labels))
 
     def slack(self, outputs: np.ndarray) -> np.ndarray:
-        """min over rows of (b - A y): >= 0 exactly when every row holds. Works on batches."""
+        """min over rows of (b - A y): >= 0 exactly when every row holds. Works on batches.
+
+        A conjunction without rows is "true", so its slack is +inf.
+        """
         outputs = np.asarray(outputs, dtype=np.float64)
+        if self.A.shape[0] == 0:
+            return np.full(outputs.shape[:-1], np.inf)
         return np.min(self.b - outputs @ self.A.T, axis=-1)
 
 
