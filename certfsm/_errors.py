@@ -26,6 +26,10 @@ class VnnlibError(CertfsmError, ValueError):
     """A VNN-LIB property file cannot be parsed or is outside the supported fragment."""
 
 
+class ArtifactError(CertfsmError, ValueError):
+    """A certified artifact (.cfsm) is damaged, modified, inconsistent or not backed by its proofs."""
+
+
 class ReportError(CertfsmError, OSError):
     """A report folder or report file cannot be written or read back."""
 
