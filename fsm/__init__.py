@@ -1,1 +1,34 @@
-"""Reserved for a later capability (see DESIGN.md)."""
+"""certfsm.fsm: the grid, the lookup table, the state machine around it, and the proofs of both.
+
+- `Grid`: cells from the spec's bins (`cell_of`, and `cell_of_fixed` for
+  the hardware's integers).
+- `Table`: a proposed token, a status and an allowed-token row per cell;
+  `allowed_masks` from the legality rules; `check_table` and
+  `prove_table` (Z3) for the table-level property.
+- `step`: the one step function of the state machine (`MachineParams`,
+  `State`, `Reason`), with `replay` for traces.
+- `check_explicit` (explicit-state enumeration) and `prove_machine` (Z3,
+  by induction) for the machine properties; the two must agree
+  (`disagreements`).
+
+Importing this package needs neither z3, maraboupy nor onnx; the proof
+functions import z3 when called.
+"""
+
+from ._explicit import (MACHINE_PROPERTIES, alphabet, check_explicit, explore, free_rows, table_rows,
+                        transition_violations)
+from ._grid import OUT_OF_ENVELOPE, Grid
+from ._machine import (NO_CANDIDATE, MachineInput, MachineParams, Proof, Reason, State, Trace, TraceStep,
+                       initial_state, replay, step)
+from ._machine_proofs import INVARIANT_QUERIES, StepEncoding, disagreements, invariant_holds, prove_machine
+from ._table import (CONSERVATIVE, EXACT, TABLE_PROPERTIES, UNDECIDED, CellClass, Table, TableViolation,
+                     allowed_masks, check_table, prove_table, rule_meets)
+
+__all__ = [
+    "CONSERVATIVE", "EXACT", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "NO_CANDIDATE", "OUT_OF_ENVELOPE",
+    "TABLE_PROPERTIES", "UNDECIDED", "CellClass", "Grid", "MachineInput", "MachineParams", "Proof", "Reason",
+    "State", "StepEncoding", "Table", "TableViolation", "Trace", "TraceStep", "allowed_masks", "alphabet",
+    "check_explicit", "check_table", "disagreements", "explore", "free_rows", "initial_state",
+    "invariant_holds", "prove_machine", "prove_table", "replay", "rule_meets", "step", "table_rows",
+    "transition_violations",
+]
