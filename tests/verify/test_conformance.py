@@ -1,0 +1,274 @@
+"""The conformance suite every engine passes.
+
+One shared list of tiny hand-built networks and properties whose answers
+are obvious on paper, run against every engine through the same
+``check(network, prop, timeout) -> Result`` call (the orchestrator through
+a small adapter). An engine declares ``COMPLETE``: a complete engine must
+give exactly the expected verdict; an incomplete one (bound propagation)
+may also say ``unknown`` but never the opposite verdict. A ``violated``
+verdict must carry a counterexample inside the box that re-evaluates to
+an unsafe output. An engine whose module or solver package is missing is
+skipped with the reason, never passed.
+
+Then property-based checks on random small networks whose weights are
+small dyadic rationals (exact in float32): Marabou never says ``proved``
+where dense sampling finds an unsafe point, and Marabou and Z3 never
+contradict each other.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from certfsm._network import AffineLayer, Network
+from certfsm.verify._property import Conjunction, Property, chosen_conjunction
+from certfsm.verify._result import Result
+
+TIMEOUT = 20.0
+
+
+def _direct(module, network: Network, prop: Property, timeout: float) -> Result:
+    return module.check(network, prop, timeout)
+
+
+def _orchestrator(module, network: Network, prop: Property, timeout: float) -> Result:
+    return module.check(network, prop, engine="auto", timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine under test: its module, the solver packages it needs, how to call it."""
+
+    module_name: str
+    packages: tuple[str, ...]
+    call: Callable[..., Result]
+
+    def load(self):
+        for package in self.packages:
+            if importlib.util.find_spec(package) is None:
+                pytest.skip(f"{self.module_name} needs the {package!r} package, which is not installed")
+        module = pytest.importorskip(self.module_name, reason=f"engine module {self.module_name} is not there")
+        if not hasattr(module, "check"):
+            pytest.fail(f"engine module {self.module_name} has no check(network, prop, timeout) function")
+        return module
+
+
+ENGINES = (
+    Engine("certfsm.verify._marabou", ("maraboupy",), _direct),
+    Engine("certfsm.verify._z3", ("z3",), _direct),
+    Engine("certfsm.verify._bounds", (), _direct),
+    Engine("certfsm.verify._check", (), _orchestrator),
+)
+
+
+def _layer(weight, bias, name: str) -> AffineLayer:
+    return AffineLayer(np.array(weight, dtype=float), np.array(bias, dtype=float), name)
+
+
+def _net(*layers) -> Network:
+    return Network(tuple(_layer(w, b, f"layer{k}") for k, (w, b) in enumerate(layers)))
+
+
+# y = relu(x) - relu(-x) = x
+IDENTITY = _net(([[1], [-1]], [0, 0]), ([[1, -1]], [0]))
+# y0 = |x0 - x1|, y1 = x0 - x1
+ABS_DIFF = _net(([[1, -1], [-1, 1]], [0, 0]), ([[1, 1], [1, -1]], [0, 0]))
+# y = relu(x0 + x1) - 2 relu(x0 + x1 - 1): 0 at (0,0) and (1,1), 1 on the line x0 + x1 = 1
+XOR = _net(([[1, 1], [1, 1]], [0, -1]), ([[1, -2]], [0]))
+# y0 = relu(x), y1 = 1 - relu(x): equal only at x = 0.5
+TIE = _net(([[1]], [0]), ([[1], [-1]], [0, 1]))
+# y = |x0| + |x1|: zero only at the origin
+L1 = _net(([[1, 0], [-1, 0], [0, 1], [0, -1]], [0, 0, 0, 0]), ([[1, 1, 1, 1]], [0]))
+# scores (x, 1 - x, 0.25), argmax: token 2 never wins, token 0 wins for x >= 0.5
+THREE_TOKENS = _net(([[1]], [0]), ([[1], [-1], [0]], [0, 1, 0.25]))
+# y = relu(relu(x) - 0.5) on [0, 1]: at most 0.5, reached at x = 1
+DEEP = _net(([[1]], [0]), ([[1]], [-0.5]), ([[1]], [0]))
+
+
+def _ge(value: float, index: int = 0, n: int = 1) -> Conjunction:
+    row = np.zeros(n)
+    row[index] = -1.0
+    return Conjunction([row], [-value], (f"y{index} >= {value}",))
+
+
+def _le(value: float, index: int = 0, n: int = 1) -> Conjunction:
+    row = np.zeros(n)
+    row[index] = 1.0
+    return Conjunction([row], [value], (f"y{index} <= {value}",))
+
+
+def _prop(lower, upper, *unsafe: Conjunction) -> Property:
+    return Property("conformance", np.atleast_1d(lower), np.atleast_1d(upper), unsafe)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    network: Network
+    prop: Property
+    expected: str
+
+
+CASES = (
+    Case("identity-out-of-range", IDENTITY, _prop(-1, 1, _ge(1.5)), "proved"),
+    Case("identity-in-range", IDENTITY, _prop(-1, 1, _ge(0.5)), "violated"),
+    Case("identity-box-corner-tie", IDENTITY, _prop(-1, 1, _ge(1.0)), "violated"),
+    Case("identity-empty-unsafe-set", IDENTITY, _prop(-1, 1), "proved"),
+    Case("identity-point-box-hit", IDENTITY, _prop(0.25, 0.25, _ge(0.25)), "violated"),
+    Case("identity-point-box-miss", IDENTITY, _prop(0.25, 0.25, _ge(0.3)), "proved"),
+    Case("abs-diff-disjunction-unreachable", ABS_DIFF, _prop([0, 0], [1, 1], _ge(1.5, 0, 2), _le(-1.5, 1, 2)), "proved"),
+    Case(
+        "abs-diff-disjunction-second-branch", ABS_DIFF, _prop([0, 0], [1, 1], _ge(1.5, 0, 2), _le(-0.5, 1, 2)), "violated"
+    ),
+    Case(
+        "abs-diff-conjunction", ABS_DIFF, _prop([0, 0], [1, 1], Conjunction([[-1, 0], [0, 1]], [-0.75, 0])), "violated"
+    ),
+    Case("xor-above-one", XOR, _prop([0, 0], [1, 1], _ge(1.25)), "proved"),
+    Case("xor-one-on-a-segment", XOR, _prop([0, 0], [1, 1], _ge(1.0)), "violated"),
+    Case("xor-never-negative", XOR, _prop([0, 0], [1, 1], _le(-0.25)), "proved"),
+    Case("xor-point-box", XOR, _prop([0.25, 0.75], [0.25, 0.75], _ge(1.0)), "violated"),
+    Case("tie-at-one-point", TIE, _prop(0, 1, Conjunction([[1, -1], [-1, 1]], [0, 0])), "violated"),
+    Case("tie-missed-box", TIE, _prop(0, 0.375, Conjunction([[1, -1], [-1, 1]], [0, 0])), "proved"),
+    Case("l1-zero-at-origin-only", L1, _prop([-1, -1], [1, 1], _le(0.0)), "violated"),
+    Case("l1-origin-outside-box", L1, _prop([0.25, -1], [1, 1], _le(0.0)), "proved"),
+    Case("argmax-token-never-chosen", THREE_TOKENS, _prop(0, 1, chosen_conjunction(2, 3, "argmax")), "proved"),
+    Case("argmax-token-chosen-with-ties", THREE_TOKENS, _prop(0, 1, chosen_conjunction(0, 3, "argmax")), "violated"),
+    Case("deep-maximum-reached", DEEP, _prop(0, 1, _ge(0.5)), "violated"),
+    Case("deep-above-maximum", DEEP, _prop(0, 1, _ge(0.625)), "proved"),
+)
+
+
+def assert_consistent(result: Result, expected: str, *, complete: bool, network: Network, prop: Property) -> None:
+    """A complete engine gives `expected`; an incomplete one `expected` or unknown; never the opposite.
+
+    A violated verdict must also carry a real counterexample: inside the
+    box and re-evaluating (float64) to an unsafe output.
+    """
+    assert expected in ("proved", "violated")
+    allowed = {expected} if complete else {expected, "unknown"}
+    assert result.verdict in allowed, (
+        f"{result.engine} said {result.verdict} ({result.reason}); expected {expected}"
+        + ("" if complete else " or unknown")
+    )
+    if result.verdict == "violated":
+        x = np.asarray(result.counterexample, dtype=np.float64)
+        assert prop.contains_input(x), f"counterexample {x} is outside the box"
+        assert prop.unsafe_slack(network.evaluate(x)) >= 0.0, f"counterexample {x} does not re-evaluate"
+
+
+@pytest.fixture(params=ENGINES, ids=lambda engine: engine.module_name.rsplit(".", 1)[-1].lstrip("_"))
+def engine(request) -> tuple[Engine, object]:
+    spec = request.param
+    module = spec.load()
+    if spec.module_name.endswith("_marabou") and not module.is_available():
+        pytest.skip("maraboupy is installed but does not import")
+    return spec, module
+
+
+def test_engine_declares_completeness(engine):
+    _, module = engine
+    assert isinstance(getattr(module, "COMPLETE", None), bool), f"{module.__name__} must declare COMPLETE = True/False"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_engine_gives_the_known_answer(engine, case):
+    spec, module = engine
+    result = spec.call(module, case.network, case.prop, TIMEOUT)
+    assert isinstance(result, Result)
+    assert_consistent(
+        result, case.expected, complete=getattr(module, "COMPLETE", False), network=case.network, prop=case.prop
+    )
+
+
+def test_the_cases_mean_what_they_say():
+    """The oracle itself: dense sampling never finds an unsafe point in a `proved` case."""
+    for case in CASES:
+        samples = _dense_samples(case.prop, np.random.default_rng(0))
+        unsafe = case.prop.unsafe_slack(case.network.evaluate(samples)) >= 0.0
+        if case.expected == "proved":
+            assert not np.any(unsafe), case.name
+
+
+def test_assert_consistent_rejects_the_opposite_verdict():
+    case = CASES[0]
+    fake = Result("violated", "fake", 0.0, counterexample=np.array([0.0]))
+    with pytest.raises(AssertionError):
+        assert_consistent(fake, "proved", complete=False, network=case.network, prop=case.prop)
+    with pytest.raises(AssertionError):
+        assert_consistent(Result("unknown", "fake", 0.0), "proved", complete=True, network=case.network, prop=case.prop)
+    with pytest.raises(AssertionError, match="does not re-evaluate"):
+        assert_consistent(fake, "violated", complete=True, network=case.network, prop=case.prop)
+
+
+def _dense_samples(prop: Property, rng: np.random.Generator, count: int = 4096) -> np.ndarray:
+    corners = np.array(list(itertools.product(*zip(prop.lower, prop.upper))))
+    uniform = prop.lower + rng.random((count, prop.n_inputs)) * (prop.upper - prop.lower)
+    return np.vstack([corners, uniform, (prop.lower + prop.upper) / 2])
+
+
+def _dyadic(low: int, high: int) -> st.SearchStrategy[float]:
+    """Small integers over 1, 2 or 4: exact in float32, so every engine sees the same numbers."""
+    return st.builds(lambda n, k: n / 2**k, st.integers(low, high), st.integers(0, 2))
+
+
+@st.composite
+def random_problems(draw) -> tuple[Network, Property]:
+    n_inputs = draw(st.integers(2, 3))
+    sizes = [n_inputs] + draw(st.lists(st.integers(2, 6), min_size=1, max_size=2)) + [draw(st.integers(1, 3))]
+    layers = []
+    for index, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+        weight = draw(st.lists(_dyadic(-4, 4), min_size=n_in * n_out, max_size=n_in * n_out))
+        bias = draw(st.lists(_dyadic(-4, 4), min_size=n_out, max_size=n_out))
+        layers.append(AffineLayer(np.reshape(weight, (n_out, n_in)), bias, f"layer{index}"))
+    network = Network(tuple(layers))
+    lower = np.array(draw(st.lists(st.integers(-8, 8), min_size=n_inputs, max_size=n_inputs))) / 4
+    width = np.array(draw(st.lists(st.integers(0, 8), min_size=n_inputs, max_size=n_inputs))) / 4
+    n_out = sizes[-1]
+    unsafe = []
+    for _ in range(draw(st.integers(1, 2))):
+        rows = draw(st.integers(1, 2))
+        A = np.reshape(draw(st.lists(st.integers(-2, 2), min_size=rows * n_out, max_size=rows * n_out)), (rows, n_out))
+        b = np.array(draw(st.lists(st.integers(-16, 16), min_size=rows, max_size=rows))) / 4
+        unsafe.append(Conjunction(A.astype(float), b))
+    return network, Property("random", lower, lower + width, tuple(unsafe))
+
+
+def _marabou():
+    if importlib.util.find_spec("maraboupy") is None:
+        pytest.skip("maraboupy is not installed")
+    module = pytest.importorskip("certfsm.verify._marabou", reason="the Marabou engine module is not there")
+    if not module.is_available():
+        pytest.skip("maraboupy does not import")
+    return module
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=random_problems())
+def test_marabou_never_contradicts_dense_sampling(problem):
+    marabou = _marabou()
+    network, prop = problem
+    samples = _dense_samples(prop, np.random.default_rng(0))
+    sampled_unsafe = bool(np.any(prop.unsafe_slack(network.evaluate(samples)) >= 0.0))
+    result = marabou.check(network, prop, TIMEOUT)
+    if sampled_unsafe:
+        assert result.verdict != "proved", f"Marabou proved a property that sampling violates: {result.reason}"
+    if result.verdict == "violated":
+        assert_consistent(result, "violated", complete=True, network=network, prop=prop)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=random_problems())
+def test_marabou_and_z3_never_contradict(problem):
+    marabou = _marabou()
+    z3_engine = next(engine for engine in ENGINES if engine.module_name.endswith("_z3")).load()
+    network, prop = problem
+    verdicts = {marabou.check(network, prop, TIMEOUT).verdict, z3_engine.check(network, prop, TIMEOUT).verdict}
+    assert verdicts != {"proved", "violated"}, f"Marabou and Z3 disagree on {prop}"

@@ -1,0 +1,548 @@
+"""The one entry point: `check(network, prop, engine=..., timeout=...) -> Result`.
+
+Engines:
+
+- ``auto`` (default): falsification on the box's seed points, sound bounds
+  on the whole box, then branch and bound over the input box (`_split`)
+  spread over `jobs` worker processes, interleaved with falsification
+  runs (about a fifth of the workers' time, with new seeds); a box that
+  bounds cannot close after `ENGINE_DEPTH` splits goes to Marabou (Z3 when
+  maraboupy is missing). Proved only when every box of a partition of the
+  input box is closed by bounds or by an UNSAT answer; engine
+  ``"bounds"`` or ``"bounds+marabou"``. Measured on ACAS Xu: handing
+  boxes to Marabou earlier (after 12 or 16 splits) made the hardest
+  instance time out at 100 s where bounds alone took 27 s, so Marabou is
+  the last resort for boxes bounds cannot close.
+- ``bounds``: the same search without a complete engine (proved or
+  unknown; violated only through a validated counterexample).
+- ``marabou`` / ``z3``: falsification first (a validated counterexample
+  is a fact), then that engine alone on the whole box.
+- ``both``: ``auto`` and Z3 on the whole query; a proof stands only when
+  both prove, a validated counterexample only when the other did not
+  prove; a proved/violated disagreement is ``unknown`` and is reported.
+
+Every ``violated`` verdict comes from `validate_counterexample` (float64
+and onnxruntime); every ``proved`` from bounds or UNSAT answers; anything
+else is ``unknown`` with the reason. The overall timeout is strict: the
+workers are terminated (their solver children die with them) and the
+answer is ``unknown`` ("timeout after N s, K boxes open").
+
+A search starts in this process and moves to `jobs` worker processes
+once it has run `INLINE_SECONDS` with enough open boxes to share (most
+ACAS Xu instances finish before that, and on them forking and shipping
+boxes cost more than they saved). Workers are forked (cheap, and they
+inherit the network); numpy runs single-threaded in them and in this
+process while checking (see `_split.single_threaded_blas`). Each worker
+runs stretches of branch and bound on boxes handed out by this process,
+a falsification run, or one Marabou query (`_marabou.check(...,
+isolate=True)`, which forks its own killable child).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from certfsm._errors import EngineError
+from certfsm._network import Network
+
+from . import _falsify, _split
+from ._property import Property
+from ._result import PROVED, UNKNOWN, VIOLATED, Result
+from ._validate import validate_counterexample
+
+ENGINES = ("auto", "marabou", "z3", "both", "bounds")
+COMPLETE = True
+FALSIFY_SECONDS = 0.3
+MAX_ATTACK_SECONDS = 2.0
+ATTACK_SHARE = 0.2
+ATTACK_DELAY_SECONDS = 2.0
+ENGINE_DEPTH = 30
+BOUNDS_ONLY_DEPTH = 60
+ENGINE_BOX_SECONDS = 10.0
+ENGINE_GRACE_SECONDS = 4.0
+TASK_BOXES = 256
+SLICE_SECONDS = (0.25, 2.0)
+SHORT_SLICE_SECONDS = 0.05
+INLINE_SECONDS = 1.0
+POOL_MIN_BOXES_PER_JOB = 4
+
+Progress = Callable[[float, str], None]
+
+
+def check(
+    network: Network,
+    prop: Property,
+    engine: str = "auto",
+    timeout: float = 60.0,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    seed: int = 0,
+) -> Result:
+    """Decide whether some input of `prop`'s box drives `network` into the unsafe set.
+
+    `jobs` worker processes (default: the number of CPUs) share the
+    branch and bound; `progress(done_fraction, message)` is called as the
+    closed fraction of the box grows; `seed` fixes the falsifier.
+    """
+    started = time.monotonic()
+    _check_arguments(network, prop, engine, timeout, jobs)
+    jobs = jobs or os.cpu_count() or 1
+    deadline = started + timeout
+    with _split.single_threaded_blas():
+        if engine == "both":
+            return _both(network, prop, deadline, jobs, progress, seed, started)
+        if engine in ("marabou", "z3"):
+            found = _falsify_step(network, prop, min(FALSIFY_SECONDS, timeout / 10), seed, started)
+            return found if found is not None else _single_engine(engine, network, prop, deadline, started)
+        found = _falsify_step(network, prop, 0.0, seed, started)
+        if found is not None:
+            return found
+        return _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started)
+
+
+def _check_arguments(network: Network, prop: Property, engine: str, timeout: float, jobs) -> None:
+    if engine not in ENGINES:
+        raise EngineError(f"engine={engine!r} is not one of {', '.join(ENGINES)}; give e.g. engine='auto'")
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise EngineError(f"timeout={timeout!r} is not a positive number of seconds; give e.g. timeout=60")
+    if jobs is not None and not (isinstance(jobs, int) and jobs >= 1):
+        raise EngineError(f"jobs={jobs!r} is not a positive number of worker processes; give e.g. jobs=2 or None")
+    if prop.n_inputs != network.n_inputs:
+        raise EngineError(
+            f"property {prop.name!r} bounds {prop.n_inputs} inputs but the network takes "
+            f"{network.n_inputs}; give one [lower, upper] pair per network input"
+        )
+    for index, conjunction in enumerate(prop.unsafe):
+        if conjunction.A.shape[1] != network.n_outputs:
+            raise EngineError(
+                f"property {prop.name!r} unsafe[{index}] constrains {conjunction.A.shape[1]} outputs "
+                f"but the network has {network.n_outputs}; give one column per network output"
+            )
+
+
+def _falsify_step(network: Network, prop: Property, budget: float, seed: int, started: float) -> Result | None:
+    """A validated counterexample found by falsification within `budget` seconds, else None."""
+    candidate = _falsify.falsify(network, prop, budget, seed)
+    if candidate is None:
+        return None
+    validation = validate_counterexample(network, prop, candidate)
+    if not validation.ok:
+        return None
+    return Result(
+        VIOLATED,
+        "falsify",
+        time.monotonic() - started,
+        reason="falsification found a counterexample (re-evaluated in float64 and onnxruntime)",
+        counterexample=validation.x,
+        outputs=validation.outputs,
+        stats={"falsify_seconds": time.monotonic() - started},
+    )
+
+
+def _engine_module(name: str):
+    if name == "marabou":
+        from . import _marabou as module
+    else:
+        from . import _z3 as module
+    if not module.is_available():
+        raise EngineError(f"{name}: its solver package cannot be imported; install it or choose engine='auto'")
+    return module
+
+
+def _single_engine(name: str, network: Network, prop: Property, deadline: float, started: float) -> Result:
+    module = _engine_module(name)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return Result(UNKNOWN, name, time.monotonic() - started, reason=f"timeout after {deadline - started:.1f} s")
+    result = module.check(network, prop, remaining)
+    return Result(result.verdict, name, time.monotonic() - started, result.reason, result.counterexample,
+                  result.outputs, result.stats)
+
+
+@dataclass(eq=False)
+class _Search:
+    """The state of one branch and bound: open boxes, boxes for the complete engine, what was closed."""
+
+    network: Network
+    prop: Property
+    objectives: _split.Objectives
+    open: list = field(default_factory=list)
+    for_engine: list = field(default_factory=list)
+    closed: _split.Closed = field(default_factory=_split.Closed)
+    stats: dict = field(default_factory=dict)
+
+    def open_count(self) -> int:
+        return sum(len(b) for b in self.open) + sum(len(b) for b in self.for_engine)
+
+    def take_boxes(self, limit: int) -> _split.Boxes:
+        boxes = self.open.pop()
+        if len(boxes) > limit:
+            self.open.append(boxes.take(slice(0, len(boxes) - limit)))
+            boxes = boxes.take(slice(len(boxes) - limit, None))
+        return boxes
+
+
+def _runner(jobs, network, prop, objectives, complete):
+    """Forked workers when there are several jobs and the platform can fork, else inline."""
+    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+        return _PoolRunner(jobs, network, prop, objectives, complete)
+    return _InlineRunner(network, prop, objectives, complete)
+
+
+def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started) -> Result:
+    objectives = _split.Objectives.of(prop, network.n_outputs)
+    boxes, _ = _split.root(network, prop, objectives)
+    stats = {"boxes": 1, "max_depth": 0, "closed_by_bounds": 0, "closed_by_engine": 0, "engine_queries": 0,
+             "jobs": jobs}
+    if not len(boxes):
+        return Result(PROVED, "bounds", time.monotonic() - started,
+                      reason="bounds refute the unsafe set on the whole box", stats=stats)
+    complete = _complete_engine_name() if engine == "auto" else None
+    search = _Search(network, prop, objectives, [boxes], stats=stats)
+    stats.update(falsify_seconds=0.0, attacks=0, seed=seed, workers=1)
+    runners = [_InlineRunner(network, prop, objectives, complete)]
+
+    def widen():
+        """Move to `jobs` worker processes once the search is long and wide enough to share."""
+        if jobs > 1 and len(runners) == 1 and time.monotonic() - started >= INLINE_SECONDS:
+            if search.open_count() >= POOL_MIN_BOXES_PER_JOB * jobs:
+                runners.append(_runner(jobs, network, prop, objectives, complete))
+                stats["workers"] = runners[-1].jobs
+        return runners[-1]
+
+    try:
+        return _drive(search, widen, complete, deadline, progress, started)
+    finally:
+        for runner in runners:
+            runner.close()
+
+
+def _complete_engine_name() -> str | None:
+    """Marabou if its package is installed, else Z3, else None (imported only when a box needs it)."""
+    for name, package in (("marabou", "maraboupy"), ("z3", "z3")):
+        if importlib.util.find_spec(package) is not None:
+            return name
+    return None
+
+
+def _drive(search: _Search, current_runner, complete, deadline, progress, started) -> Result:
+    """Hand out tasks until every box is closed, a violation is validated or time is up.
+
+    `current_runner()` says where tasks run; it may switch from inline to
+    worker processes between tasks (never with a task in flight inline).
+    Proved only when no box is open, none waits for the complete engine and
+    none was left undecided: the closed boxes then partition the input box.
+    """
+    stats = search.stats
+    depth_limit = ENGINE_DEPTH if complete else BOUNDS_ONLY_DEPTH
+    unresolved: list[str] = []
+    while True:
+        runner = current_runner()
+        if time.monotonic() >= deadline:
+            return _timeout(search, started, deadline, complete, unresolved)
+        while runner.has_room() and _submit_next(search, runner, complete, depth_limit, deadline, started, unresolved):
+            pass
+        if runner.idle(("search", "engine")):
+            if search.open or search.for_engine:
+                return _timeout(search, started, deadline, complete, unresolved)
+            break
+        message = runner.next(deadline - time.monotonic())
+        if message is None:
+            continue
+        kind, task, answer = message
+        if kind == "search":
+            verdict = _absorb_search(search, answer, started)
+        elif kind == "attack":
+            verdict = _absorb_attack(search, answer, started)
+        else:
+            verdict = _absorb_engine(search, task[1], answer, complete, unresolved, started)
+        if verdict is not None:
+            return verdict
+        if progress is not None:
+            progress(float(search.closed.fraction()), f"{search.open_count()} boxes open")
+    seconds = time.monotonic() - started
+    if unresolved:
+        return Result(UNKNOWN, _name(stats, complete), seconds, reason=unresolved[0], stats=stats)
+    if not search.closed.is_everything():
+        raise EngineError(
+            f"internal error: the closed boxes cover {search.closed.fraction()} of the input box, not all of it; "
+            "refusing to call it proved (please report this)"
+        )
+    if progress is not None:
+        progress(1.0, "every box closed")
+    return Result(PROVED, _name(stats, complete), seconds,
+                  reason=f"every box of a partition of the input box is closed ({stats['boxes']} boxes bounded)",
+                  stats=stats)
+
+
+def _submit_next(search: _Search, runner, complete, depth_limit, deadline, started, unresolved) -> bool:
+    """Give the runner one task; False if there is none.
+
+    Order: a falsification run when one is due (the first at once, then,
+    after `ATTACK_DELAY_SECONDS`, about `ATTACK_SHARE` of the workers' time,
+    in runs of doubling length, each with a new seed: sat answers come from
+    attacks, not from splitting), then boxes for the complete engine, then
+    the most recent open boxes. A search stretch is short when few boxes
+    are left to hand out, so that idle workers soon get work again.
+    """
+    now = time.monotonic()
+    remaining = deadline - now
+    stats = search.stats
+    if (search.open or search.for_engine) and not runner.running("attack"):
+        allowance = FALSIFY_SECONDS + ATTACK_SHARE * max(0.0, now - started - ATTACK_DELAY_SECONDS) * runner.jobs
+        budget = min(FALSIFY_SECONDS * 2 ** stats["attacks"], MAX_ATTACK_SECONDS, remaining)
+        if stats["falsify_seconds"] + budget <= allowance:
+            runner.submit(("attack", stats["seed"] + 1 + stats["attacks"], budget))
+            stats["attacks"] += 1
+            stats["falsify_seconds"] += budget
+            return True
+    if search.for_engine and not complete:
+        parked = search.for_engine.pop()
+        unresolved.append(f"bounds cannot close {len(parked)} boxes after {depth_limit} splits")
+        return True
+    engine_seconds = min(ENGINE_BOX_SECONDS, remaining - ENGINE_GRACE_SECONDS)
+    if search.for_engine and engine_seconds >= 1.0:
+        last = search.for_engine.pop()
+        if len(last) > 1:
+            search.for_engine.append(last.take(slice(0, len(last) - 1)))
+        search.stats["engine_queries"] += 1
+        runner.submit(("engine", last.take(slice(len(last) - 1, None)), engine_seconds))
+        return True
+    if search.open:
+        share = max(1, min(TASK_BOXES, -(-search.open_count() // runner.jobs)))
+        boxes = search.take_boxes(share)
+        if search.open_count() < 2 * runner.jobs:
+            seconds = SHORT_SLICE_SECONDS
+        else:
+            seconds = min(max(SLICE_SECONDS[0], 0.1 * (now - started)), SLICE_SECONDS[1])
+        runner.submit(("search", boxes, min(seconds, remaining), depth_limit))
+        return True
+    return False
+
+
+def _name(stats: dict, complete: str | None) -> str:
+    return f"bounds+{complete}" if stats["closed_by_engine"] else "bounds"
+
+
+def _absorb_search(search: _Search, outcome: _split.Outcome, started: float) -> Result | None:
+    stats = search.stats
+    stats["boxes"] += outcome.bounded_boxes
+    stats["max_depth"] = max(stats["max_depth"], outcome.max_depth)
+    stats["closed_by_bounds"] += outcome.closed.count()
+    search.closed.merge(outcome.closed)
+    if len(outcome.open):
+        search.open.append(outcome.open)
+    if len(outcome.for_engine):
+        search.for_engine.append(outcome.for_engine)
+    for candidate in outcome.candidates:
+        validation = validate_counterexample(search.network, search.prop, candidate)
+        if validation.ok:
+            return Result(VIOLATED, "falsify", time.monotonic() - started,
+                          reason="an attack point of branch and bound is a counterexample "
+                                 "(re-evaluated in float64 and onnxruntime)",
+                          counterexample=validation.x, outputs=validation.outputs, stats=stats)
+    return None
+
+
+def _absorb_attack(search: _Search, answer, started: float) -> Result | None:
+    candidate, _ = answer
+    if candidate is None:
+        return None
+    validation = validate_counterexample(search.network, search.prop, candidate)
+    if not validation.ok:
+        return None
+    return Result(VIOLATED, "falsify", time.monotonic() - started,
+                  reason="falsification found a counterexample (re-evaluated in float64 and onnxruntime)",
+                  counterexample=validation.x, outputs=validation.outputs, stats=search.stats)
+
+
+def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete, unresolved, started) -> Result | None:
+    stats = search.stats
+    if result.verdict == PROVED:
+        stats["closed_by_engine"] += 1
+        search.closed.add(box.depth)
+        return None
+    if result.verdict == VIOLATED:
+        validation = validate_counterexample(search.network, search.prop, result.counterexample)
+        if validation.ok:
+            return Result(VIOLATED, f"bounds+{complete}", time.monotonic() - started, reason=result.reason,
+                          counterexample=validation.x, outputs=validation.outputs, stats=stats)
+        unresolved.append(f"{complete} counterexample on a sub-box does not validate: {validation.reason}")
+        return None
+    stats["engine_undecided"] = stats.get("engine_undecided", 0) + 1
+    stats["engine_last_reason"] = result.reason
+    if np.all(box.upper <= box.lower):
+        unresolved.append(f"{complete} could not decide a point box: {result.reason}")
+        return None
+    children, bounded = _split.split(search.network, search.objectives, box)
+    stats["boxes"] += bounded.boxes
+    if bounded.boxes:
+        search.closed.add_split(box, children)
+    if len(children):
+        search.for_engine.append(children)
+    return None
+
+
+def _timeout(search: _Search, started: float, deadline: float, complete, unresolved) -> Result:
+    reason = f"timeout after {deadline - started:.1f} s, {search.open_count()} boxes open"
+    if unresolved:
+        reason += f" ({unresolved[0]})"
+    elif "engine_last_reason" in search.stats:
+        undecided, last = search.stats["engine_undecided"], search.stats["engine_last_reason"]
+        reason += f" ({complete} left {undecided} sub-boxes undecided, last: {last})"
+    search.stats["open_boxes"] = search.open_count()
+    return Result(UNKNOWN, _name(search.stats, complete), time.monotonic() - started, reason=reason,
+                  stats=search.stats)
+
+
+# --- runners: where the tasks execute ----------------------------------------
+
+_WORKER: tuple = ()
+
+
+def _run_task(task, context: tuple = ()):
+    """Body of one task, in a worker process (context from `_init_worker`) or inline (context given)."""
+    network, prop, objectives, complete = context or _WORKER
+    if task[0] == "search":
+        _, boxes, seconds, depth_limit = task
+        return _split.search(
+            network, prop, objectives, boxes, time.monotonic() + seconds,
+            engine_depth=depth_limit, attack=seconds > SHORT_SLICE_SECONDS,
+        )
+    if task[0] == "attack":
+        _, seed, seconds = task
+        begun = time.monotonic()
+        return _falsify.falsify(network, prop, seconds, seed), time.monotonic() - begun
+    _, box, seconds = task
+    try:
+        module = _engine_module(complete)
+    except EngineError as error:
+        return Result(UNKNOWN, complete, 0.0, reason=str(error))
+    still_open = tuple(conjunction for k, conjunction in enumerate(prop.unsafe) if box.open[0, k])
+    sub = Property(prop.name, box.lower[0], box.upper[0], still_open, prop.description, prop.metadata)
+    return module.check(network, sub, seconds)
+
+
+def _init_worker(network, prop, objectives, complete) -> None:
+    global _WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _WORKER = (network, prop, objectives, complete)
+    _split.limit_blas_threads()
+
+
+class _InlineRunner:
+    """Runs each task at once in this process (jobs=1)."""
+
+    jobs = 1
+
+    def __init__(self, network, prop, objectives, complete) -> None:
+        self._context = (network, prop, objectives, complete)
+        self._done: list = []
+
+    def has_room(self) -> bool:
+        return not self._done
+
+    def submit(self, task) -> None:
+        self._done.append((task[0], task, _run_task(task, self._context)))
+
+    def idle(self, kinds=None) -> bool:
+        """Nothing waiting to be absorbed (tasks finish as they are submitted)."""
+        return not self._done
+
+    def running(self, kind: str) -> bool:
+        return False
+
+    def next(self, seconds: float):
+        return self._done.pop() if self._done else None
+
+    def close(self) -> None:
+        self._done.clear()
+
+
+class _PoolRunner:
+    """Runs tasks in `jobs` forked worker processes; `close` terminates them (and their solver children)."""
+
+    def __init__(self, jobs, network, prop, objectives, complete) -> None:
+        context = multiprocessing.get_context("fork")
+        self._pool = context.Pool(jobs, initializer=_init_worker, initargs=(network, prop, objectives, complete))
+        self.jobs = jobs
+        self._busy: Counter = Counter()
+        self._done: queue.Queue = queue.Queue()
+
+    def has_room(self) -> bool:
+        return sum(self._busy.values()) < self.jobs
+
+    def submit(self, task) -> None:
+        self._busy[task[0]] += 1
+        self._pool.apply_async(
+            _run_task,
+            (task,),
+            callback=lambda answer, task=task: self._done.put((task[0], task, answer)),
+            error_callback=lambda error, task=task: self._done.put(("error", task, error)),
+        )
+
+    def running(self, kind: str) -> bool:
+        return self._busy[kind] > 0
+
+    def idle(self, kinds=None) -> bool:
+        """No task running (of the given kinds, e.g. ("search", "engine"))."""
+        return not any(count for kind, count in self._busy.items() if kinds is None or kind in kinds)
+
+    def next(self, seconds: float):
+        try:
+            message = self._done.get(timeout=max(seconds, 0.0))
+        except queue.Empty:
+            return None
+        self._busy[message[1][0]] -= 1
+        if message[0] == "error":
+            error = message[2]
+            raise EngineError(
+                f"a branch-and-bound worker failed on a {message[1][0]} task: {type(error).__name__}: {error}"
+            )
+        return message
+
+    def close(self) -> None:
+        self._pool.terminate()
+        self._pool.join()
+
+
+# --- both engines -------------------------------------------------------------
+
+
+def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
+    """auto and Z3 on the whole query; the verdict stands only where they agree (see the module docstring)."""
+    z3 = _engine_module("z3")
+    share = (deadline - time.monotonic()) / 2
+    first = check(network, prop, "auto", share, jobs, progress, seed)
+    remaining = deadline - time.monotonic()
+    second = z3.check(network, prop, remaining) if remaining > 0 else Result(UNKNOWN, "z3", 0.0, "z3 got no time")
+    sides = {"auto": _summary(first), "z3": _summary(second)}
+    stats = {"sides": sides}
+    seconds = time.monotonic() - started
+    verdicts = {first.verdict, second.verdict}
+    reason = f"auto ({first.engine}): {first.verdict}, {first.reason}; z3: {second.verdict}, {second.reason}"
+    if verdicts == {PROVED, VIOLATED}:
+        stats["disagreement"] = True
+        return Result(UNKNOWN, "both", seconds, reason=f"the engines disagree: {reason}", stats=stats)
+    if verdicts == {PROVED}:
+        return Result(PROVED, "both", seconds, reason=reason, stats=stats)
+    for side in (first, second):
+        if side.verdict == VIOLATED:
+            return Result(VIOLATED, "both", seconds, reason=reason, counterexample=side.counterexample,
+                          outputs=side.outputs, stats=stats)
+    return Result(UNKNOWN, "both", seconds, reason=f"the engines do not both prove it: {reason}", stats=stats)
+
+
+def _summary(result: Result) -> dict:
+    return {"verdict": result.verdict, "engine": result.engine, "seconds": result.seconds, "reason": result.reason}
