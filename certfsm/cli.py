@@ -1,0 +1,224 @@
+"""The `certfsm` command line.
+
+Exit codes: 0 when everything asked for is proved (or the check passed),
+1 when something is violated or unknown, 2 for bad usage or bad input
+(one line naming the file, field or node and the fix; a traceback only
+with --debug). Heavy modules are imported inside the commands so that
+`certfsm --help` is instant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._errors import CertfsmError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="certfsm: prove a neural controller safe, distil it into a certified state machine, run it.")
+spec_app = typer.Typer(no_args_is_help=True, help="Work with controller spec files.")
+app.add_typer(spec_app, name="spec")
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="Show a full traceback on errors.")) -> None:
+    _state["debug"] = debug
+
+
+def _jobs(jobs: Optional[int]) -> int:
+    return jobs if jobs else (os.cpu_count() or 1)
+
+
+def _example_spec(name: str) -> Path:
+    from .examples import example_spec_path
+
+    return example_spec_path(name)
+
+
+class _Progress:
+    """A rich progress bar on stderr, one row per property; silent when `enabled` is False."""
+
+    def __init__(self, labels: list[str], enabled: bool):
+        self.labels, self.enabled, self.tasks = labels, enabled, {}
+        self.bar = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.fields[note]}"),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+            self.bar.__enter__()
+            for index, label in enumerate(self.labels):
+                self.tasks[index] = self.bar.add_task(label[:34], total=1.0, note="waiting")
+        return self
+
+    def update(self, index: int, fraction: float, message: str) -> None:
+        if self.bar is not None and index in self.tasks:
+            self.bar.update(self.tasks[index], completed=min(max(fraction, 0.0), 1.0), note=message[:40])
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+@app.command()
+def verify(
+    spec: Optional[Path] = typer.Argument(None, help="Controller spec (JSON). Omit with --example."),
+    example: bool = typer.Option(False, "--example", help="Verify the embedded example controller."),
+    example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
+    report: Path = typer.Option(Path("certfsm-report"), "--report", help="Report folder to (re)write."),
+    engine: str = typer.Option("auto", help="auto | marabou | z3 | both | bounds"),
+    timeout: float = typer.Option(60.0, help="Seconds per property."),
+    jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Prove the spec's token range and legality rules (plain and gated) and write a report folder."""
+    from certfsm._spec import load_spec
+    from certfsm.verify._report import InputNaming, write_report
+    from certfsm.verify._run import verify_spec
+
+    spec_path = _spec_argument(spec, example, example_name)
+    _check_engine(engine)
+    controller = load_spec(spec_path)
+    from .verify._spec_properties import spec_properties
+
+    labels = [p.name for p in spec_properties(controller)]
+    with _Progress(labels, progress and sys.stderr.isatty()) as bar:
+        run = verify_spec(controller, engine=engine, timeout=timeout, jobs=_jobs(jobs), on_progress=bar.update)
+    summary = write_report(report, title=controller.name, network=run.network, properties=run.properties,
+                           results=run.results, naming=InputNaming.from_spec(controller), spec_path=spec_path,
+                           settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
+    _print_results(run)
+    typer.echo(f"overall: {summary['overall']}; report written to {report}/")
+    raise typer.Exit(EXIT_OK if summary["overall"] == "proved" else EXIT_FAILED)
+
+
+def _spec_argument(spec: Optional[Path], example: bool, example_name: str) -> Path:
+    if example and spec is not None:
+        raise typer.BadParameter("give either SPEC or --example, not both")
+    if example:
+        return _example_spec(example_name)
+    if spec is None:
+        raise typer.BadParameter("missing SPEC; give a controller spec file or --example")
+    return spec
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ("auto", "marabou", "z3", "both", "bounds"):
+        raise typer.BadParameter(f"--engine={engine!r} is not one of auto, marabou, z3, both, bounds")
+
+
+def _print_results(run) -> None:
+    width = max([len(p.name) for p in run.properties] + [8])
+    for prop, result in zip(run.properties, run.results):
+        line = f"{prop.name:<{width}}  {result.verdict:<8}  {result.engine:<15} {result.seconds:8.3f} s"
+        if result.reason and result.verdict != "proved":
+            line += f"  ({result.reason})"
+        typer.echo(line)
+
+
+@app.command()
+def vnnlib(
+    network: Path = typer.Argument(..., help="ONNX network."),
+    prop: Path = typer.Argument(..., metavar="PROPERTY", help="VNN-LIB property (the unsafe set)."),
+    timeout: float = typer.Option(116.0, help="Seconds for the whole instance."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the VNN-COMP result file here."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write a report folder."),
+    engine: str = typer.Option("auto", help="auto | marabou | z3 | both | bounds"),
+    jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+) -> None:
+    """Check a VNN-LIB property VNN-COMP style: prints (and writes) unsat, sat with a witness, timeout or unknown."""
+    from certfsm.verify._report import InputNaming, write_report
+    from certfsm.verify._run import verify_vnnlib, vnncomp_answer
+    from certfsm.verify._vnnlib import format_vnncomp_result
+
+    _check_engine(engine)
+    run = verify_vnnlib(network, prop, engine=engine, timeout=timeout, jobs=_jobs(jobs))
+    answer = vnncomp_answer(run.results)
+    witness = next((r for r in run.results if r.verdict == "violated"), None)
+    text = format_vnncomp_result(answer, witness.counterexample if witness else None,
+                                 witness.outputs if witness else None)
+    if out is not None:
+        _write_atomically(out, text if text.endswith("\n") else text + "\n")
+    if report is not None:
+        write_report(report, title=f"{network.name} / {prop.name}", network=run.network,
+                     properties=run.properties, results=run.results,
+                     naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
+                     settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
+    typer.echo(text.rstrip("\n"))
+    raise typer.Exit(EXIT_OK if answer == "unsat" else EXIT_FAILED)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    from ._errors import ReportError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except OSError as error:
+        raise ReportError(f"{path}: cannot write the result ({error.strerror}); choose a writable --out path") from error
+
+
+@app.command()
+def recheck(
+    folder: Path = typer.Argument(..., help="A report folder written by certfsm verify or vnnlib."),
+    solver: str = typer.Option("z3", help="z3 | cvc5"),
+    timeout: float = typer.Option(60.0, help="Seconds per file."),
+) -> None:
+    """Re-run every .smt2 file of a report with a stock SMT solver and compare with the recorded status."""
+    from certfsm.verify._recheck import recheck_folder
+
+    rows = recheck_folder(folder, solver=solver, timeout=timeout)
+    for row in rows:
+        typer.echo(f"{row.file:<48} recorded {row.recorded_status:<8} {solver} {row.answer:<8} "
+                   f"{row.seconds:7.2f} s  {'ok' if row.ok else 'MISMATCH'}" + (f"  ({row.note})" if row.note else ""))
+    confirmed = sum(row.ok for row in rows)
+    typer.echo(f"{confirmed} of {len(rows)} files confirmed by {solver}")
+    raise typer.Exit(EXIT_OK if rows and confirmed == len(rows) else EXIT_FAILED)
+
+
+@spec_app.command("check")
+def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
+    """Validate a controller spec against the schema and its semantic rules."""
+    from certfsm._spec import check_spec
+
+    for line in check_spec(spec):
+        typer.echo(line)
+    typer.echo(f"{spec}: ok")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Console entry point: turn certfsm's own errors into one line and exit code 2.
+
+    The CLI library handles its own usage errors (exit 2) and typer.Exit
+    codes in standalone mode; certfsm's errors pass through it to here.
+    """
+    try:
+        app(args=argv, prog_name="certfsm")
+    except CertfsmError as error:
+        if _state["debug"]:
+            raise
+        typer.echo(f"certfsm: error: {error}", err=True)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        typer.echo("certfsm: interrupted; nothing half-written was left behind", err=True)
+        return 130
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The command line as a user meets it: exit codes, one-line errors, report folders that never half-write."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from certfsm.examples import example_spec_path
+
+ACASXU = Path(os.environ.get("CERTFSM_ACASXU", Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks" / "acasxu"))
+
+
+def run_cli(*args, cwd=None):
+    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+    return done.returncode, done.stdout, done.stderr
+
+
+def assert_one_line_error(code, stderr, pattern):
+    import re
+
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert re.match(pattern, lines[0]), lines[0]
+
+
+@pytest.fixture(scope="module")
+def example_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli") / "report"
+    code, out, err = run_cli("verify", "--example", "--report", folder, "--no-progress")
+    return code, out, err, folder
+
+
+@pytest.mark.slow
+def test_verify_example_proves_everything_and_writes_the_report(example_report):
+    code, out, err, folder = example_report
+    assert code == 0, out + err
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["overall"] == "proved"
+    assert [p["verdict"] for p in summary["properties"]] == ["proved"] * 6
+    for entry in summary["properties"]:
+        text = (folder / entry["smt2"]).read_text()
+        assert "(set-info :smt-lib-version 2.6)" in text and "(set-info :status unsat)" in text
+    assert "proved" in (folder / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_unsafe_example_reports_a_validated_counterexample_in_input_units(tmp_path):
+    folder = tmp_path / "report"
+    code, out, err = run_cli("verify", "--example", "--example-name", "coadapt_unsafe", "--report", folder,
+                             "--no-progress")
+    assert code == 1, out + err
+    summary = json.loads((folder / "summary.json").read_text())
+    hot = next(p for p in summary["properties"] if p["property"] == "legality:no-int4-when-hot")
+    assert hot["verdict"] == "violated"
+    assert hot["counterexample"]["temperature"] >= 85.0
+    assert hot["decision"] == "INT4"
+    assert "(set-info :status sat)" in (folder / hot["smt2"]).read_text()
+
+
+def _write_spec(tmp_path, **changes):
+    data = json.loads(example_spec_path("coadapt").read_text())
+    data["model"] = str(example_spec_path("coadapt").parent / data["model"])
+    data.update(changes)
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_bad_spec_is_one_line_exit_2_and_leaves_an_old_report_untouched(tmp_path):
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "summary.json").write_text("old and precious")
+    spec = _write_spec(tmp_path, decision="softmax")
+    code, out, err = run_cli("verify", spec, "--report", report, "--no-progress")
+    assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: decision")
+    assert (report / "summary.json").read_text() == "old and precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "spec.json"]
+
+
+def test_malformed_onnx_named_by_the_spec_is_one_line_exit_2(tmp_path):
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"\x08\x07this is not protobuf")
+    spec = _write_spec(tmp_path, model=str(model))
+    code, out, err = run_cli("verify", spec, "--report", tmp_path / "r", "--no-progress")
+    assert_one_line_error(code, err, r"^certfsm: error: .*broken\.onnx")
+    assert not (tmp_path / "r").exists()
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    spec = _write_spec(tmp_path, decision="softmax")
+    code, out, err = run_cli("--debug", "verify", spec, "--no-progress")
+    assert code != 0 and "Traceback" in err
+
+
+def test_usage_errors_exit_2(tmp_path):
+    code, _, err = run_cli("verify", "--no-progress")
+    assert code == 2 and "missing SPEC" in err
+    code, _, err = run_cli("verify", "--example", "--engine", "magic")
+    assert code == 2 and "--engine='magic'" in err
+
+
+def test_spec_check_accepts_the_example_and_rejects_a_bad_one(tmp_path):
+    code, out, err = run_cli("spec", "check", example_spec_path("coadapt"))
+    assert code == 0 and out.strip().endswith("ok")
+    code, out, err = run_cli("spec", "check", _write_spec(tmp_path, legal_tokens=["KEEP", "WARP"]))
+    assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: legal_tokens")
+
+
+def test_bad_vnnlib_is_one_line_naming_the_line(tmp_path):
+    prop = tmp_path / "bad.vnnlib"
+    prop.write_text("(declare-const X_0 Real)\n(assert (<= X_0 1.0)\n")
+    model = example_spec_path("coadapt").parent / "coadapt.onnx"
+    code, out, err = run_cli("vnnlib", model, prop, "--out", tmp_path / "result.txt")
+    assert_one_line_error(code, err, r"^certfsm: error: .*bad\.vnnlib:2: unbalanced parentheses")
+    assert not (tmp_path / "result.txt").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ACASXU / "instances.csv").exists(), reason=f"ACAS Xu benchmark not found in {ACASXU}")
+def test_vnnlib_writes_a_vnncomp_witness_for_a_sat_instance(tmp_path):
+    out_file = tmp_path / "result.txt"
+    code, out, err = run_cli("vnnlib", ACASXU / "onnx/ACASXU_run2a_1_9_batch_2000.onnx",
+                             ACASXU / "vnnlib/prop_4.vnnlib", "--timeout", "116", "--out", out_file)
+    assert code == 1, err
+    text = out_file.read_text()
+    assert text.startswith("sat\n((X_0 ") and "(Y_4 " in text
+
+
+@pytest.mark.slow
+def test_recheck_confirms_the_example_report_and_catches_a_flipped_status(example_report, tmp_path):
+    import shutil
+
+    code, out, err, folder = example_report
+    assert code == 0
+    code, out, err = run_cli("recheck", folder, "--solver", "z3", "--timeout", "120")
+    assert code == 0, out + err
+    tampered = tmp_path / "tampered"
+    shutil.copytree(folder, tampered)
+    first = sorted(tampered.glob("*.smt2"))[0]
+    first.write_text(first.read_text().replace("(set-info :status unsat)", "(set-info :status sat)"))
+    code, out, err = run_cli("recheck", tampered, "--solver", "z3", "--timeout", "120")
+    assert code == 1
+    assert "MISMATCH" in out
