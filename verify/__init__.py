@@ -1,1 +1,36 @@
-"""certfsm.verify: prove properties of a controller network."""
+"""certfsm.verify: prove properties of a controller network.
+
+- `Property` / `Conjunction`: an input box and the unsafe set over the
+  outputs (a disjunction of conjunctions of linear constraints), the
+  VNN-LIB fragment; `spec_properties` builds the token-range and
+  legality properties of a controller spec; `parse_vnnlib` reads a file.
+- `check(network, prop, engine="auto"|"marabou"|"z3"|"both"|"bounds",
+  timeout=..., jobs=...) -> Result`: the one entry point. Verdicts are
+  `proved` (UNSAT or sound bounds over a partition of the box),
+  `violated` (a counterexample re-evaluated in float64 and onnxruntime)
+  or `unknown` with the reason.
+- `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs;
+  `write_report` writes summary.json, report.md and one SMT-LIB 2.6 file
+  per query; `recheck_folder` re-runs them with a stock solver.
+
+Importing this package needs neither maraboupy nor z3; the back-ends
+import them when called.
+"""
+
+from ._check import ENGINES, check
+from ._property import Conjunction, Property, chosen_conjunction
+from ._recheck import RecheckRow, recheck_folder
+from ._report import InputNaming, write_report
+from ._result import PROVED, UNKNOWN, VIOLATED, Result
+from ._run import VerifyRun, verify_spec, verify_vnnlib, vnncomp_answer
+from ._smtlib import smtlib_script, write_smtlib
+from ._spec_properties import spec_properties
+from ._validate import Validation, validate_counterexample
+from ._vnnlib import format_vnncomp_result, parse_vnnlib
+
+__all__ = [
+    "ENGINES", "PROVED", "UNKNOWN", "VIOLATED", "Conjunction", "InputNaming", "Property", "RecheckRow",
+    "Result", "Validation", "VerifyRun", "check", "chosen_conjunction", "format_vnncomp_result",
+    "parse_vnnlib", "recheck_folder", "smtlib_script", "spec_properties", "validate_counterexample",
+    "verify_spec", "verify_vnnlib", "vnncomp_answer", "write_report", "write_smtlib",
+]

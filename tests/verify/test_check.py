@@ -186,6 +186,7 @@ def test_both_engines_agree_on_a_proof_and_on_a_violation():
     assert proved.verdict == "proved", proved.reason
     assert proved.engine == "both"
     assert proved.stats["sides"]["z3"]["verdict"] == "proved"
+    assert proved.stats["sides"]["marabou"]["engine"] == "marabou"
     violated = check(XOR, XOR_UNSAFE, engine="both", timeout=60, jobs=1)
     _assert_real_violation(violated, XOR, XOR_UNSAFE)
 
@@ -197,7 +198,7 @@ def test_both_engines_disagreeing_is_unknown_and_reported(monkeypatch):
     monkeypatch.setattr(_z3, "check", lambda network, prop, timeout: Result("proved", "z3", 0.0, "z3: UNSAT"))
     result = check(XOR, XOR_UNSAFE, engine="both", timeout=60, jobs=1)
     assert result.verdict == "unknown"
-    assert result.reason.startswith("the engines disagree: auto (falsify): violated")
+    assert result.reason.startswith("the engines disagree: marabou (falsify): violated")
     assert result.stats["disagreement"] is True
 
 
@@ -208,7 +209,7 @@ def test_both_engines_need_both_proofs(monkeypatch):
     monkeypatch.setattr(_z3, "check", lambda network, prop, timeout: Result("unknown", "z3", 0.0, "z3 timed out"))
     result = check(XOR, XOR_SAFE, engine="both", timeout=60, jobs=1)
     assert result.verdict == "unknown"
-    assert result.reason.startswith("the engines do not both prove it: auto (bounds): proved")
+    assert result.reason.startswith("the engines do not both prove it: marabou (marabou): proved")
 
 
 @pytest.mark.parametrize(
