@@ -63,7 +63,7 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
-from ._property import Property
+from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, Result
 
 ENGINE = "bounds"
@@ -436,14 +436,4 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
 def _check_arguments(network: Network, prop: Property, timeout: float) -> None:
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise EngineError(f"bounds: timeout={timeout!r} is not a positive number of seconds; give e.g. timeout=60")
-    if prop.n_inputs != network.n_inputs:
-        raise EngineError(
-            f"bounds: property {prop.name!r} bounds {prop.n_inputs} inputs but the network "
-            f"takes {network.n_inputs}; give one [lower, upper] pair per network input"
-        )
-    for index, conjunction in enumerate(prop.unsafe):
-        if conjunction.A.shape[1] != network.n_outputs:
-            raise EngineError(
-                f"bounds: property {prop.name!r} unsafe[{index}] constrains {conjunction.A.shape[1]} "
-                f"outputs but the network has {network.n_outputs}; give one column per network output"
-            )
+    check_fits(network, prop, "bounds")

@@ -57,7 +57,7 @@ from certfsm._errors import EngineError
 from certfsm._network import Network
 
 from . import _falsify, _split
-from ._property import Property
+from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._validate import validate_counterexample
 
@@ -118,17 +118,7 @@ def _check_arguments(network: Network, prop: Property, engine: str, timeout: flo
         raise EngineError(f"timeout={timeout!r} is not a positive number of seconds; give e.g. timeout=60")
     if jobs is not None and not (isinstance(jobs, int) and jobs >= 1):
         raise EngineError(f"jobs={jobs!r} is not a positive number of worker processes; give e.g. jobs=2 or None")
-    if prop.n_inputs != network.n_inputs:
-        raise EngineError(
-            f"property {prop.name!r} bounds {prop.n_inputs} inputs but the network takes "
-            f"{network.n_inputs}; give one [lower, upper] pair per network input"
-        )
-    for index, conjunction in enumerate(prop.unsafe):
-        if conjunction.A.shape[1] != network.n_outputs:
-            raise EngineError(
-                f"property {prop.name!r} unsafe[{index}] constrains {conjunction.A.shape[1]} outputs "
-                f"but the network has {network.n_outputs}; give one column per network output"
-            )
+    check_fits(network, prop)
 
 
 def _falsify_step(network: Network, prop: Property, budget: float, seed: int, started: float) -> Result | None:

@@ -108,7 +108,7 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
-from ._property import Property
+from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._validate import validate_counterexample
 
@@ -288,18 +288,7 @@ def _check_arguments(network: Network, prop: Property, timeout: float) -> None:
             f"marabou: timeout={timeout!r} is not a positive number of seconds; "
             "give e.g. timeout=60 (Marabou reads 0 as 'no limit')"
         )
-    if prop.n_inputs != network.n_inputs:
-        raise EngineError(
-            f"marabou: property {prop.name!r} bounds {prop.n_inputs} inputs but the network "
-            f"takes {network.n_inputs}; give one [lower, upper] pair per network input"
-        )
-    for index, conjunction in enumerate(prop.unsafe):
-        if conjunction.A.shape[1] != network.n_outputs:
-            raise EngineError(
-                f"marabou: property {prop.name!r} unsafe[{index}] constrains "
-                f"{conjunction.A.shape[1]} outputs but the network has {network.n_outputs}; "
-                "give one column per network output"
-            )
+    check_fits(network, prop, "marabou")
 
 
 def _simplified_disjuncts(prop: Property) -> tuple[tuple[np.ndarray, np.ndarray], ...]:

@@ -118,3 +118,25 @@ def chosen_conjunction(index: int, n_outputs: int, rule: str, margin: float = 0.
         offset = f" {'+' if rule == 'argmax' else '-'} {margin:g}" if margin else ""
         labels.append(f"y{index} {relation} y{other}{offset}")
     return Conjunction(np.array(rows).reshape(-1, n_outputs), np.full(len(rows), -float(margin)), labels)
+
+
+def check_fits(network, prop: Property, who: str = "") -> None:
+    """Refuse a property whose box or unsafe set does not match the network's inputs and outputs.
+
+    Every engine calls this first, so a mismatched query is an error that
+    names the property and the fix, never a wrong answer from a solver.
+    """
+    from certfsm._errors import EngineError
+
+    prefix = f"{who}: " if who else ""
+    if prop.n_inputs != network.n_inputs:
+        raise EngineError(
+            f"{prefix}property {prop.name!r} bounds {prop.n_inputs} inputs but the network "
+            f"takes {network.n_inputs}; give one [lower, upper] pair per network input"
+        )
+    for index, conjunction in enumerate(prop.unsafe):
+        if conjunction.A.shape[1] != network.n_outputs:
+            raise EngineError(
+                f"{prefix}property {prop.name!r} unsafe[{index}] constrains {conjunction.A.shape[1]} "
+                f"outputs but the network has {network.n_outputs}; give one column per network output"
+            )

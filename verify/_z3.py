@@ -37,7 +37,7 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
-from ._property import Conjunction, Property
+from ._property import Conjunction, Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._smtlib import input_name, smtlib_script
 
@@ -115,13 +115,7 @@ def _unknown(started: float, stats: dict, reason: str) -> Result:
 def _check_arguments(network: Network, prop: Property, timeout: float) -> None:
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise EngineError(f"z3: timeout={timeout!r} is not a positive number of seconds; give e.g. timeout=60")
-    if prop.n_inputs != network.n_inputs:
-        raise EngineError(f"z3: property {prop.name!r} bounds {prop.n_inputs} inputs but the network "
-                          f"takes {network.n_inputs}; give one [lower, upper] pair per network input")
-    for index, conjunction in enumerate(prop.unsafe):
-        if conjunction.A.shape[1] != network.n_outputs:
-            raise EngineError(f"z3: property {prop.name!r} unsafe[{index}] constrains {conjunction.A.shape[1]} "
-                              f"outputs but the network has {network.n_outputs}; give one column per network output")
+    check_fits(network, prop, "z3")
 
 
 def _shrunk(prop: Property, margin: float) -> Property:
