@@ -137,6 +137,7 @@ def vnnlib(
     report: Optional[Path] = typer.Option(None, "--report", help="Also write a report folder."),
     engine: str = typer.Option("auto", help="auto | marabou | z3 | both | bounds"),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+    progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
 ) -> None:
     """Check a VNN-LIB property VNN-COMP style: prints (and writes) unsat, sat with a witness, timeout or unknown."""
     from certfsm.verify._report import InputNaming, write_report
@@ -144,7 +145,9 @@ def vnnlib(
     from certfsm.verify._vnnlib import format_vnncomp_result
 
     _check_engine(engine)
-    run = verify_vnnlib(network, prop, engine=engine, timeout=timeout, jobs=_jobs(jobs))
+    with _Progress([prop.stem], progress and sys.stderr.isatty()) as bar:
+        run = verify_vnnlib(network, prop, engine=engine, timeout=timeout, jobs=_jobs(jobs),
+                            on_progress=lambda box, fraction, message: bar.update(0, fraction, message))
     answer = vnncomp_answer(run.results)
     witness = next((r for r in run.results if r.verdict == "violated"), None)
     text = format_vnncomp_result(answer, witness.counterexample if witness else None,
