@@ -69,6 +69,8 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from ._errors import ArtifactError, CertfsmError, ReportError
+from ._jsonpath import json_path
+
 
 ARTIFACT_FORMAT_VERSION = 1
 ARTIFACT_SUFFIX = ".cfsm"
@@ -113,14 +115,14 @@ def _plain(value: Any, parts: tuple) -> Any:
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ArtifactError(f"cannot write canonical JSON: {_json_path(parts)}={value!r} is not a finite number "
+            raise ArtifactError(f"cannot write canonical JSON: {json_path(parts, 'the value')}={value!r} is not a finite number "
                                 "(JSON has no NaN or Infinity); give a finite number")
         return float(value)
     if isinstance(value, Mapping):
         result = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ArtifactError(f"cannot write canonical JSON: {_json_path(parts)} has the key {key!r} of type "
+                raise ArtifactError(f"cannot write canonical JSON: {json_path(parts, 'the value')} has the key {key!r} of type "
                                     f"{type(key).__name__}; JSON object keys are strings, convert it")
             result[key] = _plain(item, parts + (key,))
         return result
@@ -129,21 +131,8 @@ def _plain(value: Any, parts: tuple) -> Any:
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         return _plain(tolist(), parts)
-    raise ArtifactError(f"cannot write canonical JSON: {_json_path(parts)} is of type {type(value).__name__}; "
+    raise ArtifactError(f"cannot write canonical JSON: {json_path(parts, 'the value')} is of type {type(value).__name__}; "
                         "give numbers, strings, booleans, None, lists or dicts")
-
-
-def _json_path(parts) -> str:
-    """``("payload", "table", 3)`` -> ``payload.table[3]``; ``(3,)`` -> ``the value[3]``."""
-    text = ""
-    for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part.isidentifier():
-            text += f".{part}" if text else part
-        else:
-            text += f"[{json.dumps(part)}]"
-    return text if text[:1] not in ("", "[") else "the value" + text
 
 
 def _show(value: Any) -> str:

@@ -38,6 +38,8 @@ import numpy as np
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
+from ._jsonpath import json_path
+
 
 SPEC_FORMAT_VERSION = 1
 
@@ -357,24 +359,11 @@ def _read_json(path: str | os.PathLike) -> Any:
                         "fix the JSON syntax there") from None
 
 
-def _json_path(parts) -> str:
-    """``["inputs", 2, "bins"]`` -> ``inputs[2].bins``; the document itself is ``top level``."""
-    text = ""
-    for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part.isidentifier():
-            text += f".{part}" if text else part
-        else:
-            text += f"[{json.dumps(part)}]"
-    return text or "top level"
-
-
 def _check_plain_json(data: Any, label: str, parts: tuple = ()) -> None:
     """Reject what JSON cannot mean: repeated object keys, NaN, infinities, integers beyond float64."""
     if isinstance(data, _RepeatedKeys):
         key = data.repeated[0]
-        raise SpecError(f"{label}: {_json_path(parts + (key,))}: key {key!r} appears more than once in the same "
+        raise SpecError(f"{label}: {json_path(parts + (key,), 'top level')}: key {key!r} appears more than once in the same "
                         "object (JSON keeps only the last); keep one")
     if isinstance(data, dict):
         for key, value in data.items():
@@ -383,10 +372,10 @@ def _check_plain_json(data: Any, label: str, parts: tuple = ()) -> None:
         for index, value in enumerate(data):
             _check_plain_json(value, label, parts + (index,))
     elif isinstance(data, float) and not math.isfinite(data):
-        raise SpecError(f"{label}: {_json_path(parts)}: {data!r} is not a finite number "
+        raise SpecError(f"{label}: {json_path(parts, 'top level')}: {data!r} is not a finite number "
                         "(JSON has no NaN or Infinity); give a finite number")
     elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > sys.float_info.max:
-        raise SpecError(f"{label}: {_json_path(parts)}: {_show(data)} is too large for a float64; "
+        raise SpecError(f"{label}: {json_path(parts, 'top level')}: {_show(data)} is too large for a float64; "
                         "give a smaller number")
 
 
@@ -420,31 +409,31 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":
         missing = next(key for key in error.validator_value if key not in instance)
         hint = schema.get("properties", {}).get(missing, {}).get("description", "")
-        return f"{_json_path(parts + [missing])}: required field is missing; add it ({hint})"
+        return f"{json_path(parts + [missing], 'top level')}: required field is missing; add it ({hint})"
     if error.validator == "additionalProperties":
         allowed = list(schema.get("properties", {}))
         unknown = next(key for key in instance if key not in allowed)
-        return (f"{_json_path(parts + [unknown])}: unknown field; remove it or fix the spelling "
+        return (f"{json_path(parts + [unknown], 'top level')}: unknown field; remove it or fix the spelling "
                 f"(allowed here: {', '.join(allowed)})")
     if error.validator == "oneOf" and isinstance(instance, dict) and all(
             list(option) == ["required"] for option in error.validator_value):
         names = [option["required"][0] for option in error.validator_value]
         given = [name for name in names if name in instance]
         what = f"gives both {' and '.join(map(repr, given))}" if given else f"gives none of {', '.join(map(repr, names))}"
-        return f"{_json_path(parts)}: {what}; give exactly one of {' or '.join(map(repr, names))}"
+        return f"{json_path(parts, 'top level')}: {what}; give exactly one of {' or '.join(map(repr, names))}"
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
-        return f"{_json_path(parts)}: {_show(instance)} is not of type {wanted!r}; {expected}"
+        return f"{json_path(parts, 'top level')}: {_show(instance)} is not of type {wanted!r}; {expected}"
     if error.validator == "minItems":
-        return (f"{_json_path(parts)}: needs at least {error.validator_value} entries, got {len(instance)}; "
+        return (f"{json_path(parts, 'top level')}: needs at least {error.validator_value} entries, got {len(instance)}; "
                 f"{expected}")
     if error.validator == "uniqueItems":
         repeated = next(item for k, item in enumerate(instance) if item in instance[:k])
-        return f"{_json_path(parts)}: {_show(repeated)} appears more than once; list each entry once"
+        return f"{json_path(parts, 'top level')}: {_show(repeated)} appears more than once; list each entry once"
     if error.validator == "const":
-        return f"{_json_path(parts)}: {_show(instance)} is not supported; {expected}"
+        return f"{json_path(parts, 'top level')}: {_show(instance)} is not supported; {expected}"
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
-    return f"{_json_path(parts)}: {message}; {expected}"
+    return f"{json_path(parts, 'top level')}: {message}; {expected}"
 
 
 class _Builder:
