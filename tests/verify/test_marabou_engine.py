@@ -25,6 +25,8 @@ from certfsm._errors import EngineError
 from certfsm._network import AffineLayer, Network
 from certfsm.verify import _marabou
 from certfsm.verify._property import Conjunction, Property
+from one_input_queries import assert_real_counterexample, at_least, at_most, box
+
 
 if not _marabou.is_available():
     pytest.skip("maraboupy is not importable; pip install 'maraboupy>=2.0,<2.1'", allow_module_level=True)
@@ -36,25 +38,6 @@ IDENTITY = Network(
         AffineLayer([[1.0, -1.0]], [0.0], "output"),
     )
 )
-
-
-def at_least(value: float) -> Conjunction:
-    return Conjunction([[-1.0]], [-value], (f"y >= {value}",))
-
-
-def at_most(value: float) -> Conjunction:
-    return Conjunction([[1.0]], [value], (f"y <= {value}",))
-
-
-def box(*unsafe: Conjunction, lower=-1.0, upper=1.0) -> Property:
-    return Property("case", [lower], [upper], unsafe)
-
-
-def assert_real_counterexample(network: Network, prop: Property, result) -> None:
-    assert result.verdict == "violated", result.reason
-    assert prop.contains_input(result.counterexample)
-    assert prop.unsafe_slack(network.evaluate(result.counterexample)) >= 0.0
-    np.testing.assert_array_equal(result.outputs, network.evaluate(result.counterexample))
 
 
 def random_network(seed: int, sizes=(5, 50, 50, 50, 5)) -> Network:
