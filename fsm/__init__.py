@@ -2,6 +2,10 @@
 
 - `Grid`: cells from the spec's bins (`cell_of`, and `cell_of_fixed` for
   the hardware's integers).
+- `distill`: certified distillation of a network into a `Table` (every
+  cell EXACT with a proved token, or CONSERVATIVE with a witness pair or
+  a reason), resumable from a checkpoint; `sampled_cross_check` for the
+  report.
 - `Table`: a proposed token, a status and an allowed-token row per cell;
   `allowed_masks` from the legality rules; `check_table` and
   `prove_table` (Z3) for the table-level property.
@@ -15,6 +19,8 @@ Importing this package needs neither z3, maraboupy nor onnx; the proof
 functions import z3 when called.
 """
 
+from ._distill import ENGINES as DISTILL_ENGINES
+from ._distill import Distillation, distill, sampled_cross_check
 from ._explicit import (MACHINE_PROPERTIES, alphabet, check_explicit, explore, free_rows, table_rows,
                         transition_violations)
 from ._grid import OUT_OF_ENVELOPE, Grid
@@ -25,10 +31,10 @@ from ._table import (CONSERVATIVE, EXACT, TABLE_PROPERTIES, UNDECIDED, CellClass
                      allowed_masks, check_table, prove_table, rule_meets)
 
 __all__ = [
-    "CONSERVATIVE", "EXACT", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "NO_CANDIDATE", "OUT_OF_ENVELOPE",
-    "TABLE_PROPERTIES", "UNDECIDED", "CellClass", "Grid", "MachineInput", "MachineParams", "Proof", "Reason",
-    "State", "StepEncoding", "Table", "TableViolation", "Trace", "TraceStep", "allowed_masks", "alphabet",
-    "check_explicit", "check_table", "disagreements", "explore", "free_rows", "initial_state",
-    "invariant_holds", "prove_machine", "prove_table", "replay", "rule_meets", "step", "table_rows",
-    "transition_violations",
+    "CONSERVATIVE", "DISTILL_ENGINES", "EXACT", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "NO_CANDIDATE",
+    "OUT_OF_ENVELOPE", "TABLE_PROPERTIES", "UNDECIDED", "CellClass", "Distillation", "Grid", "MachineInput",
+    "MachineParams", "Proof", "Reason", "State", "StepEncoding", "Table", "TableViolation", "Trace", "TraceStep",
+    "allowed_masks", "alphabet", "check_explicit", "check_table", "disagreements", "distill", "explore",
+    "free_rows", "initial_state", "invariant_holds", "prove_machine", "prove_table", "replay", "rule_meets",
+    "sampled_cross_check", "step", "table_rows", "transition_violations",
 ]
