@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from certfsm._decision import decide
-from certfsm._errors import ReportError
+from certfsm._staging import staged_folder
 
 from ._property import Property
 from ._result import Result
@@ -119,15 +117,7 @@ def write_report(folder, *, title: str, network, properties: list[Property], res
     """Write the whole report folder atomically and return the summary dict."""
     from ._smtlib import certfsm_version, write_smtlib
 
-    folder = Path(folder)
-    parent = folder.resolve().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
-    except OSError as error:
-        raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); "
-                          "choose a writable --report path") from error
-    try:
+    with staged_folder(folder) as staging:
         entries = []
         for index, (prop, result) in enumerate(zip(properties, results)):
             name = query_file_name(index, prop)
@@ -153,10 +143,6 @@ def write_report(folder, *, title: str, network, properties: list[Property], res
         }
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
         (staging / "report.md").write_text(_markdown(summary, naming))
-        _swap_in(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return summary
 
 
@@ -173,22 +159,3 @@ def _json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     return str(value)
-
-
-def _swap_in(staging: Path, folder: Path) -> None:
-    """Replace `folder` by `staging` with renames only; the old folder goes only once the new one is in place."""
-    if folder.exists() and not folder.is_dir():
-        raise ReportError(f"{folder}: exists and is not a folder; choose another --report path")
-    retired = None
-    if folder.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.resolve().parent))
-        os.rmdir(retired)
-        os.rename(folder, retired)
-    try:
-        os.rename(staging, folder)
-    except OSError:
-        if retired is not None:
-            os.rename(retired, folder)
-        raise
-    if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from certfsm._errors import ReportError
 from certfsm._network import AffineLayer, Network
 from certfsm.verify import _report
 from certfsm.verify._property import Conjunction, Property
@@ -69,7 +70,7 @@ def test_a_new_report_replaces_the_old_one_whole(tmp_path):
 
 def test_a_file_in_the_way_is_a_clear_error(tmp_path):
     (tmp_path / "r").write_text("not a folder")
-    with pytest.raises(_report.ReportError, match=r"^.*r: exists and is not a folder; choose another --report path$"):
+    with pytest.raises(ReportError, match=r"^.*r: exists and is not a folder; choose another --report path$"):
         _write(tmp_path / "r")
 
 

@@ -1,0 +1,58 @@
+"""Report folders that appear whole or not at all.
+
+A report folder is built beside its destination and swapped in with
+renames, so a failure (bad input, crash, Ctrl-C) never leaves a
+half-written report: either the old folder is still there untouched, or
+the new one is complete. `verify` and `distill` both write this way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from ._errors import ReportError
+
+
+@contextlib.contextmanager
+def staged_folder(folder) -> Iterator[Path]:
+    """Yield an empty staging folder beside `folder`; on a clean exit it replaces `folder`, else it is removed."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ReportError(f"{folder}: exists and is not a folder; choose another --report path")
+    parent = folder.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
+    except OSError as error:
+        raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); "
+                          "choose a writable --report path") from error
+    try:
+        yield staging
+        _swap_in(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _swap_in(staging: Path, folder: Path) -> None:
+    """Replace `folder` by `staging` with renames only; the old folder goes only once the new one is in place."""
+    if folder.exists() and not folder.is_dir():
+        raise ReportError(f"{folder}: exists and is not a folder; choose another --report path")
+    retired = None
+    if folder.exists():
+        retired = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.resolve().parent))
+        os.rmdir(retired)
+        os.rename(folder, retired)
+    try:
+        os.rename(staging, folder)
+    except OSError:
+        if retired is not None:
+            os.rename(retired, folder)
+        raise
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
