@@ -49,10 +49,13 @@ the checkpoint and calls `progress`.
 
 Resume: with a checkpoint file, each decided cell is appended as one JSON
 line as soon as its batch is done (flush + fsync); the first line binds
-the file to the spec, the network weights and the grid. A rerun skips the
-cells decided there (undecided cells are tried again) and ignores a torn
-last line. The checkpoint is the run's own scratch file and is trusted
-like it: its lines are checked for shape, not re-proved.
+the file to the spec, the network weights and the grid. A rerun ignores a
+torn last line, tries undecided cells again, keeps conservative cells
+whose witness pair still re-validates (the expensive witness searches are
+what a resume saves), and decides every exact cell of the checkpoint
+again (sampling and bound propagation are cheap; the engines run again
+only for what bounds leave open): the checkpoint saves searches, never
+proofs, so no edit of the file can put an unproved token into the table.
 """
 
 from __future__ import annotations
@@ -729,8 +732,10 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
     problem = _problem(spec, network)
     total = problem.grid.n_cells
     store = _Checkpoint(checkpoint, _fingerprints(spec, problem), problem) if checkpoint is not None else None
-    decided: dict[int, _Decision] = store.load() if store is not None else {}
+    recorded = store.load() if store is not None else {}
+    decided = _trusted_part(problem, recorded)
     resumed = len(decided)
+    reproved = sum(d.status == EXACT for d in recorded.values())
     seconds: dict[str, float] = {"bounds_in_workers": 0.0, "engines_in_workers": 0.0}
     engine_tasks = [0]
 
@@ -773,8 +778,28 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
 
         _run_tasks(problem, tasks, follow_up, jobs, on_outcome)
         seconds["bounds_and_engines"] = time.monotonic() - clock
-    return _result(spec, problem, decided, resumed, engine_tasks[0], seconds, time.monotonic() - started, jobs,
-                   per_cell_timeout, seed)
+    return _result(spec, problem, decided, resumed, reproved, engine_tasks[0], seconds,
+                   time.monotonic() - started, jobs, per_cell_timeout, seed)
+
+
+def _trusted_part(problem: _Problem, recorded: dict[int, _Decision]) -> dict[int, _Decision]:
+    """The checkpoint's decisions that are kept as they are: conservative cells whose witness still holds.
+
+    A witness pair is re-validated now (both points in the cell,
+    different decisions in float64 and onnxruntime: two evaluations
+    each). An exact cell is never taken on trust: it is decided again
+    from scratch (sampling and bound propagation are cheap; the engines
+    run again only for what bounds leave open), so no edit of the file
+    can put an unproved token into the table.
+    """
+    conservative = sorted(c for c, d in recorded.items() if d.status == CONSERVATIVE)
+    if not conservative:
+        return {}
+    cells = np.array(conservative, dtype=np.int64)
+    first = np.array([recorded[c].witness[0] for c in conservative])
+    second = np.array([recorded[c].witness[1] for c in conservative])
+    valid = _valid_pairs(problem, cells, first, second)
+    return {c: recorded[c] for c, ok in zip(conservative, valid.tolist()) if ok}
 
 
 def _bound_tasks(cells: np.ndarray, candidates: np.ndarray, jobs: int) -> list[_BoundTask]:
@@ -786,7 +811,7 @@ def _bound_tasks(cells: np.ndarray, candidates: np.ndarray, jobs: int) -> list[_
             for start in range(0, len(cells), size)]
 
 
-def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int, engine_tasks: int,
+def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int, reproved: int, engine_tasks: int,
             seconds: dict, elapsed: float, jobs: int, per_cell_timeout: float, seed: int) -> Distillation:
     grid, total = problem.grid, problem.grid.n_cells
     missing = set(range(total)) - set(decided)
@@ -826,6 +851,7 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
         "engine_tasks": engine_tasks,
         "exact_cells_with_forbidden_token": forbidden,
         "resumed_cells": resumed,
+        "reproved_checkpoint_cells": reproved,
         "seconds": {**{k: round(v, 3) for k, v in seconds.items()}, "total": round(elapsed, 3)},
         "cells_per_second": (total - resumed) / elapsed if elapsed > 0 else float("inf"),
         "jobs": jobs,

@@ -242,8 +242,9 @@ def test_interrupted_run_resumes_without_redoing_decided_cells(tmp_path, monkeyp
     with pytest.raises(Stop):
         distill(spec, network, jobs=1, per_cell_timeout=5, checkpoint=path, progress=stop_after_sampling)
     lines = path.read_text().splitlines()
-    first_run = {json.loads(line)["cell"] for line in lines[1:]}
+    first_run = {json.loads(line)["cell"] for line in lines[1:] if json.loads(line)["status"] == "conservative"}
     assert 0 < len(first_run) < spec_cells(spec)
+    assert any(json.loads(line)["status"] == "exact" for line in lines[1:])
     assert calls[-1][1] == spec_cells(spec)
 
     sampled, worked = [], []
@@ -270,8 +271,35 @@ def test_interrupted_run_resumes_without_redoing_decided_cells(tmp_path, monkeyp
 
     sampled.clear()
     again = distill(spec, network, jobs=1, per_cell_timeout=5, checkpoint=path)
-    assert again.table == fresh.table and sampled == [] and again.stats["resumed_cells"] == spec_cells(spec)
+    exact = int(np.count_nonzero(fresh.table.status == EXACT))
+    assert again.table == fresh.table
+    assert sorted(sampled) == [c for c in range(spec_cells(spec)) if fresh.table.status[c] == EXACT]
+    assert again.stats["resumed_cells"] == spec_cells(spec) - exact and again.stats["reproved_checkpoint_cells"] == exact
     assert again.witnesses.keys() == fresh.witnesses.keys()
+
+
+def test_an_edited_checkpoint_cannot_put_an_unproved_token_into_the_table(tmp_path):
+    spec, network = grid_spec(), slanted_network()
+    path = tmp_path / "run.ckpt"
+    fresh = distill(spec, network, jobs=1, per_cell_timeout=5, checkpoint=path)
+    conservative = [c for c in range(spec_cells(spec)) if c in fresh.witnesses]
+    exact = [c for c in range(spec_cells(spec)) if fresh.table.status[c] == EXACT]
+    promoted, forged = conservative[0], conservative[1]
+    swapped = next(c for c in exact if spec.outputs[fresh.table.proposal[c]] != "B")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in lines[1:]:
+        if record["cell"] == promoted:
+            record.update(status="exact", token="A", engine="bounds", witness=None)
+        elif record["cell"] == swapped:
+            record.update(token="B")
+        elif record["cell"] == forged:
+            record["witness"] = [record["witness"][0], record["witness"][0]]
+    path.write_text("".join(json.dumps(record) + "\n" for record in lines))
+    resumed = distill(spec, network, jobs=1, per_cell_timeout=5, checkpoint=path)
+    assert resumed.table == fresh.table
+    assert resumed.table.status[promoted] == CONSERVATIVE and promoted in resumed.witnesses
+    assert resumed.table.proposal[swapped] == fresh.table.proposal[swapped]
+    assert forged in resumed.witnesses and not np.array_equal(*resumed.witnesses[forged])
 
 
 def spec_cells(spec):
