@@ -1,10 +1,9 @@
-"""The certified artifact: canonical JSON, round trip, and one pinned refusal per kind of damage or inconsistency."""
+"""The certified artifact: round trip, and one pinned refusal per kind of damage or inconsistency."""
 
 from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import importlib.resources
 import dataclasses
 import json
@@ -20,16 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certfsm._artifact import (
-    Artifact,
-    build_artifact,
-    canonical_bytes,
-    inspect_artifact,
-    load_artifact,
-    sha256_hex,
-    verify_smt2_files,
-    write_artifact,
-)
+from certfsm._artifact import Artifact, build_artifact, load_artifact, write_artifact
+from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError, CertfsmError, ReportError
 from certfsm._spec import spec_from_dict
 
@@ -97,48 +88,6 @@ def refusal(path, text):
     """The anchored pattern of a load refusal: the file name, `text` (a regex), then the fix."""
     return rf"^{re.escape(str(path))}: {text}; re-run certfsm distill$"
 
-
-# ---------------------------------------------------------------- canonical JSON
-
-
-def test_canonical_bytes_are_compact_sorted_ascii_and_read_back_identically():
-    value = {"b": [1, 2.5, -0.0, 1e-300, 1e22], "a": "caf\u00e9 \u2713", "c": {"z": None, "y": True}}
-    data = canonical_bytes(value)
-    assert data == b'{"a":"caf\\u00e9 \\u2713","b":[1,2.5,-0.0,1e-300,1e+22],"c":{"y":true,"z":null}}'
-    assert canonical_bytes(json.loads(data)) == data
-    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
-
-
-def test_canonical_bytes_turn_numpy_values_and_tuples_into_plain_json():
-    value = {"x": np.float32(0.1), "n": np.int64(7), "ok": np.bool_(True), "grid": np.arange(3), "t": (1, 2)}
-    assert canonical_bytes(value) == b'{"grid":[0,1,2],"n":7,"ok":true,"t":[1,2],"x":0.10000000149011612}'
-
-
-@pytest.mark.parametrize("value, message", [
-    ({"table": [1.0, float("nan")]},
-     r"^cannot write canonical JSON: table\[1\]=nan is not a finite number \(JSON has no NaN or Infinity\); "
-     r"give a finite number$"),
-    ({"a": {1: "x"}},
-     r"^cannot write canonical JSON: a has the key 1 of type int; JSON object keys are strings, convert it$"),
-    ({"a": [object()]},
-     r"^cannot write canonical JSON: a\[0\] is of type object; give numbers, strings, booleans, None, lists or "
-     r"dicts$"),
-    (np.array([1.0, np.inf]), r"^cannot write canonical JSON: the value\[1\]=inf is not a finite number"),
-    (float("nan"), r"^cannot write canonical JSON: the value=nan is not a finite number"),
-])
-def test_canonical_bytes_refuse_what_would_not_read_back(value, message):
-    with pytest.raises(ArtifactError, match=message):
-        canonical_bytes(value)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                    | st.text(), lambda inner: st.lists(inner, max_size=4)
-                    | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=20))
-def test_canonical_bytes_are_a_fixed_point_of_parsing(value):
-    data = canonical_bytes(value)
-    assert json.loads(data) == value
-    assert canonical_bytes(json.loads(data)) == data and data.isascii()
 
 
 # ---------------------------------------------------------------- writing and loading
@@ -351,6 +300,8 @@ BAD_PAYLOADS = [
     (set_at("grid", "edges", 1, 2, 5.0), r"payload\.grid\.edges\[1\]\[2\]=5\.0 is not above payload\.grid\.edges"
                                          r"\[1\]\[1\]=10\.0; bin edges are strictly increasing"),
     (set_at("grid", "edges", 0, 1, "1"), r"payload\.grid\.edges\[0\]\[1\]=\"1\" is not a finite number"),
+    (set_at("grid", "edges", 0, 1, 10**400), r"payload\.grid\.edges\[0\]\[1\]=1000000.*\.\.\. is an integer beyond "
+                                             r"float64's exact range \(2\^53\)"),
     (set_at("grid", "frac_bits", [4]), r"payload\.grid\.frac_bits has 1 entries but payload\.grid\.edges has 2 "
                                        r"inputs"),
     (set_at("grid", "frac_bits", 0, 25), r"payload\.grid\.frac_bits\[0\]=25 is not null or an integer from 0 to 24"),
@@ -541,12 +492,14 @@ def test_the_schema_accepts_a_written_artifact_and_rejects_shape_errors(artifact
 # ---------------------------------------------------------------- lightweight loading, atomic writing
 
 
-def test_loading_imports_neither_onnx_maraboupy_z3_nor_jsonschema(artifact_path):
+def test_loading_and_inspecting_import_neither_onnx_maraboupy_z3_nor_jsonschema(artifact_path):
     code = (
         "import sys\n"
         "from certfsm._artifact import load_artifact\n"
+        "from certfsm._inspect import inspect_artifact\n"
         f"artifact = load_artifact({str(artifact_path)!r})\n"
         "assert artifact.n_cells == 9\n"
+        f"assert inspect_artifact({str(artifact_path)!r}).is_ok\n"
         "heavy = sorted(m for m in ('onnx', 'onnxruntime', 'maraboupy', 'z3', 'jsonschema') if m in sys.modules)\n"
         "print(','.join(heavy) or 'none')\n"
     )
@@ -587,80 +540,6 @@ def test_interrupted_write_leaves_the_old_artifact_intact(artifact_path, monkeyp
 
 def test_written_file_is_world_readable(artifact_path):
     assert artifact_path.stat().st_mode & 0o777 == 0o644
-
-
-# ---------------------------------------------------------------- inspect and the .smt2 files
-
-
-def test_inspect_summarises_a_good_artifact_and_passes_every_check(artifact_path):
-    inspection = inspect_artifact(artifact_path)
-    assert inspection.is_ok and inspection.artifact is not None
-    lines = list(inspection)
-    assert lines[0] == f"artifact: {artifact_path} ({artifact_path.stat().st_size} bytes, format 1, written by " \
-                       "certfsm 0.1.0)"
-    assert "grid: 3 x 3 = 9 cells: 8 exact (88.9%), 1 conservative" in lines
-    assert "  0: KEEP = 0 (conservative, overridable), proposed in 4 cells" in lines
-    assert "  2: TURBO = 9, proposed in 2 cells" in lines
-    assert "  b: 3 bins over [0, 30]" in lines and "  a: 3 bins over [0, 3], frac_bits 4" in lines
-    assert [c.name for c in inspection.checks] == ["file", "JSON", "format", "sha256", "canonical form", "structure",
-                                                   "certificate"]
-    assert all(c.passed for c in inspection.checks)
-    assert "certificate (3 entries, 2 required):" in lines
-    assert "  ok      certificate: every required entry is proved (2 required)" in lines
-    assert lines[-1] == "verdict: ok: every check passed, the artifact is certified"
-
-
-def test_inspect_reports_a_hash_mismatch_and_still_shows_the_rest(artifact_path):
-    document = json.loads(artifact_path.read_bytes())
-    document["payload"]["certificate"][0]["verdict"] = "unknown"
-    artifact_path.write_bytes(canonical_bytes(document))
-    inspection = inspect_artifact(artifact_path)
-    assert not inspection.is_ok
-    verdicts = {c.name: c.passed for c in inspection.checks}
-    assert verdicts == {"file": True, "JSON": True, "format": True, "sha256": False, "canonical form": True,
-                        "structure": True, "certificate": False}
-    assert "  [0] table:allowed: unknown by z3 in 0.125 s, required, 00_table_allowed.smt2 (sha256 " \
-           f"{sha256_hex(SMT_A)[:16]}...)" in inspection.lines
-    assert any(line.startswith("  FAILED  sha256: ") and "sha256 mismatch" in line for line in inspection.lines)
-    assert inspection.lines[-1] == "verdict: FAILED: the sha256 check did not pass"
-
-
-def test_inspect_of_a_damaged_file_marks_later_checks_not_run(artifact_path):
-    artifact_path.write_bytes(artifact_path.read_bytes()[:100])
-    inspection = inspect_artifact(artifact_path, report=artifact_path.parent)
-    assert [(c.name, c.passed) for c in inspection.checks] == [
-        ("file", True), ("JSON", False), ("format", None), ("sha256", None), ("canonical form", None),
-        ("structure", None), ("certificate", None), ("smt2 files", None)]
-    assert inspection.artifact is None and not inspection.is_ok
-    assert inspection.lines[0] == f"artifact: {artifact_path}"
-
-
-def test_smt2_files_are_compared_with_the_certificate(artifact_path, tmp_path):
-    report = tmp_path / "report"
-    report.mkdir()
-    (report / "00_table_allowed.smt2").write_bytes(SMT_A)
-    (report / "01_machine_cooldown.smt2").write_bytes(SMT_B)
-    artifact = load_artifact(artifact_path)
-    checks = verify_smt2_files(artifact, report)
-    assert [(c.index, c.file, c.is_match) for c in checks] == [(0, "00_table_allowed.smt2", True),
-                                                               (1, "01_machine_cooldown.smt2", True)]
-    assert inspect_artifact(artifact_path, report=report).is_ok
-
-    (report / "01_machine_cooldown.smt2").write_bytes(SMT_B + b"; edited\n")
-    (report / "00_table_allowed.smt2").unlink()
-    checks = verify_smt2_files(artifact, report)
-    assert [c.describe() for c in checks] == [
-        "certificate[0] 'table:allowed': 00_table_allowed.smt2 is missing",
-        f"certificate[1] 'machine:cooldown': 01_machine_cooldown.smt2 hashes to "
-        f"{sha256_hex(SMT_B + b'; edited' + bytes([10]))[:16]}... but the certificate records "
-        f"{sha256_hex(SMT_B)[:16]}..."]
-    inspection = inspect_artifact(artifact_path, report=report)
-    assert not inspection.is_ok and inspection.checks[-1].name == "smt2 files"
-    assert inspection.checks[-1].detail.startswith(f"0 of 2 .smt2 files in {report} match the certificate; ")
-
-    with pytest.raises(ReportError, match=rf"^{re.escape(str(tmp_path / 'nowhere'))}: no such report folder; give "
-                                          r"the folder certfsm distill wrote with --report$"):
-        verify_smt2_files(artifact, tmp_path / "nowhere")
 
 
 def test_artifact_error_is_a_certfsm_error_and_a_value_error():
