@@ -194,6 +194,104 @@ def recheck(
     raise typer.Exit(EXIT_OK if rows and confirmed == len(rows) else EXIT_FAILED)
 
 
+@app.command()
+def distill(
+    spec: Optional[Path] = typer.Argument(None, help="Controller spec (JSON). Omit with --example."),
+    out: Path = typer.Option(..., "--out", help="Artifact file to (re)write, ending in .cfsm."),
+    report: Path = typer.Option(Path("certfsm-distill-report"), "--report", help="Report folder to (re)write."),
+    example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
+    example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
+    jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+    timeout: float = typer.Option(10.0, help="Seconds of engine time per cell that bounds cannot decide."),
+    checkpoint: Optional[Path] = typer.Option(None, help="Resume from and append to this checkpoint file."),
+    seed: int = typer.Option(0, help="Seed of the samples, the falsifiers and the cross-check."),
+    samples: int = typer.Option(100_000, help="Random inputs of the cross-check (at least 100000)."),
+    decision_map: Optional[list[str]] = typer.Option(None, "--map", metavar="X,Y",
+                                                     help="Draw the decision map over inputs X and Y (repeatable)."),
+    progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
+) -> None:
+    """Distil the network into a certified lookup-table state machine: artifact plus report folder."""
+    from certfsm._spec import load_spec
+    from certfsm.fsm._pipeline import distill_controller
+
+    spec_path = _spec_argument(spec, example, example_name)
+    controller = load_spec(spec_path)
+    pairs = tuple(_input_pair(text) for text in decision_map or ())
+    with _CellProgress(progress and sys.stderr.isatty()) as bar:
+        run = distill_controller(controller, out=out, report=report, jobs=_jobs(jobs), per_cell_timeout=timeout,
+                                 checkpoint=checkpoint, seed=seed, samples=samples, maps=pairs or None,
+                                 progress=bar.update, stage=bar.stage)
+    fidelity, cross = run.summary["fidelity"], run.cross_check
+    typer.echo(f"cells: {fidelity['cells']}; exact {fidelity['exact']} ({100 * fidelity['exact_share']:.1f}%), "
+               f"conservative {fidelity['cells'] - fidelity['exact']} (witnessed {fidelity['conservative_with_witness']}, "
+               f"undecided {fidelity['undecided']}); {run.distillation.seconds:.1f} s")
+    typer.echo(f"cross-check: {cross['mismatches']} mismatches in {cross['samples']} random inputs")
+    if fidelity["held_back_by_rules"]:
+        typer.echo(f"warning: the network breaks the legality rules in {fidelity['held_back_by_rules']} cells ("
+                   + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
+                   + "); the table holds the conservative token there")
+    for entry in run.certificate:
+        if entry["verdict"] != "proved":
+            typer.echo(f"{entry['property']}: {entry['verdict']} ({entry['engine']})")
+    state = "certified" if run.certified else "NOT certified (the runtime will refuse it)"
+    typer.echo(f"{out}: {state}; sha256 {run.artifact_sha256}; report written to {report}/")
+    raise typer.Exit(EXIT_OK if run.certified else EXIT_FAILED)
+
+
+def _input_pair(text: str) -> tuple[str, str]:
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise typer.BadParameter(f"--map {text!r} is not two input names separated by a comma; "
+                                 "give e.g. --map temperature,compute_util")
+    return parts[0], parts[1]
+
+
+class _CellProgress:
+    """A rich progress bar over cells on stderr, then one line per later step; silent when not `enabled`."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.bar, self.task = enabled, None, None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("distilling"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                                console=Console(stderr=True))
+            self.bar.__enter__()
+            self.task = self.bar.add_task("cells", total=None, note="")
+        return self
+
+    def update(self, done: int, total: int, message: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total, note=message)
+
+    def stage(self, message: str) -> None:
+        if self.bar is not None:
+            self.bar.console.print(message)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+@app.command()
+def inspect(
+    artifact: Path = typer.Argument(..., help="A .cfsm artifact."),
+    report: Optional[Path] = typer.Option(None, "--report",
+                                          help="The distill report folder: also check its SMT-LIB file hashes."),
+) -> None:
+    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out."""
+    from certfsm._inspect import inspect_artifact
+
+    inspection = inspect_artifact(artifact, report=report)
+    for line in inspection:
+        typer.echo(line)
+    raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
+
+
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""

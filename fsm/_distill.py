@@ -81,7 +81,7 @@ from certfsm.verify._property import Conjunction, Property, chosen_conjunction
 from certfsm.verify._split import limit_blas_threads, single_threaded_blas
 
 from ._grid import Grid
-from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table
+from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table, allowed_masks
 
 ENGINES = ("sampling", "bounds", "check", "falsify", "marabou", "z3", "undecided")
 """What decided a cell: phase-1 samples, phase-2 bounds (with vectorised splitting), `verify.check` without
@@ -221,13 +221,19 @@ class Distillation:
     token was proved on the whole cell; every CONSERVATIVE cell holds the
     conservative token and has either a witness pair (two inputs of the
     cell with different gated decisions in float64 and onnxruntime) or a
-    reason. `engine_of_cell` holds one of `ENGINES` per cell (read-only).
+    reason, or is in `held_back`: the network's decision was proved for
+    the whole cell but is a token the legality rules forbid there (or an
+    illegal token), so the table holds the conservative token instead and
+    the cell counts as conservative; `held_back` maps such cells to the
+    network's token. `engine_of_cell` holds one of `ENGINES` per cell
+    (read-only).
     """
 
     table: Table
     engine_of_cell: np.ndarray
     witnesses: dict[int, tuple[np.ndarray, np.ndarray]]
     reasons: dict[int, str]
+    held_back: dict[int, int]
     stats: dict
     seconds: float
 
@@ -821,6 +827,9 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
     ordered = [decided[c] for c in cells]
     status = np.array([d.status if d.status != UNDECIDED else CONSERVATIVE for d in ordered], dtype=np.int8)
     proposal = np.array([d.token if d.status == EXACT else problem.conservative for d in ordered], dtype=np.int64)
+    held = (status == EXACT) & ~allowed_masks(spec, grid)[cells, proposal]
+    held_back = {int(c): int(proposal[c]) for c in np.flatnonzero(held)}
+    status[held], proposal[held] = CONSERVATIVE, problem.conservative
     table = Table.undecided(spec, grid).with_decisions(cells, proposal, status)
     engines = np.array([d.engine for d in ordered])
     engines.setflags(write=False)
@@ -832,7 +841,6 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
     exact = status == EXACT
     by_engine = Counter(engines.tolist())
     without_marabou = sum(by_engine[e] for e in ("sampling", "bounds", "check", "falsify"))
-    forbidden = int(np.count_nonzero(exact & ~table.allowed[cells, proposal]))
     stats = {
         "cells": total,
         "exact": int(exact.sum()),
@@ -849,7 +857,8 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
         "decided_without_marabou_share": without_marabou / total,
         "marabou_queries": sum(d.marabou_queries for d in ordered),
         "engine_tasks": engine_tasks,
-        "exact_cells_with_forbidden_token": forbidden,
+        "held_back_by_rules": len(held_back),
+        "held_back_by_token": {problem.outputs[t]: n for t, n in sorted(Counter(held_back.values()).items())},
         "resumed_cells": resumed,
         "reproved_checkpoint_cells": reproved,
         "seconds": {**{k: round(v, 3) for k, v in seconds.items()}, "total": round(elapsed, 3)},
@@ -858,7 +867,7 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
         "per_cell_timeout": per_cell_timeout,
         "seed": seed,
     }
-    return Distillation(table, engines, witnesses, reasons, stats, elapsed)
+    return Distillation(table, engines, witnesses, reasons, held_back, stats, elapsed)
 
 
 def _frozen_point(x) -> np.ndarray:

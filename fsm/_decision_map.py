@@ -1,0 +1,354 @@
+"""The decision-map picture for reports: the certified table over two inputs next to the network's own decisions.
+
+One figure, two panels on the same axes (the two chosen inputs, in
+physical units), the other inputs held at fixed values:
+
+1. "certified table": one rectangle per cell of the slice, i.e. every
+   cell whose other inputs' bins are the bins of the fixed values
+   (`Grid.cell_of`). An EXACT cell is filled in its token's colour; a
+   cell whose token was not proved (CONSERVATIVE, or UNDECIDED while a
+   distillation runs) holds the conservative token and is drawn washed
+   out and hatched. The bin edges are drawn.
+2. "network (gated decision)": the gated decision, computed exactly as
+   distillation computes it (`_distill._problem(...).decisions`: the
+   spec's rule, margin and conservative token in `gated_decide`), at the
+   centres of a resolution x resolution raster over the two inputs'
+   envelopes, the other inputs at their fixed values (not their cells).
+   Raster points in EXACT cells where the table disagrees with the
+   network are marked in black (no token colour is black); for a correctly certified table there are
+   none.
+
+`DecisionMap.agreement` is the share of raster points lying in EXACT
+cells whose table token equals the network's decision there: 1.0 for a
+correct certificate, NaN when no raster point lies in an EXACT cell (no
+claim to compare).
+
+matplotlib is imported only when a picture is drawn, through
+`matplotlib.figure.Figure` (no pyplot, no global backend switch), so the
+module is safe inside libraries. The file is written atomically: the
+picture is rendered in memory, written to a temporary file in the target
+folder and renamed over `path`, so a failure leaves either the old file
+or none. SVG output is reproducible (no date, fixed id salt) and keeps
+text as text.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import numbers
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from certfsm._errors import ReportError, SpecError
+
+from ._distill import _problem
+from ._grid import Grid
+from ._table import EXACT, Table, _require_same_grid
+
+FORMATS = {".png": "png", ".svg": "svg"}
+"""Output formats by file suffix (case-insensitive)."""
+
+MAX_RESOLUTION = 4096
+CONSERVATIVE_LABEL = "conservative (not proved)"
+_HATCH = "///"
+_DPI = 110
+_SVG_SALT = "certfsm-decision-map"
+
+
+@dataclass(frozen=True)
+class DecisionMap:
+    """What `render_decision_map` drew.
+
+    `fixed` holds the value of every input other than x_input and
+    y_input, in the spec's input order. `cells_shown` cells of the table
+    are in the slice, `exact_shown` of them EXACT. `agreement` is the
+    share of raster points in EXACT cells where the table's token equals
+    the network's gated decision (NaN when no raster point lies in an
+    EXACT cell).
+    """
+
+    path: Path
+    x_input: str
+    y_input: str
+    fixed: dict
+    cells_shown: int
+    exact_shown: int
+    agreement: float
+
+
+def default_axes(spec) -> tuple[str, str]:
+    """The two inputs the legality rules mention first (rule by rule, in input order), else the first inputs.
+
+    A rule mentions an input when its box is tighter than the envelope
+    there (the inputs its `when` names). Raises SpecError for a spec with
+    fewer than two inputs.
+    """
+    _require_two_inputs(spec)
+    chosen: list[str] = []
+    for rule in spec.rules:
+        for item, low, high in zip(spec.inputs, rule.lower, rule.upper):
+            if (low > item.min or high < item.max) and item.name not in chosen:
+                chosen.append(item.name)
+    chosen += [item.name for item in spec.inputs if item.name not in chosen]
+    return chosen[0], chosen[1]
+
+
+def busiest_slice(spec, table: Table, x_input: str, y_input: str) -> dict[str, float]:
+    """Fixed values for the other inputs: the bin centres of the slice whose exact cells show the most tokens.
+
+    The envelope's centre is often a dull place (one token everywhere); a
+    report's default picture should show where the decisions change.
+    Ties go to the first slice in cell order.
+    """
+    x, y = check_axes(spec, x_input, y_input)
+    _require_same_grid(table, spec)
+    grid = table.grid
+    shown = np.where(table.status == EXACT, table.proposal, -1).reshape(grid.shape)
+    rows = np.moveaxis(shown, (x, y), (-2, -1)).reshape(-1, grid.shape[x] * grid.shape[y])
+    distinct = sum((rows == token).any(axis=1).astype(np.int64) for token in range(spec.n_outputs))
+    others = [i for i in range(spec.n_inputs) if i not in (x, y)]
+    bins = np.unravel_index(int(np.argmax(distinct)), [grid.shape[i] for i in others])
+    return {spec.inputs[i].name: float((grid.edges[i][b] + grid.edges[i][b + 1]) / 2.0) for i, b in zip(others, bins)}
+
+
+def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_input: str,
+                        fixed: dict[str, float] | None = None, resolution: int = 200) -> DecisionMap:
+    """Draw the decision map of `table` and `network` over x_input and y_input to `path` (.png or .svg).
+
+    `fixed` gives values for the other inputs (default: the centre of
+    each one's envelope); values given for x_input or y_input are
+    ignored. Raises SpecError for a bad argument (unknown or repeated
+    input, a fixed value that is not a finite number inside its
+    envelope, a fixed key that is not an input, a one-input spec, a
+    suffix other than .png or .svg, a bad resolution, a table of another
+    grid, a network that does not fit the spec) and ReportError when the
+    file cannot be written.
+    """
+    target = Path(os.fspath(path))
+    file_format = _file_format(target)
+    x, y = check_axes(spec, x_input, y_input)
+    values = _fixed_values(spec, x, y, fixed)
+    if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral) \
+            or not 2 <= resolution <= MAX_RESOLUTION:
+        raise SpecError(f"resolution={resolution!r} is not an integer from 2 to {MAX_RESOLUTION}; "
+                        "give the raster points per axis, e.g. resolution=200")
+    _require_same_grid(table, spec)
+    problem = _problem(spec, network)
+    if not target.parent.is_dir():
+        raise ReportError(f"{target}: cannot write the decision map (folder {target.parent} does not exist); "
+                          "check that the folder exists and is writable")
+    grid = table.grid
+
+    slice_cells = _slice_cells(grid, list(grid.multi_index(grid.cell_of(values))), x, y)
+    x_points, y_points, raster = _raster(grid, values, x, y, int(resolution))
+    decisions = problem.decisions(raster).reshape(len(y_points), len(x_points))
+    raster_cells = grid.cell_of(raster).reshape(decisions.shape)
+    in_exact = table.status[raster_cells] == EXACT
+    wrong = in_exact & (table.proposal[raster_cells] != decisions)
+    agreement = float(np.count_nonzero(in_exact & ~wrong) / np.count_nonzero(in_exact)) if in_exact.any() else math.nan
+    result = DecisionMap(target, spec.inputs[x].name, spec.inputs[y].name,
+                         {spec.inputs[i].name: float(values[i]) for i in range(spec.n_inputs) if i not in (x, y)},
+                         int(slice_cells.size), int((table.status[slice_cells] == EXACT).sum()), agreement)
+    data = _draw(spec, table, result, slice_cells, decisions, wrong, x, y, file_format)
+    _write_atomically(target, data)
+    return result
+
+
+# ----------------------------------------------------------------- arguments
+
+
+def _require_two_inputs(spec) -> None:
+    if spec.n_inputs < 2:
+        raise SpecError(f"{spec.path}: spec {spec.name!r} has one input ({spec.inputs[0].name}), so a decision map "
+                        "has nothing to plot it against; a decision map needs a spec with two or more inputs")
+
+
+def _file_format(target: Path) -> str:
+    suffix = target.suffix.lower()
+    if suffix not in FORMATS:
+        raise SpecError(f"path={os.fspath(target)!r} has suffix {target.suffix!r}, expected one of "
+                        f"{', '.join(FORMATS)}; end the file name with .png or .svg")
+    return FORMATS[suffix]
+
+
+def check_axes(spec, x_input: str, y_input: str) -> tuple[int, int]:
+    """The positions of the two plotted inputs; SpecError naming the inputs when they are unknown or the same."""
+    _require_two_inputs(spec)
+    names = [item.name for item in spec.inputs]
+    for label, name in (("x_input", x_input), ("y_input", y_input)):
+        if name not in names:
+            raise SpecError(f"{label}={name!r} is not an input of spec {spec.name!r} (inputs: {', '.join(names)}); "
+                            "use one of those names")
+    if x_input == y_input:
+        raise SpecError(f"x_input and y_input are both {x_input!r}; choose two different inputs of spec "
+                        f"{spec.name!r} (inputs: {', '.join(names)})")
+    return names.index(x_input), names.index(y_input)
+
+
+def _fixed_values(spec, x: int, y: int, fixed) -> np.ndarray:
+    """One value per input: the given fixed value or the envelope's centre (x and y get their minimum)."""
+    names = [item.name for item in spec.inputs]
+    values = np.array([(item.min + item.max) / 2.0 for item in spec.inputs], dtype=np.float64)
+    given = {} if fixed is None else fixed
+    if not hasattr(given, "items"):
+        raise SpecError(f"fixed={given!r:.60} is not a dict; give {{input name: value}} for the inputs to hold fixed")
+    for name, value in given.items():
+        if name not in names:
+            raise SpecError(f"fixed has key {name!r}, which is not an input of spec {spec.name!r} "
+                            f"(inputs: {', '.join(names)}); use one of those names")
+        i = names.index(name)
+        if i in (x, y):
+            continue
+        item = spec.inputs[i]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise SpecError(f"fixed[{name!r}]={value!r} is not a finite number; give a value in "
+                            f"[{item.min:g}, {item.max:g}] {item.unit}".rstrip())
+        if not item.min <= value <= item.max:
+            raise SpecError(f"fixed[{name!r}]={value!r} is outside the envelope [{item.min:g}, {item.max:g}] of "
+                            f"input {name}; give a value in that range")
+        values[i] = float(value)
+    values[[x, y]] = [spec.inputs[x].min, spec.inputs[y].min]
+    return values
+
+
+# ----------------------------------------------------------------- the slice
+
+
+def _slice_cells(grid: Grid, bins: list[int], x: int, y: int) -> np.ndarray:
+    """(ny, nx) flat cell indices of the slice: row j, column i is x's bin i and y's bin j, the other
+    inputs in their bins from `bins` (one bin per input; the entries of x and y are ignored)."""
+    ny, nx = grid.shape[y], grid.shape[x]
+    index = [np.full((ny, nx), b, dtype=np.int64) for b in bins]
+    index[y], index[x] = np.indices((ny, nx))
+    return np.ravel_multi_index(tuple(index), grid.shape)
+
+
+def _raster(grid: Grid, values: np.ndarray, x: int, y: int, resolution: int):
+    """Pixel centres along x and y over the envelope, and every raster point as a full input row (y-major)."""
+    def centres(i: int) -> np.ndarray:
+        low, high = grid.edges[i][0], grid.edges[i][-1]
+        return low + (np.arange(resolution) + 0.5) * ((high - low) / resolution)
+
+    x_points, y_points = centres(x), centres(y)
+    rows = np.tile(values, (resolution * resolution, 1))
+    grid_y, grid_x = np.meshgrid(y_points, x_points, indexing="ij")
+    rows[:, x], rows[:, y] = grid_x.ravel(), grid_y.ravel()
+    return x_points, y_points, rows
+
+
+# ----------------------------------------------------------------- drawing
+
+
+def token_colours(n_outputs: int) -> np.ndarray:
+    """(n_outputs, 4) RGBA: one distinct colour per output index (tab10, tab20 beyond ten tokens)."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10" if n_outputs <= 10 else "tab20"]
+    return np.array([palette(k % palette.N) for k in range(n_outputs)])
+
+
+def _axis_label(item) -> str:
+    return f"{item.name} [{item.unit}]" if item.unit else item.name
+
+
+def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, decisions: np.ndarray,
+          wrong: np.ndarray, x: int, y: int, file_format: str) -> bytes:
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import PatchCollection
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch, Rectangle
+
+    grid = table.grid
+    x_edges, y_edges = grid.edges[x], grid.edges[y]
+    extent = (x_edges[0], x_edges[-1], y_edges[0], y_edges[-1])
+    colours = token_colours(spec.n_outputs)
+    colour_map = ListedColormap(colours)
+    norm = BoundaryNorm(np.arange(spec.n_outputs + 1) - 0.5, spec.n_outputs)
+    not_proved = table.status[slice_cells] != EXACT
+
+    figure = Figure(figsize=(12.5, 6.0), dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2, sharex=True, sharey=True)
+
+    left.pcolormesh(x_edges, y_edges, table.proposal[slice_cells], cmap=colour_map, norm=norm)
+    boxes = [Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i], y_edges[j + 1] - y_edges[j])
+             for j, i in zip(*np.nonzero(not_proved))]
+    if boxes:
+        left.add_collection(PatchCollection(boxes, facecolor=(1.0, 1.0, 1.0, 0.45), edgecolor="0.25",
+                                            linewidth=0.0, hatch=_HATCH))
+    left.vlines(x_edges, y_edges[0], y_edges[-1], colors="black", linewidth=0.8)
+    left.hlines(y_edges, x_edges[0], x_edges[-1], colors="black", linewidth=0.8)
+    left.set_title(f"certified table\n{result.exact_shown} of {result.cells_shown} cells exact")
+
+    right.imshow(decisions, cmap=colour_map, norm=norm, origin="lower", extent=extent, aspect="auto",
+                 interpolation="nearest")
+    if wrong.any():
+        marks = np.zeros(wrong.shape + (4,))
+        marks[wrong] = (0.0, 0.0, 0.0, 1.0)
+        right.imshow(marks, origin="lower", extent=extent, aspect="auto", interpolation="nearest")
+    right.vlines(x_edges, y_edges[0], y_edges[-1], colors="black", linewidth=0.3, alpha=0.6)
+    right.hlines(y_edges, x_edges[0], x_edges[-1], colors="black", linewidth=0.3, alpha=0.6)
+    if math.isnan(result.agreement):
+        agreement = "no exact cell in the slice to compare"
+    else:
+        agreement = f"agrees with the exact cells at {100.0 * result.agreement:.2f}% of the points"
+    right.set_title(f"network (gated decision)\n{agreement}")
+
+    for axes in (left, right):
+        axes.set_xlim(extent[0], extent[1])
+        axes.set_ylim(extent[2], extent[3])
+        axes.set_xlabel(_axis_label(spec.inputs[x]))
+    left.set_ylabel(_axis_label(spec.inputs[y]))
+
+    handles = []
+    for k, token in enumerate(spec.outputs):
+        note = "" if spec.is_legal_index(k) else " (not legal)"
+        handles.append(Patch(facecolor=colours[k], edgecolor="0.3", label=f"{token}{note}"))
+    if boxes:
+        washed = 0.55 * colours[spec.conservative_index] + 0.45
+        handles.append(Patch(facecolor=washed, edgecolor="0.25", hatch=_HATCH, label=CONSERVATIVE_LABEL))
+    if wrong.any():
+        handles.append(Patch(facecolor=(0.0, 0.0, 0.0), label="table disagrees with network"))
+    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7), frameon=False)
+
+    units = {item.name: item.unit for item in spec.inputs}
+    held = ", ".join(f"{name}={value:g}{' ' + units[name] if units[name] else ''}"
+                     for name, value in result.fixed.items())
+    figure.suptitle(f"{spec.name}: decision map over {result.x_input} and {result.y_input}"
+                    + (f"\nfixed: {held} (table: the cells holding these values; network: at these values)"
+                       if held else ""))
+
+    buffer = io.BytesIO()
+    if file_format == "svg":
+        with matplotlib.rc_context({"svg.hashsalt": _SVG_SALT, "svg.fonttype": "none"}):
+            figure.savefig(buffer, format="svg", metadata={"Date": None})
+    else:
+        figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """Write `data` to a temporary file next to `target`, then rename it over `target`; on failure remove it."""
+    temporary = None
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except BaseException as error:
+        if temporary is not None and os.path.exists(temporary):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise ReportError(f"{target}: cannot write the decision map ({error.strerror or error}); "
+                              "check that the folder exists and is writable") from error
+        raise

@@ -1,0 +1,386 @@
+"""The decision-map picture: written atomically as PNG or SVG, the slice and the agreement are the table's and
+the network's, and every bad argument is refused with a pinned message."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import xml.etree.ElementTree as ElementTree
+
+import numpy as np
+import pytest
+
+import certfsm
+from certfsm import AffineLayer, Network, ReportError, SpecError
+from certfsm._spec import spec_from_dict
+from certfsm.examples import example_spec_path
+from certfsm.fsm import CONSERVATIVE, EXACT, Grid, Table, distill
+from certfsm.fsm import _decision_map
+from certfsm.fsm._decision_map import CONSERVATIVE_LABEL, DecisionMap, default_axes, render_decision_map, token_colours
+
+pytest.importorskip("matplotlib")
+
+KEEP, A, B = range(3)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
+BUSY = {"compute_util": 95.0, "mem_bw_util": 80.0, "l2_miss_rate": 60.0}
+"""A slice of the example where the table holds three tokens and many conservative cells."""
+
+
+# ----------------------------------------------------------------- tiny case
+
+
+def tiny_spec(n_inputs=3, margin=None, rules=(), x2_edges=(0.0, 1.0, 2.0)):
+    """x0, x1 in [0, 1] with two bins each, x2 in volts with `x2_edges`; outputs KEEP, A, B."""
+    inputs = [{"name": "x0", "unit": "", "min": 0.0, "max": 1.0, "edges": [0.0, 0.5, 1.0]},
+              {"name": "x1", "unit": "", "min": 0.0, "max": 1.0, "edges": [0.0, 0.5, 1.0]},
+              {"name": "x2", "unit": "V", "min": x2_edges[0], "max": x2_edges[-1], "edges": list(x2_edges)}]
+    document = {
+        "certfsm_spec": 1, "name": f"tiny{n_inputs}", "model": "tiny.onnx", "inputs": inputs[:n_inputs],
+        "outputs": ["KEEP", "A", "B"], "tokens": {"KEEP": 0, "A": 1, "B": 2}, "legal_tokens": ["KEEP", "A", "B"],
+        "decision": "argmax", "conservative_token": "KEEP", "legality_rules": list(rules),
+    }
+    if margin is not None:
+        document["confidence_gate"] = {"margin": margin}
+    return spec_from_dict(document, f"/nonexistent/tiny{n_inputs}.spec.json", require_model=False)
+
+
+def tiny_network(n_inputs=3):
+    """KEEP scores 0, A scores 4 (x0 - 0.5), B the opposite: B wins left of x0 = 0.5, A right of it."""
+    weight = np.zeros((2, n_inputs))
+    weight[:, 0] = [1.0, -1.0]
+    hidden = AffineLayer(weight, np.array([-0.5, 0.5]), "hidden")
+    out = AffineLayer(np.array([[0.0, 0.0], [4.0, -4.0], [-4.0, 4.0]]), np.zeros(3), "out")
+    return Network((hidden, out), input_name="x")
+
+
+def hand_table(spec, left_token=B, only_x2_bin=0):
+    """Cells with x0 in [0, 0.5) and x2 in bin `only_x2_bin` EXACT with `left_token`; all others CONSERVATIVE."""
+    grid = Grid.from_spec(spec)
+    cells = np.arange(grid.n_cells)
+    bins = np.array([grid.multi_index(c) for c in cells])
+    exact = (bins[:, 0] == 0) & (bins[:, 2] == only_x2_bin)
+    return Table.undecided(spec).with_decisions(cells, np.where(exact, left_token, KEEP),
+                                                np.where(exact, EXACT, CONSERVATIVE))
+
+
+def render_tiny(path, spec=None, network=None, table=None, **options):
+    """Render the tiny case over x0 and x1, by default at x2 = 0.5 (the slice where `hand_table` has exact cells)."""
+    spec = tiny_spec() if spec is None else spec
+    options = {"x_input": "x0", "y_input": "x1", "fixed": {"x2": 0.5}, **options}
+    return render_decision_map(spec, network or tiny_network(spec.n_inputs), table or hand_table(spec), path,
+                               **options)
+
+
+def pixels_near(image: np.ndarray, rgb, tolerance=2.5 / 255) -> int:
+    """How many pixels of an RGB(A) float image have colour `rgb` within `tolerance` per channel."""
+    return int(np.all(np.abs(image[..., :3] - np.asarray(rgb)[:3]) <= tolerance, axis=-1).sum())
+
+
+# ----------------------------------------------------------------- the example
+
+
+@pytest.fixture(scope="module")
+def example():
+    spec = certfsm.load_spec(example_spec_path("coadapt"))
+    return spec, certfsm.load_onnx(spec.model_path)
+
+
+@pytest.fixture(scope="module")
+def distilled(example):
+    spec, network = example
+    return distill(spec, network, jobs=1).table
+
+
+def slice_status(spec, table, x_input, y_input, fixed):
+    """(ny, nx) statuses of the cells holding each (x bin, y bin) centre with the other inputs at `fixed`."""
+    grid = table.grid
+    names = list(grid.names)
+    x, y = names.index(x_input), names.index(y_input)
+    point = np.array([fixed.get(n, (item.min + item.max) / 2) for n, item in zip(names, spec.inputs)])
+    centres = [(e[:-1] + e[1:]) / 2 for e in grid.edges]
+    statuses = np.empty((grid.shape[y], grid.shape[x]), dtype=int)
+    for j, yc in enumerate(centres[y]):
+        for i, xc in enumerate(centres[x]):
+            point[x], point[y] = xc, yc
+            statuses[j, i] = table.status[grid.cell_of(point)]
+    return statuses
+
+
+def test_default_axes_of_the_example_are_the_inputs_its_rules_name(example):
+    spec, _ = example
+    assert default_axes(spec) == ("temperature", "queue_depth")
+
+
+@pytest.mark.parametrize("x_input, y_input, fixed", [
+    ("temperature", "queue_depth", {}),
+    ("temperature", "queue_depth", BUSY),
+    ("compute_util", "mem_bw_util", {"l2_miss_rate": 60.0, "temperature": 90.0, "queue_depth": 60.0}),
+])
+def test_the_certified_example_agrees_everywhere_on_its_exact_cells(example, distilled, tmp_path, x_input, y_input,
+                                                                    fixed):
+    spec, network = example
+    result = render_decision_map(spec, network, distilled, tmp_path / "map.png", x_input=x_input, y_input=y_input,
+                                 fixed=fixed, resolution=120)
+    statuses = slice_status(spec, distilled, x_input, y_input, fixed)
+    expected_fixed = {item.name: float(fixed.get(item.name, (item.min + item.max) / 2)) for item in spec.inputs
+                      if item.name not in (x_input, y_input)}
+    assert result == DecisionMap(tmp_path / "map.png", x_input, y_input, expected_fixed, statuses.size,
+                                 int((statuses == EXACT).sum()), 1.0)
+    assert result.exact_shown > 0 and type(result.agreement) is float
+    assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_wrong_exact_cell_in_the_slice_lowers_the_agreement_and_is_marked(example, distilled, tmp_path):
+    spec, network = example
+    grid = distilled.grid
+    names = list(grid.names)
+    point = np.array([BUSY.get(n, 0.0) for n in names])
+    point[names.index("temperature")], point[names.index("queue_depth")] = 75.0, 20.0
+    cell = grid.cell_of(point)
+    assert distilled.status[cell] == EXACT
+    token = distilled.proposal[cell]
+    other = next(k for k in spec.legal_indices if k != token)
+    wrong = distilled.with_decisions([cell], [other], [EXACT])
+    result = render_decision_map(spec, network, wrong, tmp_path / "wrong.svg", x_input="temperature",
+                                 y_input="queue_depth", fixed=BUSY)
+    assert result.agreement < 1.0
+    assert "table disagrees with network" in (tmp_path / "wrong.svg").read_text()
+    right = render_decision_map(spec, network, distilled, tmp_path / "right.svg", x_input="temperature",
+                                y_input="queue_depth", fixed=BUSY)
+    assert right.agreement == 1.0
+    assert "table disagrees with network" not in (tmp_path / "right.svg").read_text()
+
+
+# ----------------------------------------------------------------- what is drawn
+
+
+def test_png_shows_the_token_colours_and_the_washed_out_conservative_cells(tmp_path):
+    from matplotlib.image import imread
+
+    spec = tiny_spec()
+    colours = token_colours(spec.n_outputs)
+    washed = 0.55 * colours[KEEP] + 0.45
+    result = render_tiny(tmp_path / "map.png", spec)
+    assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
+    image = imread(tmp_path / "map.png")
+    assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 600
+    assert result.cells_shown == 4 and result.exact_shown == 2 and result.agreement == 1.0
+    # B fills the exact cells and the network's left half, A its right half; conservative cells are washed out
+    assert pixels_near(image, colours[B]) > 10_000
+    assert pixels_near(image, colours[A]) > 5_000
+    assert pixels_near(image, washed) > 5_000
+    all_exact = Table.undecided(spec).with_decisions(np.arange(8), [B, B, B, B, A, A, A, A], [EXACT] * 8)
+    render_tiny(tmp_path / "exact.png", spec, table=all_exact)
+    assert pixels_near(imread(tmp_path / "exact.png"), washed) == 0
+
+
+def test_svg_is_xml_with_titles_legend_and_hatching_only_where_shown(tmp_path):
+    spec = tiny_spec()
+    render_tiny(tmp_path / "map.svg", spec, fixed={"x2": 0.25})
+    text = (tmp_path / "map.svg").read_text()
+    assert ElementTree.parse(tmp_path / "map.svg").getroot().tag == SVG_ROOT
+    for label in ("certified table", "network (gated decision)", "KEEP", "A", "B", "x0", "x1",
+                  "fixed: x2=0.25 V", CONSERVATIVE_LABEL):
+        assert label in text, label
+    assert "<pattern" in text
+    all_exact = Table.undecided(spec).with_decisions(np.arange(8), [B, B, B, B, A, A, A, A], [EXACT] * 8)
+    render_tiny(tmp_path / "exact.svg", spec, table=all_exact)
+    exact_text = (tmp_path / "exact.svg").read_text()
+    assert CONSERVATIVE_LABEL not in exact_text and "<pattern" not in exact_text
+
+
+def test_svg_output_is_reproducible_and_the_suffix_case_does_not_matter(tmp_path):
+    render_tiny(tmp_path / "first.svg")
+    render_tiny(tmp_path / "SECOND.SVG")
+    assert (tmp_path / "first.svg").read_bytes() == (tmp_path / "SECOND.SVG").read_bytes()
+
+
+@pytest.mark.parametrize("x2, exact_shown", [(0.999, 2), (1.0, 0), (2.0, 0)])
+def test_the_fixed_value_picks_the_slice_of_cells_that_holds_it(tmp_path, x2, exact_shown):
+    result = render_tiny(tmp_path / "map.png", fixed={"x2": x2, "x0": 7.0})
+    assert result.fixed == {"x2": x2}
+    assert (result.cells_shown, result.exact_shown) == (4, exact_shown)
+    assert result.agreement == 1.0 if exact_shown else math.isnan(result.agreement)
+
+
+def test_fixed_defaults_to_the_centre_of_the_envelope(tmp_path):
+    result = render_tiny(tmp_path / "map.png", spec=tiny_spec(x2_edges=(0.0, 1.0, 3.0)), fixed=None)
+    assert result.fixed == {"x2": 1.5}
+    assert result.exact_shown == 0
+
+
+def test_the_network_panel_applies_the_confidence_gate(tmp_path):
+    # margin 1: B is emitted only for x0 <= 0.25, KEEP in (0.25, 0.5): half of each exact B cell disagrees
+    assert render_tiny(tmp_path / "plain.png", spec=tiny_spec()).agreement == 1.0
+    assert render_tiny(tmp_path / "gated.png", spec=tiny_spec(margin=1.0)).agreement == 0.5
+
+
+def test_a_flipped_exact_cell_of_the_hand_table_is_caught(tmp_path):
+    spec = tiny_spec()
+    assert render_tiny(tmp_path / "map.png", spec, table=hand_table(spec, left_token=A)).agreement == 0.0
+    grid = Grid.from_spec(spec)
+    one_cell = hand_table(spec).with_decisions([grid.cell_index((0, 0, 0))], [A], [EXACT])
+    assert render_tiny(tmp_path / "map.png", spec, table=one_cell).agreement == 0.5
+
+
+@pytest.mark.parametrize("rules, expected", [
+    ((), ("x0", "x1")),
+    (({"name": "r", "when": {"x2": {"min": 1.5}}, "forbid": ["A"]},), ("x2", "x0")),
+    (({"name": "r", "when": {"x2": {"max": 0.5}, "x1": {"min": 0.5}}, "forbid": ["A"]},), ("x1", "x2")),
+    (({"name": "r", "when": {"x1": {"min": 0.0}}, "forbid": ["A"]},
+      {"name": "s", "when": {"x2": {"min": 1.0}}, "forbid": ["B"]}), ("x2", "x0")),
+])
+def test_default_axes_follow_the_rules_then_the_input_order(rules, expected):
+    assert default_axes(tiny_spec(rules=rules)) == expected
+
+
+# ----------------------------------------------------------------- errors
+
+
+ONE_INPUT = r"^/nonexistent/tiny1\.spec\.json: spec 'tiny1' has one input \(x0\), so a decision map has nothing " \
+            r"to plot it against; a decision map needs a spec with two or more inputs$"
+
+BAD_ARGUMENTS = [
+    ({"x_input": "speed"}, r"^x_input='speed' is not an input of spec 'tiny3' \(inputs: x0, x1, x2\); "
+                           r"use one of those names$"),
+    ({"y_input": "x9"}, r"^y_input='x9' is not an input of spec 'tiny3' \(inputs: x0, x1, x2\); use one of those "
+                        r"names$"),
+    ({"y_input": "x0"}, r"^x_input and y_input are both 'x0'; choose two different inputs of spec 'tiny3' "
+                        r"\(inputs: x0, x1, x2\)$"),
+    ({"fixed": {"x2": 2.5}}, r"^fixed\['x2'\]=2\.5 is outside the envelope \[0, 2\] of input x2; give a value in "
+                             r"that range$"),
+    ({"fixed": {"x2": -0.001}}, r"^fixed\['x2'\]=-0\.001 is outside the envelope \[0, 2\] of input x2; "),
+    ({"fixed": {"x2": math.nan}}, r"^fixed\['x2'\]=nan is not a finite number; give a value in \[0, 2\] V$"),
+    ({"fixed": {"x2": math.inf}}, r"^fixed\['x2'\]=inf is not a finite number; "),
+    ({"fixed": {"x2": "1"}}, r"^fixed\['x2'\]='1' is not a finite number; "),
+    ({"fixed": {"x2": True}}, r"^fixed\['x2'\]=True is not a finite number; "),
+    ({"fixed": {"speed": 1.0}}, r"^fixed has key 'speed', which is not an input of spec 'tiny3' \(inputs: x0, x1, "
+                                r"x2\); use one of those names$"),
+    ({"fixed": [1.0]}, r"^fixed=\[1\.0\] is not a dict; give \{input name: value\} for the inputs to hold fixed$"),
+    ({"resolution": 1}, r"^resolution=1 is not an integer from 2 to 4096; give the raster points per axis, "
+                        r"e\.g\. resolution=200$"),
+    ({"resolution": 10_000}, r"^resolution=10000 is not an integer from 2 to 4096; "),
+    ({"resolution": 50.0}, r"^resolution=50\.0 is not an integer from 2 to 4096; "),
+    ({"resolution": True}, r"^resolution=True is not an integer from 2 to 4096; "),
+]
+
+
+@pytest.mark.parametrize("options, message", BAD_ARGUMENTS)
+def test_bad_arguments_are_refused_and_nothing_is_written(tmp_path, options, message):
+    with pytest.raises(SpecError, match=message):
+        render_tiny(tmp_path / "map.png", **options)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["map.pdf", "map", "map.png.txt"])
+def test_only_png_and_svg_suffixes_are_accepted(tmp_path, name):
+    suffix = os.path.splitext(name)[1]
+    message = (rf"^path='{re.escape(str(tmp_path / name))}' has suffix '{re.escape(suffix)}', expected one of "
+               r"\.png, \.svg; end the file name with \.png or \.svg$")
+    with pytest.raises(SpecError, match=message):
+        render_tiny(tmp_path / name)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_one_input_spec_has_nothing_to_plot_against(tmp_path):
+    spec = tiny_spec(n_inputs=1)
+    with pytest.raises(SpecError, match=ONE_INPUT):
+        default_axes(spec)
+    with pytest.raises(SpecError, match=ONE_INPUT):
+        render_decision_map(spec, tiny_network(1), Table.undecided(spec), tmp_path / "map.png", x_input="x0",
+                            y_input="x0")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_table_of_another_grid_is_refused(tmp_path):
+    spec, other = tiny_spec(), tiny_spec(x2_edges=(0.0, 2.0))
+    message = (r"^the table's grid \(shape \(2, 2, 1\), inputs x0, x1, x2\) is not the grid of spec 'tiny3' "
+               r"\(shape \(2, 2, 2\)\); distil the table from this spec$")
+    with pytest.raises(SpecError, match=message):
+        render_tiny(tmp_path / "map.png", spec, table=Table.undecided(other))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_network_that_does_not_fit_the_spec_is_refused(tmp_path):
+    message = (r"^/nonexistent/tiny3\.spec\.json: the spec has 3 inputs and 3 outputs but the network \(in memory\) "
+               r"has 2 and 3; ")
+    with pytest.raises(SpecError, match=message):
+        render_tiny(tmp_path / "map.png", network=tiny_network(2))
+    assert os.listdir(tmp_path) == []
+
+
+# ----------------------------------------------------------------- writing
+
+
+WRITE_FAILURE = r"^{path}: cannot write the decision map \(.+\); check that the folder exists and is writable$"
+
+
+def test_a_missing_folder_is_a_report_error_and_creates_nothing(tmp_path):
+    target = tmp_path / "absent" / "map.png"
+    with pytest.raises(ReportError, match=WRITE_FAILURE.format(path=re.escape(str(target)))):
+        render_tiny(target)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_directory_in_the_way_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "map.svg"
+    target.mkdir()
+    with pytest.raises(ReportError, match=WRITE_FAILURE.format(path=re.escape(str(target)))):
+        render_tiny(target)
+    assert os.listdir(tmp_path) == ["map.svg"] and target.is_dir()
+
+
+def test_a_failed_rename_keeps_the_old_file_and_removes_the_temporary_one(tmp_path, monkeypatch):
+    target = tmp_path / "map.png"
+    target.write_bytes(b"old picture")
+    written = []
+
+    def failing_replace(source, destination):
+        written.append(os.path.getsize(source))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_decision_map.os, "replace", failing_replace)
+    with pytest.raises(ReportError, match=WRITE_FAILURE.format(path=re.escape(str(target)))):
+        render_tiny(target)
+    assert written and written[0] > 1000
+    assert os.listdir(tmp_path) == ["map.png"] and target.read_bytes() == b"old picture"
+
+
+def test_a_failure_while_drawing_writes_nothing(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("renderer broke")
+
+    monkeypatch.setattr(_decision_map, "token_colours", broken)
+    with pytest.raises(RuntimeError, match="^renderer broke$"):
+        render_tiny(tmp_path / "map.png")
+    assert os.listdir(tmp_path) == []
+
+
+def slice_tokens(spec, table, x_input, y_input, fixed):
+    """The distinct tokens of the exact cells in the slice through `fixed`, found cell by cell."""
+    grid = table.grid
+    names = list(grid.names)
+    x, y = names.index(x_input), names.index(y_input)
+    point = np.array([fixed.get(n, (item.min + item.max) / 2) for n, item in zip(names, spec.inputs)])
+    tokens = set()
+    for xc in (grid.edges[x][:-1] + grid.edges[x][1:]) / 2:
+        for yc in (grid.edges[y][:-1] + grid.edges[y][1:]) / 2:
+            point[x], point[y] = xc, yc
+            cell = grid.cell_of(point)
+            if table.status[cell] == EXACT:
+                tokens.add(int(table.proposal[cell]))
+    return tokens
+
+
+def test_the_busiest_slice_shows_at_least_as_many_tokens_as_any_other(example, distilled):
+    spec, _ = example
+    fixed = _decision_map.busiest_slice(spec, distilled, "temperature", "queue_depth")
+    assert set(fixed) == {"compute_util", "mem_bw_util", "l2_miss_rate"}
+    best = len(slice_tokens(spec, distilled, "temperature", "queue_depth", fixed))
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        other = {name: float(rng.uniform(0, 100)) for name in fixed}
+        assert len(slice_tokens(spec, distilled, "temperature", "queue_depth", other)) <= best
+    assert best > len(slice_tokens(spec, distilled, "temperature", "queue_depth", {}))
