@@ -53,7 +53,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -62,7 +61,8 @@ import numpy as np
 
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
 from ._canonical import _canonical, _plain, sha256_hex
-from ._errors import ArtifactError, ReportError
+from ._errors import ArtifactError
+from ._staging import write_atomically
 
 
 ARTIFACT_SUFFIX = ".cfsm"
@@ -337,24 +337,7 @@ def write_artifact(path: str | os.PathLike, payload: Mapping[str, Any]) -> str:
     """
     label = os.fspath(path)
     data, digest = _build(payload, f"{label} (not written)")
-    target = Path(label)
-    temporary = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException as error:
-        if temporary is not None and os.path.exists(temporary):
-            os.unlink(temporary)
-        if isinstance(error, OSError):
-            raise ReportError(f"{label}: cannot write the artifact ({error.strerror or error}); "
-                              "choose a writable --out path") from error
-        raise
+    write_atomically(Path(label), data, what="artifact", fix="choose a writable --out path", make_parents=True)
     return digest
 
 

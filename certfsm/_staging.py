@@ -56,3 +56,31 @@ def _swap_in(staging: Path, folder: Path) -> None:
         raise
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
+
+
+def write_atomically(path, data: bytes, *, what: str, fix: str, make_parents: bool = False) -> None:
+    """Write `data` to `path` so that readers see the old file or the whole new one, never a part.
+
+    The bytes go to a temporary file beside `path` (flushed and fsynced),
+    which is then renamed over it. On any failure the temporary file is
+    removed; an OSError becomes ReportError "<path>: cannot write the
+    <what> (<reason>); <fix>".
+    """
+    path = Path(path)
+    temporary = None
+    try:
+        if make_parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException as error:
+        if temporary is not None and os.path.exists(temporary):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise ReportError(f"{path}: cannot write the {what} ({error.strerror or error}); {fix}") from error
+        raise

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -153,7 +152,10 @@ def vnnlib(
     text = format_vnncomp_result(answer, witness.counterexample if witness else None,
                                  witness.outputs if witness else None)
     if out is not None:
-        _write_atomically(out, text if text.endswith("\n") else text + "\n")
+        from ._staging import write_atomically
+
+        write_atomically(out, (text if text.endswith("\n") else text + "\n").encode(), what="result",
+                         fix="choose a writable --out path", make_parents=True)
     if report is not None:
         write_report(report, title=f"{network.name} / {prop.name}", network=run.network,
                      properties=run.properties, results=run.results,
@@ -161,19 +163,6 @@ def vnnlib(
                      settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
     typer.echo(text.rstrip("\n"))
     raise typer.Exit(EXIT_OK if answer == "unsat" else EXIT_FAILED)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    from ._errors import ReportError
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError as error:
-        raise ReportError(f"{path}: cannot write the result ({error.strerror}); choose a writable --out path") from error
 
 
 @app.command()

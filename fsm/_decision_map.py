@@ -38,13 +38,13 @@ import io
 import math
 import numbers
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from certfsm._errors import ReportError, SpecError
+from certfsm._staging import write_atomically
 
 from ._distill import _problem
 from ._grid import Grid
@@ -155,7 +155,7 @@ def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_in
                          {spec.inputs[i].name: float(values[i]) for i in range(spec.n_inputs) if i not in (x, y)},
                          int(slice_cells.size), int((table.status[slice_cells] == EXACT).sum()), agreement)
     data = _draw(spec, table, result, slice_cells, decisions, wrong, x, y, file_format)
-    _write_atomically(target, data)
+    write_atomically(target, data, what="decision map", fix="check that the folder exists and is writable")
     return result
 
 
@@ -332,23 +332,3 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, deci
     else:
         figure.savefig(buffer, format="png")
     return buffer.getvalue()
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    """Write `data` to a temporary file next to `target`, then rename it over `target`; on failure remove it."""
-    temporary = None
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException as error:
-        if temporary is not None and os.path.exists(temporary):
-            os.unlink(temporary)
-        if isinstance(error, OSError):
-            raise ReportError(f"{target}: cannot write the decision map ({error.strerror or error}); "
-                              "check that the folder exists and is writable") from error
-        raise

@@ -124,7 +124,8 @@ def write_proof_file(path, body: list[str], logic: str, *, prop: str, descriptio
     lines readable by `read_header`, the status implied by the verdict,
     re-run hints); `stable` leaves out the time and the tool version.
     """
-    from certfsm.verify._smtlib import STATUS_OF_VERDICT, _one_line, _write_atomically, certfsm_version
+    from certfsm._staging import write_atomically
+    from certfsm.verify._smtlib import STATUS_OF_VERDICT, _one_line, certfsm_version
 
     path = Path(path)
     status = STATUS_OF_VERDICT[verdict]
@@ -139,7 +140,7 @@ def write_proof_file(path, body: list[str], logic: str, *, prop: str, descriptio
     header += [f"; rerun: z3 {path.name}", f"; rerun: cvc5 {path.name}",
                "; rerun: certfsm recheck .  (in the folder that holds this file)"]
     data = ("\n".join(header) + "\n" + _script(body, logic, status)).encode("utf-8")
-    _write_atomically(path, data)
+    write_atomically(path, data, what="SMT-LIB file", fix="check that the folder exists and is writable")
     return hashlib.sha256(data).hexdigest()
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
-from certfsm._errors import ReportError, SpecError
+from certfsm._errors import SpecError
+from certfsm._staging import write_atomically
 
 from ._exact import exact_decimal
 from ._property import Property
@@ -233,21 +233,5 @@ def write_smtlib(path, network, prop: Property, *, verdict: str, engine: str, se
     header = smtlib_header(path.name, network, prop, verdict=verdict, status=status, engine=engine,
                            seconds=when, property_text=property_text, tool_version=version, extra=extra)
     data = ("\n".join(header) + "\n" + smtlib_script(network, prop, status)).encode("utf-8")
-    _write_atomically(path, data)
+    write_atomically(path, data, what="SMT-LIB file", fix="check that the folder exists and is writable")
     return hashlib.sha256(data).hexdigest()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = None
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
-            temporary = handle.name
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
-        if temporary is not None and os.path.exists(temporary):
-            os.unlink(temporary)
-        raise ReportError(f"{path}: cannot write the SMT-LIB file ({error.strerror or error}); "
-                          "check that the folder exists and is writable") from error
