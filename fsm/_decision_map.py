@@ -10,7 +10,7 @@ physical units), the other inputs held at fixed values:
    distillation runs) holds the conservative token and is drawn washed
    out and hatched. The bin edges are drawn.
 2. "network (gated decision)": the gated decision, computed exactly as
-   distillation computes it (`_distill._problem(...).decisions`: the
+   distillation computes it (`_cell_problem._problem(...).decisions`: the
    spec's rule, margin and conservative token in `gated_decide`), at the
    centres of a resolution x resolution raster over the two inputs'
    envelopes, the other inputs at their fixed values (not their cells).
@@ -46,7 +46,7 @@ import numpy as np
 from certfsm._errors import ReportError, SpecError
 from certfsm._staging import write_atomically
 
-from ._distill import _problem
+from ._cell_problem import _problem
 from ._grid import Grid
 from ._table import EXACT, Table, _require_same_grid
 

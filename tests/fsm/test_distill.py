@@ -18,7 +18,7 @@ from certfsm._network import AffineLayer, Network
 from certfsm._onnx import load_onnx, run_onnxruntime
 from certfsm._spec import load_spec, spec_from_dict
 from certfsm.fsm import CONSERVATIVE, EXACT, Grid
-from certfsm.fsm import _distill
+from certfsm.fsm import _cell_bounds, _cell_workers, _distill
 from certfsm.fsm._distill import ENGINES, distill, sampled_cross_check
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"
@@ -150,7 +150,7 @@ def random_network(seed=5):
 def test_cells_the_whole_cell_bounds_cannot_close_are_proved_by_check(monkeypatch):
     spec, network = grid_spec(6), random_network()
     normal = distill(spec, network, jobs=1)
-    monkeypatch.setattr(_distill, "SPLIT_DEPTH", 0)
+    monkeypatch.setattr(_cell_bounds, "SPLIT_DEPTH", 0)
     checked = distill(spec, network, jobs=1, per_cell_timeout=5)
     assert checked.table == normal.table
     proved_by_check = (checked.engine_of_cell == "check") & (checked.table.status == EXACT)
@@ -248,7 +248,7 @@ def test_interrupted_run_resumes_without_redoing_decided_cells(tmp_path, monkeyp
     assert calls[-1][1] == spec_cells(spec)
 
     sampled, worked = [], []
-    sampling, work = _distill._sampling_phase, _distill._work
+    sampling, work = _distill._sampling_phase, _cell_workers._work
 
     def record_sampling(problem, cells, seed, on_batch):
         sampled.extend(int(c) for c in cells)
@@ -259,13 +259,13 @@ def test_interrupted_run_resumes_without_redoing_decided_cells(tmp_path, monkeyp
         return work(problem, task)
 
     monkeypatch.setattr(_distill, "_sampling_phase", record_sampling)
-    monkeypatch.setattr(_distill, "_work", record_work)
+    monkeypatch.setattr(_cell_workers, "_work", record_work)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write('{"cell": 3, "status": "exa')
     resumed = distill(spec, network, jobs=1, per_cell_timeout=5, checkpoint=path)
     assert resumed.table == fresh.table
     assert resumed.stats["resumed_cells"] == len(first_run)
-    assert not first_run & set(sampled) and not first_run & set(worked)
+    assert worked and not first_run & set(sampled) and not first_run & set(worked)
     assert set(sampled) == set(range(spec_cells(spec))) - first_run
     assert all(line.startswith("{") and line.endswith("}") for line in path.read_text().splitlines())
 

@@ -1,0 +1,170 @@
+"""The question distillation asks of one grid cell, and the form of its answer.
+
+Every phase of `distill`, the checkpoint and the driver share these, so
+they live apart from all of them: nothing here depends on how a cell is
+decided.
+
+`_Problem` fixes what "the decision" is: the spec's rule, margin m and
+conservative token c in `gated_decide`, on the network's float64 IR (and
+the same in onnxruntime, the model as deployed). `exact_property` turns
+"the decision is t on this cell" into a `Property` for the engines. With
+p the scores turned so that larger is better, what is proved is:
+
+- "decision is t != c": p_t - p_j > m for every j != t (strict, which
+  also settles the tie rule). The engines get the closure of the
+  negation as the unsafe set: OR over j != t of p_t - p_j <= m.
+- "decision is c": no k != c wins, i.e. for every k != c some j has
+  p_k - p_j < m. Unsafe set: OR over k != c of `chosen_conjunction(k,
+  margin=m)` (non-strict, so ties are covered; an over-approximation for
+  margin 0, hence sound).
+
+Invariant: an unsafe set is always a closure (an over-approximation) of
+"the decision is not t", so UNSAT over the closed cell box proves t on
+the half-open cell.
+
+`_Decision` is how one cell was decided, its `engine` one of `ENGINES`;
+`_valid_pairs` says when two points are a witness that a cell is not
+EXACT (both in the half-open cell, different decisions, in float64 and
+in onnxruntime alike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from certfsm._decision import gated_decide, preference
+from certfsm._errors import SpecError
+from certfsm._network import Network
+from certfsm.verify._property import Conjunction, Property, chosen_conjunction
+
+from ._grid import Grid
+
+ENGINES = ("sampling", "bounds", "check", "falsify", "marabou", "z3", "undecided")
+"""What decided a cell: phase-1 samples, phase-2 bounds (with vectorised splitting), `verify.check` without
+a complete engine (bounds, branch and bound, falsification), the witness search alone, a complete engine
+inside `verify.check`, or nothing (undecided, conservative without witness)."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Problem:
+    """Everything a worker needs to decide a cell; picklable (the IR and the grid are plain numpy)."""
+
+    network: Network
+    grid: Grid
+    rule: str
+    margin: float
+    conservative: int
+    outputs: tuple[str, ...]
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.outputs)
+
+    def decisions(self, x: np.ndarray) -> np.ndarray:
+        """Gated decisions of rows x in numpy float64."""
+        return gated_decide(self.network.evaluate(x), self.rule, self.margin, self.conservative)
+
+    def onnx_decisions(self, x: np.ndarray) -> np.ndarray:
+        """Gated decisions of rows x in onnxruntime (the model as deployed, float32)."""
+        from certfsm._onnx import run_onnxruntime
+
+        scores = np.asarray(run_onnxruntime(self.network, np.atleast_2d(x)), dtype=np.float64)
+        return gated_decide(scores, self.rule, self.margin, self.conservative)
+
+    def robustness(self, scores: np.ndarray) -> np.ndarray:
+        """How far each row's scores are from a change of gated decision (a heuristic for choosing witnesses)."""
+        p = preference(scores, self.rule)
+        diff = p[:, :, None] - p[:, None, :]
+        n = self.n_outputs
+        diff[:, np.arange(n), np.arange(n)] = np.inf
+        win = diff.min(axis=2) - self.margin
+        chosen = gated_decide(scores, self.rule, self.margin, self.conservative)
+        others = np.delete(win, self.conservative, axis=1)
+        return np.where(chosen != self.conservative, win[np.arange(len(p)), chosen], -others.max(axis=1))
+
+    def cell_box(self, cell: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.grid.cell_bounds(cell)
+
+    def witness_box(self, cell: int) -> tuple[np.ndarray, np.ndarray]:
+        """The closed box of points that lie in the half-open cell: open upper sides pulled in by one ulp."""
+        lower, upper = self.grid.cell_bounds(cell)
+        inner = np.where(upper == self.grid.upper, upper, np.nextafter(upper, -np.inf))
+        return lower, inner
+
+    def _difference_row(self, a: int, b: int) -> np.ndarray:
+        """Row r with r @ y = p_a - p_b."""
+        row = np.zeros(self.n_outputs)
+        sign = 1.0 if self.rule == "argmax" else -1.0
+        row[a], row[b] = sign, -sign
+        return row
+
+    def loses(self, token: int, delta: float) -> tuple[Conjunction, ...]:
+        """The decision is not `token`, by `delta` to spare (delta 0: the closure of "not token")."""
+        if token != self.conservative:
+            return tuple(Conjunction(self._difference_row(token, j)[None], [self.margin - delta],
+                                     (f"p{token} - p{j} <= {self.margin - delta:g}",))
+                         for j in range(self.n_outputs) if j != token)
+        return tuple(chosen_conjunction(k, self.n_outputs, self.rule, self.margin + delta)
+                     for k in range(self.n_outputs) if k != self.conservative)
+
+    def wins(self, token: int, delta: float) -> tuple[Conjunction, ...]:
+        """The decision is `token` with `delta` to spare (c: c beats every other score by delta)."""
+        margin = self.margin + delta if token != self.conservative else delta
+        return (chosen_conjunction(token, self.n_outputs, self.rule, margin),)
+
+    def exact_property(self, cell: int, token: int) -> Property:
+        """Unsafe set: the closure of "the decision is not `token`" over the closed cell box."""
+        lower, upper = self.cell_box(cell)
+        return Property(f"cell {cell}: decision is {self.outputs[token]}", lower, upper, self.loses(token, 0.0),
+                        f"the gated decision is {self.outputs[token]} everywhere in {self.grid.describe_cell(cell)}")
+
+
+def _problem(spec, network: Network) -> _Problem:
+    grid = Grid.from_spec(spec)
+    if network.n_inputs != spec.n_inputs or network.n_outputs != spec.n_outputs:
+        raise SpecError(f"{spec.path}: the spec has {spec.n_inputs} inputs and {spec.n_outputs} outputs but the "
+                        f"network {network.source_path or '(in memory)'} has {network.n_inputs} and "
+                        f"{network.n_outputs}; give the network the spec names")
+    margin = 0.0 if spec.margin is None else float(spec.margin)
+    return _Problem(network, grid, spec.decision, margin, spec.conservative_index, tuple(spec.outputs))
+
+
+@dataclass(frozen=True, eq=False)
+class _Decision:
+    """How one cell was decided: status EXACT, CONSERVATIVE or UNDECIDED (conservative without witness)."""
+
+    cell: int
+    status: int
+    token: int
+    engine: str
+    witness: tuple[np.ndarray, np.ndarray] | None = None
+    reason: str = ""
+    marabou_queries: int = 0
+
+
+def _bounds_of(grid: Grid, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The closed boxes of many cells at once: (lower, upper), one row per cell (vectorised `Grid.cell_bounds`)."""
+    bins = np.unravel_index(np.asarray(cells, dtype=np.int64), grid.shape)
+    lower = np.stack([e[b] for e, b in zip(grid.edges, bins)], axis=1)
+    upper = np.stack([e[b + 1] for e, b in zip(grid.edges, bins)], axis=1)
+    return lower, upper
+
+
+def _valid_pairs(problem: _Problem, cells: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Per row: both points finite and in the half-open cell, their float64 decisions different, and
+    onnxruntime giving the same two decisions. Vectorised over pairs (one onnxruntime call)."""
+    points = np.concatenate([first, second]).astype(np.float64)
+    ok = np.all(np.isfinite(points), axis=1)
+    points = np.where(ok[:, None], points, problem.grid.lower)
+    ok &= problem.grid.cell_of(points) == np.concatenate([cells, cells])
+    exact = problem.decisions(points)
+    count = len(cells)
+    ok = ok[:count] & ok[count:] & (exact[:count] != exact[count:])
+    if ok.any():
+        rows = np.concatenate([np.flatnonzero(ok), count + np.flatnonzero(ok)])
+        deployed = np.zeros_like(exact)
+        deployed[rows] = problem.onnx_decisions(points[rows])
+        ok &= (deployed[:count] == exact[:count]) & (deployed[count:] == exact[count:])
+    return ok
