@@ -35,19 +35,16 @@ inherit the network); numpy runs single-threaded in them and in this
 process while checking (see `_split.single_threaded_blas`). Each worker
 runs stretches of branch and bound on boxes handed out by this process,
 a falsification run, or one Marabou query (`_marabou.check(...,
-isolate=True)`, which forks its own killable child).
+isolate=True)`, which forks its own killable child); `_task_runners`
+runs the tasks, this module decides what to run next and what the
+answers mean.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import multiprocessing
 import os
-import queue
-import signal
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -57,8 +54,10 @@ from certfsm._errors import EngineError
 from certfsm._network import Network
 
 from . import _falsify, _split
+from ._engines import complete_engine_name, engine_module
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
+from ._task_runners import InlineRunner, runner_for
 from ._validate import validate_counterexample
 
 ENGINES = ("auto", "marabou", "z3", "both", "bounds")
@@ -140,18 +139,8 @@ def _falsify_step(network: Network, prop: Property, budget: float, seed: int, st
     )
 
 
-def _engine_module(name: str):
-    if name == "marabou":
-        from . import _marabou as module
-    else:
-        from . import _z3 as module
-    if not module.is_available():
-        raise EngineError(f"{name}: its solver package cannot be imported; install it or choose engine='auto'")
-    return module
-
-
 def _single_engine(name: str, network: Network, prop: Property, deadline: float, started: float) -> Result:
-    module = _engine_module(name)
+    module = engine_module(name)
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return Result(UNKNOWN, name, time.monotonic() - started, reason=f"timeout after {deadline - started:.1f} s")
@@ -183,13 +172,6 @@ class _Search:
         return boxes
 
 
-def _runner(jobs, network, prop, objectives, complete):
-    """Forked workers when there are several jobs and the platform can fork, else inline."""
-    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
-        return _PoolRunner(jobs, network, prop, objectives, complete)
-    return _InlineRunner(network, prop, objectives, complete)
-
-
 def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started) -> Result:
     objectives = _split.Objectives.of(prop, network.n_outputs)
     boxes, _ = _split.root(network, prop, objectives)
@@ -198,16 +180,16 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
     if not len(boxes):
         return Result(PROVED, "bounds", time.monotonic() - started,
                       reason="bounds refute the unsafe set on the whole box", stats=stats)
-    complete = _complete_engine_name() if engine == "auto" else None
+    complete = complete_engine_name() if engine == "auto" else None
     search = _Search(network, prop, objectives, [boxes], stats=stats)
     stats.update(falsify_seconds=0.0, attacks=0, seed=seed, workers=1)
-    runners = [_InlineRunner(network, prop, objectives, complete)]
+    runners = [InlineRunner(network, prop, objectives, complete)]
 
     def widen():
         """Move to `jobs` worker processes once the search is long and wide enough to share."""
         if jobs > 1 and len(runners) == 1 and time.monotonic() - started >= INLINE_SECONDS:
             if search.open_count() >= POOL_MIN_BOXES_PER_JOB * jobs:
-                runners.append(_runner(jobs, network, prop, objectives, complete))
+                runners.append(runner_for(jobs, network, prop, objectives, complete))
                 stats["workers"] = runners[-1].jobs
         return runners[-1]
 
@@ -216,14 +198,6 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
     finally:
         for runner in runners:
             runner.close()
-
-
-def _complete_engine_name() -> str | None:
-    """Marabou if its package is installed, else Z3, else None (imported only when a box needs it)."""
-    for name, package in (("marabou", "maraboupy"), ("z3", "z3")):
-        if importlib.util.find_spec(package) is not None:
-            return name
-    return None
 
 
 def _drive(search: _Search, current_runner, complete, deadline, progress, started) -> Result:
@@ -316,7 +290,8 @@ def _submit_next(search: _Search, runner, complete, depth_limit, deadline, start
             seconds = SHORT_SLICE_SECONDS
         else:
             seconds = min(max(SLICE_SECONDS[0], 0.1 * (now - started)), SLICE_SECONDS[1])
-        runner.submit(("search", boxes, min(seconds, remaining), depth_limit))
+        seconds = min(seconds, remaining)
+        runner.submit(("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS))
         return True
     return False
 
@@ -396,117 +371,6 @@ def _timeout(search: _Search, started: float, deadline: float, complete, unresol
                   stats=search.stats)
 
 
-# --- runners: where the tasks execute ----------------------------------------
-
-_WORKER: tuple = ()
-
-
-def _run_task(task, context: tuple = ()):
-    """Body of one task, in a worker process (context from `_init_worker`) or inline (context given)."""
-    network, prop, objectives, complete = context or _WORKER
-    if task[0] == "search":
-        _, boxes, seconds, depth_limit = task
-        return _split.search(
-            network, prop, objectives, boxes, time.monotonic() + seconds,
-            engine_depth=depth_limit, attack=seconds > SHORT_SLICE_SECONDS,
-        )
-    if task[0] == "attack":
-        _, seed, seconds = task
-        begun = time.monotonic()
-        return _falsify.falsify(network, prop, seconds, seed), time.monotonic() - begun
-    _, box, seconds = task
-    try:
-        module = _engine_module(complete)
-    except EngineError as error:
-        return Result(UNKNOWN, complete, 0.0, reason=str(error))
-    still_open = tuple(conjunction for k, conjunction in enumerate(prop.unsafe) if box.open[0, k])
-    sub = Property(prop.name, box.lower[0], box.upper[0], still_open, prop.description, prop.metadata)
-    return module.check(network, sub, seconds)
-
-
-def _init_worker(network, prop, objectives, complete) -> None:
-    global _WORKER
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _WORKER = (network, prop, objectives, complete)
-    _split.limit_blas_threads()
-
-
-class _InlineRunner:
-    """Runs each task at once in this process (jobs=1)."""
-
-    jobs = 1
-
-    def __init__(self, network, prop, objectives, complete) -> None:
-        self._context = (network, prop, objectives, complete)
-        self._done: list = []
-
-    def has_room(self) -> bool:
-        return not self._done
-
-    def submit(self, task) -> None:
-        self._done.append((task[0], task, _run_task(task, self._context)))
-
-    def idle(self, kinds=None) -> bool:
-        """Nothing waiting to be absorbed (tasks finish as they are submitted)."""
-        return not self._done
-
-    def running(self, kind: str) -> bool:
-        return False
-
-    def next(self, seconds: float):
-        return self._done.pop() if self._done else None
-
-    def close(self) -> None:
-        self._done.clear()
-
-
-class _PoolRunner:
-    """Runs tasks in `jobs` forked worker processes; `close` terminates them (and their solver children)."""
-
-    def __init__(self, jobs, network, prop, objectives, complete) -> None:
-        context = multiprocessing.get_context("fork")
-        self._pool = context.Pool(jobs, initializer=_init_worker, initargs=(network, prop, objectives, complete))
-        self.jobs = jobs
-        self._busy: Counter = Counter()
-        self._done: queue.Queue = queue.Queue()
-
-    def has_room(self) -> bool:
-        return sum(self._busy.values()) < self.jobs
-
-    def submit(self, task) -> None:
-        self._busy[task[0]] += 1
-        self._pool.apply_async(
-            _run_task,
-            (task,),
-            callback=lambda answer, task=task: self._done.put((task[0], task, answer)),
-            error_callback=lambda error, task=task: self._done.put(("error", task, error)),
-        )
-
-    def running(self, kind: str) -> bool:
-        return self._busy[kind] > 0
-
-    def idle(self, kinds=None) -> bool:
-        """No task running (of the given kinds, e.g. ("search", "engine"))."""
-        return not any(count for kind, count in self._busy.items() if kinds is None or kind in kinds)
-
-    def next(self, seconds: float):
-        try:
-            message = self._done.get(timeout=max(seconds, 0.0))
-        except queue.Empty:
-            return None
-        self._busy[message[1][0]] -= 1
-        if message[0] == "error":
-            error = message[2]
-            raise EngineError(
-                f"a branch-and-bound worker failed on a {message[1][0]} task: {type(error).__name__}: {error}"
-            )
-        return message
-
-    def close(self) -> None:
-        self._pool.terminate()
-        self._pool.join()
-
-
 # --- both engines -------------------------------------------------------------
 
 
@@ -516,7 +380,7 @@ def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
     Two independent complete engines are the cross-check DESIGN asks for:
     maraboupy 2.0 has known wrong answers, and Z3 shares no code with it.
     """
-    z3 = _engine_module("z3")
+    z3 = engine_module("z3")
     share = (deadline - time.monotonic()) / 2
     first = check(network, prop, "marabou", share, jobs, progress, seed)
     remaining = deadline - time.monotonic()

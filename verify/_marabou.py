@@ -70,9 +70,10 @@ the Z3 cross-check that the design calls for. The other rules kept:
   and may then answer SAT, and it segfaults on a disjunction with no
   disjuncts; the encoder never produces either.
 
-Isolation: by default each solve runs in a forked child process (plain
-``os.fork``, so it also works inside daemonic pool workers, which may not
-start ``multiprocessing`` children) that silences file descriptors 1 and 2
+Isolation: by default each solve runs in a forked child process
+(`certfsm.verify._isolation.run_in_child`: plain ``os.fork``, so it also
+works inside daemonic pool workers, which may not start
+``multiprocessing`` children) that silences file descriptors 1 and 2
 (Marabou prints from C++) and sends its answer back through a pipe. The
 parent kills the child ``_GRACE_SECONDS`` after the solve's time share:
 Marabou's own timeout does not cover its preprocessing. The child costs
@@ -90,14 +91,10 @@ importing `certfsm.verify` never needs it.
 
 from __future__ import annotations
 
-import ctypes
-import faulthandler
 import functools
 import itertools
 import math
 import os
-import pickle
-import select
 import signal
 import time
 import warnings
@@ -108,6 +105,7 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
+from ._isolation import run_in_child, run_silenced
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._validate import validate_counterexample
@@ -131,7 +129,6 @@ _ROUNDING_BITS = (24, 16, 12, 8)
 _GUARD_SAMPLES = 256
 _GUARD_CANDIDATES = 3
 _MAX_CORNER_INPUTS = 10
-_CHILD_FAILED = 70
 
 
 @dataclass(frozen=True)
@@ -402,78 +399,27 @@ def _solve(query: _Query) -> _Answer:
 def _run_here(query: _Query) -> _Answer:
     """Solve in this process with fds 1 and 2 silenced for the duration."""
     _maraboupy()
-    saved = [os.dup(1), os.dup(2)]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        return _solve(query)
-    finally:
-        _flush_c_stdio()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, devnull):
-            os.close(fd)
-
-
-def _flush_c_stdio() -> None:
-    """Flush C stdio buffers so Marabou's buffered output lands in /dev/null, not later."""
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
-        pass
+    return run_silenced(functools.partial(_solve, query))
 
 
 def _run_isolated(query: _Query, patience: float) -> _Answer:
     """Solve in a forked child; kill it after `patience` seconds. Never raises for child failures."""
     _maraboupy()
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        _child(query, write_fd)
-    os.close(write_fd)
-    try:
-        payload, killed = _read_until(read_fd, time.monotonic() + patience, pid)
-    except BaseException:
-        _kill(pid)
-        _reap(pid)
-        raise
-    finally:
-        os.close(read_fd)
-    status = _reap(pid)
-    if killed:
+    outcome = run_in_child(functools.partial(_solve_in_child, query), patience)
+    if outcome.timed_out:
         reason = f"Marabou crashed: no answer within {patience:.1f} s (its timeout plus grace), killed"
         return _Answer("CRASH", reason=reason)
-    if status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-        return _Answer("CRASH", reason=f"Marabou crashed: {_describe(status)}")
-    try:
-        answer = pickle.loads(payload)
-    except Exception as error:
-        return _Answer("CRASH", reason=f"Marabou crashed: unreadable answer ({type(error).__name__})")
-    if not isinstance(answer, _Answer):
+    if outcome.failure:
+        return _Answer("CRASH", reason=f"Marabou crashed: {outcome.failure}")
+    if not isinstance(outcome.value, _Answer):
         return _Answer("CRASH", reason="Marabou crashed: malformed answer")
-    return answer
+    return outcome.value
 
 
-def _child(query: _Query, write_fd: int) -> None:
-    """Body of the forked child: never returns into the caller's code."""
-    status = _CHILD_FAILED
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        faulthandler.disable()
-        _die_with_parent()
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        _fault_hook()
-        data = pickle.dumps(_solve(query))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view) :]
-        status = 0
-    finally:
-        os._exit(status)
+def _solve_in_child(query: _Query) -> _Answer:
+    """The child's side of `_run_isolated`: the test-only fault hook, then the solve."""
+    _fault_hook()
+    return _solve(query)
 
 
 def _fault_hook() -> None:
@@ -486,59 +432,6 @@ def _fault_hook() -> None:
     if fault == "hang":
         while True:
             time.sleep(60)
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL the child if the parent dies (prctl PR_SET_PDEATHSIG); best effort."""
-    try:
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))
-    except (OSError, AttributeError):
-        pass
-
-
-def _read_until(fd: int, end: float, pid: int) -> tuple[bytes, bool]:
-    """Read the child's answer until EOF; kill the child and say so if `end` passes first."""
-    chunks = []
-    while True:
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            _kill(pid)
-            return b"", True
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if ready:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return b"".join(chunks), False
-            chunks.append(chunk)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _reap(pid: int) -> int | None:
-    """Wait for the child; EOF on the pipe means it is exiting (only it holds the write end)."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return None
-    return status
-
-
-def _describe(status: int | None) -> str:
-    if status is None:
-        return "exit status lost (the child was reaped elsewhere)"
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = str(number)
-        return f"killed by signal {name}"
-    return f"exit status {os.WEXITSTATUS(status)}"
 
 
 def _witness(network: Network, prop: Property, answer: _Answer) -> Result | str:
