@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from certfsm._decision import DECISION_RULES, margin_from_probability
 from certfsm._errors import SpecError
-from certfsm._spec import check_spec, load_spec, spec_from_dict, spec_schema
+from certfsm._spec import check_spec, load_spec, spec_from_dict
+from certfsm._spec_schema import spec_schema
 
 VALID = {
     "certfsm_spec": 1,

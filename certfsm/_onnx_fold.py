@@ -1,0 +1,227 @@
+"""Folding the chain's operators into affine layers, in float64 on the exact stored values.
+
+Consecutive affine operators (Gemm, MatMul, Add, Sub, Mul, Div by
+constants) fold into one `AffineLayer`, so input normalisation merges into
+the first layer; a Relu ends a layer. Each layer's `source` names the
+nodes merged into it.
+
+Shape operators (`SHAPE_OPS`: Flatten, Reshape, Squeeze, Unsqueeze,
+Identity) only relabel the tensor: the IR works on the tensor flattened
+in C order, so they are accepted as long as the data stays one feature
+vector (every dimension but one is 1 where a matrix product needs it).
+
+`certfsm._onnx_graph` feeds `Chain` the nodes that read the data, with the
+constants seen so far (each has a ``value`` array and ``weights(where,
+label)``, the finite float64 values).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ._errors import ModelError
+from ._network import AffineLayer, Network
+
+SHAPE_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+
+
+class Chain:
+    """Folds the chain into affine layers; ``weight @ x + bias`` maps the layer's input x to the current tensor.
+
+    Invariant: `shape` is the current tensor's shape (batch 1) and its C-order
+    flattening has `weight.shape[0]` entries.
+    """
+
+    def __init__(self, where: str, input_shape: tuple[int, ...]) -> None:
+        self.where, self.input_shape = where, input_shape
+        self.shape = input_shape
+        self.layers: list[AffineLayer] = []
+        self._restart(int(np.prod(input_shape)))
+
+    def _restart(self, size: int) -> None:
+        self.weight, self.bias, self.sources = np.eye(size), np.zeros(size), []
+
+    def _close(self, fallback: str) -> None:
+        source = "+".join(self.sources) or fallback
+        if not (np.all(np.isfinite(self.weight)) and np.all(np.isfinite(self.bias))):
+            raise ModelError(f"{self.where}: folding {source} overflows float64; check the model's constants")
+        self.layers.append(AffineLayer(self.weight, self.bias, source))
+
+    def finish(self, input_name: str) -> Network:
+        self._close("identity output layer" if self.layers else "identity")
+        return Network(tuple(self.layers), input_name=input_name, input_shape=self.input_shape)
+
+    def apply(self, node: onnx.NodeProto, name: str, label: str, running: str, constants: dict) -> None:
+        op = node.op_type
+        if op in ("Relu",) + SHAPE_OPS and node.input[0] != running:
+            raise ModelError(
+                f"{self.where}: {label} ({op}) takes the data as a later operand; "
+                f"certfsm supports {op} with the data as its first input"
+            )
+        if op == "Relu":
+            self._close(f"identity before {name}")
+            self._restart(self.weight.shape[0])
+            return
+        if op in SHAPE_OPS:
+            self.shape = reshaped(node, self.shape, constants, self.where, label)
+            return
+        getattr(self, f"_{op.lower()}")(node, label, constants)
+        self.sources.append(name)
+
+    def _constant_operand(self, node, label: str, constants: dict) -> tuple[np.ndarray, bool]:
+        """The constant operand of a binary op and whether the data is the first operand."""
+        first, second = node.input[0], node.input[1]
+        is_data_first = first not in constants
+        constant = constants[second if is_data_first else first]
+        return constant.weights(self.where, label), is_data_first
+
+    def _per_feature(self, value: np.ndarray, label: str, op: str) -> np.ndarray:
+        """Broadcast a constant onto the current tensor; refuse to grow it beyond one feature vector."""
+        try:
+            result = np.broadcast_shapes(self.shape, value.shape)
+        except ValueError:
+            result = None
+        if result is None or int(np.prod(result)) != int(np.prod(self.shape)):
+            raise ModelError(
+                f"{self.where}: {label} ({op}) combines the data of shape {list(self.shape)} with a constant of shape "
+                f"{list(value.shape)}; certfsm needs a scalar or per-feature constant that keeps one feature vector"
+            )
+        self.shape = tuple(result)
+        return np.broadcast_to(value, result).reshape(-1)
+
+    def _add(self, node, label, constants) -> None:
+        value, _ = self._constant_operand(node, label, constants)
+        self.bias = self.bias + self._per_feature(value, label, "Add")
+
+    def _sub(self, node, label, constants) -> None:
+        value, is_data_first = self._constant_operand(node, label, constants)
+        offset = self._per_feature(value, label, "Sub")
+        if is_data_first:
+            self.bias = self.bias - offset
+        else:
+            self.weight, self.bias = -self.weight, offset - self.bias
+
+    def _mul(self, node, label, constants) -> None:
+        value, _ = self._constant_operand(node, label, constants)
+        scale = self._per_feature(value, label, "Mul")
+        self.weight, self.bias = self.weight * scale[:, None], self.bias * scale
+
+    def _div(self, node, label, constants) -> None:
+        value, is_data_first = self._constant_operand(node, label, constants)
+        if not is_data_first:
+            raise ModelError(
+                f"{self.where}: {label} (Div) divides a constant by the data, which is not linear; "
+                "certfsm supports Div of the data by a constant"
+            )
+        scale = self._per_feature(value, label, "Div")
+        if np.any(scale == 0.0):
+            raise ModelError(
+                f"{self.where}: {label} (Div) divides by zero in constant '{node.input[1]}'; fix the model's normalisation"
+            )
+        self.weight, self.bias = self.weight / scale[:, None], self.bias / scale
+
+    def _matmul(self, node, label, constants) -> None:
+        if node.input[0] in constants:
+            raise ModelError(
+                f"{self.where}: {label} (MatMul) multiplies a constant by the data from the left; "
+                "certfsm supports data @ constant (re-export with the weight as the second input)"
+            )
+        matrix = constants[node.input[1]].weights(self.where, label)
+        if matrix.ndim == 1:
+            matrix, new_tail = matrix[:, None], ()
+        else:
+            new_tail = matrix.shape[1:2]
+        if matrix.ndim != 2 or self.shape[-1:] != matrix.shape[:1] or int(np.prod(self.shape[:-1])) != 1:
+            raise ModelError(
+                f"{self.where}: {label} (MatMul) multiplies data of shape {list(self.shape)} by a constant of shape "
+                f"{list(constants[node.input[1]].value.shape)}; "
+                "certfsm needs one feature row [1, k] times a [k, m] matrix"
+            )
+        self.weight, self.bias = matrix.T @ self.weight, self.bias @ matrix
+        self.shape = self.shape[:-1] + new_tail
+
+    def _gemm(self, node, label, constants) -> None:
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.input[0] in constants:
+            raise ModelError(
+                f"{self.where}: {label} (Gemm) takes the data as operand B; "
+                "certfsm supports Gemm with the data as A and constant B and C"
+            )
+        if attributes.get("transA", 0):
+            raise ModelError(
+                f"{self.where}: {label} (Gemm) has transA=1; "
+                "certfsm supports Gemm with transA=0, re-export without transposing A"
+            )
+        matrix = constants[node.input[1]].weights(self.where, label)
+        if attributes.get("transB", 0):
+            matrix = matrix.T
+        if len(self.shape) != 2 or self.shape[0] != 1 or matrix.ndim != 2 or matrix.shape[0] != self.shape[1]:
+            raise ModelError(
+                f"{self.where}: {label} (Gemm) multiplies data of shape {list(self.shape)} by B of shape "
+                f"{list(matrix.shape)} (after transB); certfsm needs data [1, k] and B [k, m]"
+            )
+        alpha, beta = float(attributes.get("alpha", 1.0)), float(attributes.get("beta", 1.0))
+        self.weight, self.bias = alpha * (matrix.T @ self.weight), alpha * (self.bias @ matrix)
+        self.shape = (1, matrix.shape[1])
+        if len(node.input) > 2 and node.input[2]:
+            offset = constants[node.input[2]].weights(self.where, label)
+            self.bias = self.bias + beta * self._per_feature(offset, label, "Gemm")
+
+
+def _shape_operand(node: onnx.NodeProto, name: str, constants: dict) -> list[int] | None:
+    """An integer list given as an attribute (old opsets) or as the constant second input (new opsets)."""
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return [int(v) for v in helper.get_attribute_value(attribute)]
+    if len(node.input) > 1 and node.input[1]:
+        return [int(v) for v in np.asarray(constants[node.input[1]].value).reshape(-1)]
+    return None
+
+
+def reshaped(node: onnx.NodeProto, shape: tuple[int, ...], constants: dict, where: str, label: str) -> tuple[int, ...]:
+    """The shape after a Flatten/Reshape/Squeeze/Unsqueeze/Identity node (C-order data unchanged)."""
+    op, rank, size = node.op_type, len(shape), int(np.prod(shape))
+
+    def fail(detail: str) -> ModelError:
+        return ModelError(f"{where}: {label} ({op}) {detail} for data of shape {list(shape)}; fix the model's shapes")
+
+    if op == "Identity":
+        return tuple(shape)
+    if op == "Flatten":
+        axis = next((int(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axis"), 1)
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis <= rank:
+            raise fail("has axis out of range")
+        return (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+    if op == "Reshape":
+        target = _shape_operand(node, "shape", constants)
+        allow_zero = any(a.name == "allowzero" and helper.get_attribute_value(a) for a in node.attribute)
+        if target is None:
+            raise fail("has no target shape")
+        dims = [shape[i] if d == 0 and not allow_zero and i < rank else d for i, d in enumerate(target)]
+        if dims.count(-1) == 1:
+            known = int(np.prod([d for d in dims if d != -1]))
+            dims[dims.index(-1)] = size // known if known and size % known == 0 else -2
+        if any(d < 0 for d in dims) or int(np.prod(dims)) != size:
+            raise fail(f"cannot reshape to {target}")
+        return tuple(dims)
+    axes = _shape_operand(node, "axes", constants)
+    if op == "Squeeze":
+        if axes is None:
+            return tuple(d for d in shape if d != 1)
+        axes = [a + rank if a < 0 else a for a in axes]
+        if any(not 0 <= a < rank or shape[a] != 1 for a in axes):
+            raise fail(f"cannot squeeze axes {axes}")
+        return tuple(d for i, d in enumerate(shape) if i not in axes)
+    if axes is None:
+        raise fail("has no axes")
+    out_rank = rank + len(axes)
+    axes = sorted(a + out_rank if a < 0 else a for a in axes)
+    if any(not 0 <= a < out_rank for a in axes) or len(set(axes)) != len(axes):
+        raise fail(f"cannot unsqueeze axes {axes}")
+    dims = list(shape)
+    for axis in axes:
+        dims.insert(axis, 1)
+    return tuple(dims)
