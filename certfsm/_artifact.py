@@ -62,6 +62,7 @@ import numpy as np
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
+from ._readonly import ReadOnlyDict
 from ._staging import write_atomically
 
 
@@ -72,16 +73,10 @@ _FIX_PRODUCER = "fix the code that built the payload: the loader would refuse th
 _TOP_KEYS = ("certfsm_artifact", "payload", "sha256")
 
 
-class _ReadOnlyDict(dict):
-    """A dict that refuses changes, so a loaded artifact's spec stays as hashed; picklable, and still JSON."""
+class _ReadOnlyDict(ReadOnlyDict):
+    """An artifact's spec: read-only so that it stays as hashed."""
 
-    def _refuse(self, *args, **kwargs):
-        raise TypeError("an artifact's spec is read-only; copy it with Artifact.payload()")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
-
-    def __reduce__(self):
-        return (type(self), (dict(self),))
+    refusal = "an artifact's spec is read-only; copy it with Artifact.payload()"
 
 
 def _freeze(value: Any) -> Any:

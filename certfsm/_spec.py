@@ -36,22 +36,17 @@ from typing import Any
 import numpy as np
 
 from ._errors import SpecError
+from ._readonly import ReadOnlyDict
 from ._spec_schema import check_plain_json, check_schema, read_json, show_number
 
 
 SPEC_FORMAT_VERSION = 1
 
 
-class _ReadOnlyDict(dict):
-    """A dict that refuses changes, so a frozen spec stays frozen; still a dict for json and isinstance, and picklable."""
+class _ReadOnlyDict(ReadOnlyDict):
+    """A spec's mapping: read-only so that a frozen spec stays frozen."""
 
-    def _refuse(self, *args, **kwargs):
-        raise TypeError("a ControllerSpec mapping is read-only; build a new spec with dataclasses.replace")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
-
-    def __reduce__(self):
-        return (type(self), (dict(self),))
+    refusal = "a ControllerSpec mapping is read-only; build a new spec with dataclasses.replace"
 
 
 @dataclass(frozen=True)
