@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from onnx import numpy_helper
 
 from certfsm._errors import SpecError
 from certfsm.examples import EXAMPLE_NAMES, example_spec_path
@@ -93,6 +94,18 @@ def test_spec_puts_rule_thresholds_on_bin_edges_and_retires_sparse():
     assert spec["outputs"] == ["KEEP", "FUSE_CONV", "INT4", "OFFLOAD_CPU", "SPARSE_2_4"]
     assert "SPARSE_2_4" not in spec["legal_tokens"]
     assert spec["confidence_gate"] == {"margin": GATE_MARGIN}
+
+
+def test_spec_edges_are_exact_in_each_inputs_fixed_point():
+    for entry in load_spec("coadapt")["inputs"]:
+        scaled = [edge * 2 ** entry["frac_bits"] for edge in entry["edges"]]
+        assert scaled == [int(value) for value in scaled], entry["name"]
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_first_layer_reads_one_probe_per_unit(name):
+    weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(model_path(name))).graph.initializer}
+    assert np.count_nonzero(weights["dense1.weight"], axis=1).tolist() == [1] * 8
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)

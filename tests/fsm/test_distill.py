@@ -369,8 +369,8 @@ def test_example_distillation_has_no_sampled_mismatch():
     result = distill(spec, network, jobs=2)
     assert result.table.is_complete
     stats = result.stats
-    assert stats["cells"] == 28672
-    assert stats["exact"] + stats["conservative_with_witness"] + stats["undecided"] == 28672
+    assert stats["cells"] == 7200
+    assert stats["exact"] + stats["conservative_with_witness"] + stats["undecided"] == 7200
     assert stats["decided_without_marabou_share"] >= 0.8
     report = sampled_cross_check(result, spec, network, n=100_000, seed=0)
     assert report["mismatches"] == 0 and report["on_exact"] > 50_000

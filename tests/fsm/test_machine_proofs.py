@@ -316,7 +316,7 @@ def test_z3_finds_the_faulty_cell_of_a_tampered_table(example, fault, prop, kind
     proofs = {p.property: p for p in prove_table(bad, example)}
     assert proofs[prop].verdict == "violated" and proofs[prop].cell == cell
     assert any(v.cell == cell and v.kind == kind for v in check_table(bad, example))
-    assert proofs[prop].reason.startswith(f"cell {cell} (compute_util in [0, 12.5)")
+    assert proofs[prop].reason.startswith(f"cell {cell} (compute_util in [0, 20)")
 
 
 SMALL = {
