@@ -213,3 +213,22 @@ def test_a_missing_out_is_a_usage_error(tmp_path):
 def test_inspect_of_a_missing_file_fails_with_a_clear_line(tmp_path):
     code, out, err = run_cli("inspect", tmp_path / "absent.cfsm")
     assert code == 1 and re.search(r"^  FAILED  file: .*absent\.cfsm", out, re.M), out + err
+
+
+@pytest.mark.slow
+def test_a_rerun_with_a_checkpoint_keeps_the_witnesses_and_rebuilds_the_same_table(tmp_path):
+    def run(name):
+        code, out, err = run_cli("distill", "--example", "--out", tmp_path / f"{name}.cfsm", "--report",
+                                 tmp_path / name, "--checkpoint", tmp_path / "run.ckpt", "--jobs", "1",
+                                 "--no-progress")
+        assert code == 0, out + err
+        return json.loads((tmp_path / name / "summary.json").read_text()), load_artifact(tmp_path / f"{name}.cfsm")
+
+    first, first_artifact = run("first")
+    second, second_artifact = run("second")
+    assert first["run"]["resumed_cells"] == 0
+    conservative = first["fidelity"]["cells"] - first["fidelity"]["exact"]
+    assert second["run"]["resumed_cells"] == conservative > 0
+    assert second["run"]["reproved_checkpoint_cells"] == first["fidelity"]["exact"]
+    assert np.array_equal(first_artifact.proposal, second_artifact.proposal)
+    assert np.array_equal(first_artifact.exact, second_artifact.exact)
