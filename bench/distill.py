@@ -10,7 +10,8 @@ row into the next:
   56 must stay edges), 1 and 2 jobs;
 - acasxu-small: ACAS Xu network 1_1 over its whole normalised input
   domain, 4x4x4x4x2 cells, argmin, conservative token COC, 1 and 2 jobs;
-- acasxu-full (with --acas-full): the same network at 8x8x8x4x2 cells, 2
+- acasxu-full (with --acas-full): the same network at 17x8x8x2x2 cells (rho
+  binned finely at close range, `CLOSE_RANGE_RHO`), 2
   jobs, run through the whole `certfsm distill` pipeline (distillation,
   proofs, 100,000-sample cross-check, report, artifact), then `certfsm
   inspect`; its row is read from the report's summary.json. Takes 15 to
@@ -51,7 +52,13 @@ ACAS_INPUTS = (("rho", -0.3284228772, 0.6798577687), ("theta", -0.5, 0.5), ("psi
 """The networks' normalised input domain (the envelope of properties 1 and 2; theta and psi widened from
 +-0.499999896 there to +-0.5, i.e. +-pi after normalisation)."""
 ACAS_OUTPUTS = ("COC", "WL", "WR", "SL", "SR")
-ACAS_BINS = {"acasxu-small": (4, 4, 4, 4, 2), "acasxu-full": (8, 8, 8, 4, 2)}
+_RHO_LOW, _RHO_CLOSE, _RHO_HIGH = -0.3284228772, -0.25, 0.6798577687
+CLOSE_RANGE_RHO = tuple([_RHO_LOW + (_RHO_CLOSE - _RHO_LOW) * k / 8 for k in range(8)]
+                        + [_RHO_CLOSE + (_RHO_HIGH - _RHO_CLOSE) * k / 9 for k in range(10)])
+"""rho edges for the full grid: 8 bins below -0.25 (close range, where the advisories other than COC live;
+with equal bins every exact cell is COC) and 9 above."""
+ACAS_BINS = {"acasxu-small": (4, 4, 4, 4, 2), "acasxu-full": (CLOSE_RANGE_RHO, 8, 8, 2, 2)}
+"""Per input a number of equal bins or explicit edges."""
 ROWS = (("coadapt", 1), ("coadapt", 2), ("coadapt-4bins", 1), ("coadapt-4bins", 2),
         ("acasxu-small", 1), ("acasxu-small", 2))
 FULL_ROW = ("acasxu-full", 2)
@@ -86,7 +93,8 @@ def write_spec(case: str, folder: Path) -> Path:
             "name": case,
             "description": "ACAS Xu network 1_1 over its normalised input domain; the advisory is the minimal score.",
             "model": str((benchmark_folder() / ACAS_NETWORK).resolve()),
-            "inputs": [{"name": name, "unit": "normalised", "min": low, "max": high, "bins": bins}
+            "inputs": [{"name": name, "unit": "normalised", "min": low, "max": high,
+                        **({"bins": bins} if isinstance(bins, int) else {"edges": list(bins)})}
                        for (name, low, high), bins in zip(ACAS_INPUTS, ACAS_BINS[case])],
             "outputs": list(ACAS_OUTPUTS),
             "tokens": {token: code for code, token in enumerate(ACAS_OUTPUTS)},
@@ -205,7 +213,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="per-cell engine timeout in seconds")
     parser.add_argument("--skip-acas", action="store_true", help="run the embedded example only")
     parser.add_argument("--acas-full", action="store_true",
-                        help="add the 4,096-cell ACAS Xu row, through the whole certfsm distill pipeline (15-25 min)")
+                        help="add the 4,352-cell ACAS Xu row, through the whole certfsm distill pipeline (15-25 min)")
     parser.add_argument("--only", default="", help="comma-separated case names (coadapt, coadapt-4bins, "
                                                    "acasxu-small, acasxu-full)")
     parser.add_argument("--out-dir", type=Path, default=None,
