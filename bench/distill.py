@@ -55,8 +55,9 @@ ACAS_OUTPUTS = ("COC", "WL", "WR", "SL", "SR")
 _RHO_LOW, _RHO_CLOSE, _RHO_HIGH = -0.3284228772, -0.25, 0.6798577687
 CLOSE_RANGE_RHO = tuple([_RHO_LOW + (_RHO_CLOSE - _RHO_LOW) * k / 8 for k in range(8)]
                         + [_RHO_CLOSE + (_RHO_HIGH - _RHO_CLOSE) * k / 9 for k in range(10)])
-"""rho edges for the full grid: 8 bins below -0.25 (close range, where the advisories other than COC live;
-with equal bins every exact cell is COC) and 9 above."""
+"""rho edges for the full grid: 8 bins below -0.25 (close range, where the advisories other than COC live)
+and 9 above. Even these close-range cells hold no exact advisory: the advisories are thin bands in theta and
+psi there, so every cell that holds one also holds another decision (the report's decision map shows it)."""
 ACAS_BINS = {"acasxu-small": (4, 4, 4, 4, 2), "acasxu-full": (CLOSE_RANGE_RHO, 8, 8, 2, 2)}
 """Per input a number of equal bins or explicit edges."""
 ROWS = (("coadapt", 1), ("coadapt", 2), ("coadapt-4bins", 1), ("coadapt-4bins", 2),
