@@ -232,3 +232,48 @@ def test_a_rerun_with_a_checkpoint_keeps_the_witnesses_and_rebuilds_the_same_tab
     assert second["run"]["reproved_checkpoint_cells"] == first["fidelity"]["exact"]
     assert np.array_equal(first_artifact.proposal, second_artifact.proposal)
     assert np.array_equal(first_artifact.exact, second_artifact.exact)
+
+
+def spec_with(tmp_path, **changes):
+    data = json.loads(example_spec_path("coadapt").read_text())
+    data["model"] = str(example_spec_path("coadapt").parent / data["model"])
+    data.update(changes)
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def old_outputs(tmp_path):
+    """An artifact and a report from an earlier run, which a failed run must leave exactly as they are."""
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "summary.json").write_text("old report")
+    (tmp_path / "old.cfsm").write_text("old artifact")
+    return tmp_path / "old.cfsm", tmp_path / "report"
+
+
+def assert_untouched(tmp_path, artifact, report):
+    assert artifact.read_text() == "old artifact" and (report / "summary.json").read_text() == "old report"
+    assert sorted(p.name for p in report.iterdir()) == ["summary.json"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("changes, pattern", [
+    ({"decision": "softmax"}, r"^certfsm: error: .*spec\.json: decision"),
+    ({"model": "missing.onnx"}, r"^certfsm: error: .*missing\.onnx"),
+])
+def test_bad_spec_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path, changes, pattern):
+    artifact, report = old_outputs(tmp_path)
+    code, out, err = run_cli("distill", spec_with(tmp_path, **changes), "--out", artifact, "--report", report,
+                             "--no-progress")
+    assert one_line_error(code, err, pattern), err
+    assert_untouched(tmp_path, artifact, report)
+
+
+def test_malformed_onnx_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path):
+    artifact, report = old_outputs(tmp_path)
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"\x08\x07this is not protobuf")
+    code, out, err = run_cli("distill", spec_with(tmp_path, model=str(model)), "--out", artifact, "--report",
+                             report, "--no-progress")
+    assert one_line_error(code, err, r"^certfsm: error: .*broken\.onnx"), err
+    assert_untouched(tmp_path, artifact, report)

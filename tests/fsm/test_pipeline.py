@@ -1,0 +1,61 @@
+"""distill_controller: what a failure half-way leaves behind, and what the certificate says about the run."""
+
+import pytest
+
+from certfsm import ArtifactError, load_spec
+from certfsm._artifact import load_artifact
+from certfsm.examples import example_spec_path
+from certfsm.fsm import _pipeline, distill_controller
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(example_spec_path("coadapt"))
+
+
+def test_a_crash_after_the_proofs_started_leaves_the_old_artifact_and_report(tmp_path, spec, monkeypatch):
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "summary.json").write_text("old report")
+    artifact = tmp_path / "old.cfsm"
+    artifact.write_text("old artifact")
+
+    def crash(*args, **kwargs):
+        raise Crash
+
+    monkeypatch.setattr(_pipeline, "prove_machine", crash)
+    with pytest.raises(Crash):
+        distill_controller(spec, out=artifact, report=report, jobs=1)
+    assert artifact.read_text() == "old artifact"
+    assert [p.name for p in report.iterdir()] == ["summary.json"] and (report / "summary.json").read_text() == "old report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.cfsm", "report"]
+
+
+def test_a_sampled_mismatch_makes_the_artifact_uncertified(tmp_path, spec, monkeypatch):
+    real = _pipeline.sampled_cross_check
+
+    def one_mismatch(*args, **kwargs):
+        return {**real(*args, **kwargs), "mismatches": 1}
+
+    monkeypatch.setattr(_pipeline, "sampled_cross_check", one_mismatch)
+    run = distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", jobs=1)
+    assert not run.certified
+    entry = next(e for e in run.certificate if e["property"] == "cells-exact")
+    assert entry["verdict"] == "violated"
+    assert not load_artifact(tmp_path / "c.cfsm", require_proved=False).is_certified
+    with pytest.raises(ArtifactError, match=r"cells-exact"):
+        load_artifact(tmp_path / "c.cfsm")
+
+
+def test_an_engine_contradiction_withdraws_the_enumeration_proof(tmp_path, spec, monkeypatch):
+    real = _pipeline.disagreements
+    monkeypatch.setattr(_pipeline, "disagreements",
+                        lambda z3, explicit: real(z3, explicit) + ["output-legal: z3 says proved, enumeration says violated"])
+    run = distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", jobs=1)
+    entry = next(e for e in run.certificate if e["property"] == "enumeration-output-legal")
+    assert entry["verdict"] == "unknown" and not run.certified
+    assert "output-legal: z3 says proved" in (tmp_path / "r" / "report.md").read_text()
