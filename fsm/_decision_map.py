@@ -55,7 +55,9 @@ FORMATS = {".png": "png", ".svg": "svg"}
 
 MAX_RESOLUTION = 4096
 CONSERVATIVE_LABEL = "conservative (not proved)"
+HELD_BACK_LABEL = "held back: the proved token is forbidden here"
 _HATCH = "///"
+_HELD_HATCH = "xx"
 _DPI = 110
 _SVG_SALT = "certfsm-decision-map"
 
@@ -117,12 +119,16 @@ def busiest_slice(spec, table: Table, x_input: str, y_input: str) -> dict[str, f
 
 
 def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_input: str,
-                        fixed: dict[str, float] | None = None, resolution: int = 200) -> DecisionMap:
+                        fixed: dict[str, float] | None = None, resolution: int = 200,
+                        held_back=()) -> DecisionMap:
     """Draw the decision map of `table` and `network` over x_input and y_input to `path` (.png or .svg).
 
     `fixed` gives values for the other inputs (default: the centre of
     each one's envelope); values given for x_input or y_input are
-    ignored. Raises SpecError for a bad argument (unknown or repeated
+    ignored. `held_back` lists cells whose proved token a legality rule
+    forbids there (`Distillation.held_back`): they hold the conservative
+    token like the others but are drawn apart, since the network itself
+    breaks a rule there. Raises SpecError for a bad argument (unknown or repeated
     input, a fixed value that is not a finite number inside its
     envelope, a fixed key that is not an input, a one-input spec, a
     suffix other than .png or .svg, a bad resolution, a table of another
@@ -154,7 +160,8 @@ def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_in
     result = DecisionMap(target, spec.inputs[x].name, spec.inputs[y].name,
                          {spec.inputs[i].name: float(values[i]) for i in range(spec.n_inputs) if i not in (x, y)},
                          int(slice_cells.size), int((table.status[slice_cells] == EXACT).sum()), agreement)
-    data = _draw(spec, table, result, slice_cells, decisions, wrong, x, y, file_format)
+    held = np.isin(slice_cells, np.fromiter(held_back, dtype=np.int64))
+    data = _draw(spec, table, result, slice_cells, held, decisions, wrong, x, y, file_format)
     write_atomically(target, data, what="decision map", fix="check that the folder exists and is writable")
     return result
 
@@ -256,8 +263,8 @@ def _axis_label(item) -> str:
     return f"{item.name} [{item.unit}]" if item.unit else item.name
 
 
-def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, decisions: np.ndarray,
-          wrong: np.ndarray, x: int, y: int, file_format: str) -> bytes:
+def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, held: np.ndarray,
+          decisions: np.ndarray, wrong: np.ndarray, x: int, y: int, file_format: str) -> bytes:
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import PatchCollection
@@ -271,18 +278,22 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, deci
     colours = token_colours(spec.n_outputs)
     colour_map = ListedColormap(colours)
     norm = BoundaryNorm(np.arange(spec.n_outputs + 1) - 0.5, spec.n_outputs)
-    not_proved = table.status[slice_cells] != EXACT
+    not_proved = (table.status[slice_cells] != EXACT) & ~held
 
     figure = Figure(figsize=(12.5, 6.0), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(figure)
     left, right = figure.subplots(1, 2, sharex=True, sharey=True)
 
     left.pcolormesh(x_edges, y_edges, table.proposal[slice_cells], cmap=colour_map, norm=norm)
-    boxes = [Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i], y_edges[j + 1] - y_edges[j])
-             for j, i in zip(*np.nonzero(not_proved))]
+    boxes, forbidden = ([Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i],
+                                   y_edges[j + 1] - y_edges[j]) for j, i in zip(*np.nonzero(mask))]
+                        for mask in (not_proved, held))
     if boxes:
         left.add_collection(PatchCollection(boxes, facecolor=(1.0, 1.0, 1.0, 0.45), edgecolor="0.25",
                                             linewidth=0.0, hatch=_HATCH))
+    if forbidden:
+        left.add_collection(PatchCollection(forbidden, facecolor=(1.0, 1.0, 1.0, 0.0), edgecolor="black",
+                                            linewidth=0.0, hatch=_HELD_HATCH))
     left.vlines(x_edges, y_edges[0], y_edges[-1], colors="black", linewidth=0.8)
     left.hlines(y_edges, x_edges[0], x_edges[-1], colors="black", linewidth=0.8)
     left.set_title(f"certified table\n{result.exact_shown} of {result.cells_shown} cells exact")
@@ -314,9 +325,13 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, deci
     if boxes:
         washed = 0.55 * colours[spec.conservative_index] + 0.45
         handles.append(Patch(facecolor=washed, edgecolor="0.25", hatch=_HATCH, label=CONSERVATIVE_LABEL))
+    if forbidden:
+        handles.append(Patch(facecolor=colours[spec.conservative_index], edgecolor="black", hatch=_HELD_HATCH,
+                             label=HELD_BACK_LABEL))
     if wrong.any():
         handles.append(Patch(facecolor=(0.0, 0.0, 0.0), label="table disagrees with network"))
-    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 7), frameon=False)
+    figure.legend(handles=handles, loc="outside lower center", frameon=False,
+                  ncol=len(handles) if len(handles) <= 6 else -(-len(handles) // 2))
 
     units = {item.name: item.unit for item in spec.inputs}
     held = ", ".join(f"{name}={value:g}{' ' + units[name] if units[name] else ''}"

@@ -122,7 +122,8 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         certificate = _certificate(distillation, cross, table_proofs, machine_proofs, explicit, conflicts)
         tell("drawing the decision maps")
         pictures = [render_decision_map(spec, network, table, staging / f"decision-map-{x}-{y}.png", x_input=x,
-                                        y_input=y, fixed=busiest_slice(spec, table, x, y)) for x, y in pairs]
+                                        y_input=y, fixed=busiest_slice(spec, table, x, y),
+                                        held_back=distillation.held_back) for x, y in pairs]
         _write_cells(staging / "cells.jsonl", distillation, spec)
         tell(f"writing {out}")
         artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)

@@ -384,3 +384,18 @@ def test_the_busiest_slice_shows_at_least_as_many_tokens_as_any_other(example, d
         other = {name: float(rng.uniform(0, 100)) for name in fixed}
         assert len(slice_tokens(spec, distilled, "temperature", "queue_depth", other)) <= best
     assert best > len(slice_tokens(spec, distilled, "temperature", "queue_depth", {}))
+
+
+def test_held_back_cells_are_drawn_apart_from_the_conservative_ones(tmp_path):
+    spec = tiny_spec()
+    table = hand_table(spec, only_x2_bin=1)
+    grid = Grid.from_spec(spec)
+    in_slice = [c for c in range(grid.n_cells) if grid.multi_index(c)[2] == 1 and table.status[c] != EXACT]
+    render_tiny(tmp_path / "held.svg", spec, table=table, fixed={"x2": 1.5}, held_back={in_slice[0]: A})
+    text = (tmp_path / "held.svg").read_text()
+    assert _decision_map.HELD_BACK_LABEL in text and CONSERVATIVE_LABEL in text
+    render_tiny(tmp_path / "plain.svg", spec, table=table, fixed={"x2": 1.5})
+    assert _decision_map.HELD_BACK_LABEL not in (tmp_path / "plain.svg").read_text()
+    elsewhere = [c for c in range(grid.n_cells) if grid.multi_index(c)[2] == 0]
+    render_tiny(tmp_path / "outside.svg", spec, table=table, fixed={"x2": 1.5}, held_back=dict.fromkeys(elsewhere, A))
+    assert _decision_map.HELD_BACK_LABEL not in (tmp_path / "outside.svg").read_text()
