@@ -63,37 +63,28 @@ def test_unsafe_example_reports_a_validated_counterexample_in_input_units(tmp_pa
     assert "(set-info :status sat)" in (folder / hot["smt2"]).read_text()
 
 
-def _write_spec(tmp_path, **changes):
-    data = json.loads(example_spec_path("coadapt").read_text())
-    data["model"] = str(example_spec_path("coadapt").parent / data["model"])
-    data.update(changes)
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-def test_bad_spec_is_one_line_exit_2_and_leaves_an_old_report_untouched(tmp_path):
+def test_bad_spec_is_one_line_exit_2_and_leaves_an_old_report_untouched(tmp_path, example_spec_with):
     report = tmp_path / "report"
     report.mkdir()
     (report / "summary.json").write_text("old and precious")
-    spec = _write_spec(tmp_path, decision="softmax")
+    spec = example_spec_with(decision="softmax")
     code, out, err = run_cli("verify", spec, "--report", report, "--no-progress")
     assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: decision")
     assert (report / "summary.json").read_text() == "old and precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "spec.json"]
 
 
-def test_malformed_onnx_named_by_the_spec_is_one_line_exit_2(tmp_path):
+def test_malformed_onnx_named_by_the_spec_is_one_line_exit_2(tmp_path, example_spec_with):
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"\x08\x07this is not protobuf")
-    spec = _write_spec(tmp_path, model=str(model))
+    spec = example_spec_with(model=str(model))
     code, out, err = run_cli("verify", spec, "--report", tmp_path / "r", "--no-progress")
     assert_one_line_error(code, err, r"^certfsm: error: .*broken\.onnx")
     assert not (tmp_path / "r").exists()
 
 
-def test_debug_flag_shows_the_traceback(tmp_path):
-    spec = _write_spec(tmp_path, decision="softmax")
+def test_debug_flag_shows_the_traceback(tmp_path, example_spec_with):
+    spec = example_spec_with(decision="softmax")
     code, out, err = run_cli("--debug", "verify", spec, "--no-progress")
     assert code != 0 and "Traceback" in err
 
@@ -105,10 +96,10 @@ def test_usage_errors_exit_2(tmp_path):
     assert code == 2 and "--engine='magic'" in err
 
 
-def test_spec_check_accepts_the_example_and_rejects_a_bad_one(tmp_path):
+def test_spec_check_accepts_the_example_and_rejects_a_bad_one(tmp_path, example_spec_with):
     code, out, err = run_cli("spec", "check", example_spec_path("coadapt"))
     assert code == 0 and out.strip().endswith("ok")
-    code, out, err = run_cli("spec", "check", _write_spec(tmp_path, legal_tokens=["KEEP", "WARP"]))
+    code, out, err = run_cli("spec", "check", example_spec_with(legal_tokens=["KEEP", "WARP"]))
     assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: legal_tokens")
 
 

@@ -234,15 +234,6 @@ def test_a_rerun_with_a_checkpoint_keeps_the_witnesses_and_rebuilds_the_same_tab
     assert np.array_equal(first_artifact.exact, second_artifact.exact)
 
 
-def spec_with(tmp_path, **changes):
-    data = json.loads(example_spec_path("coadapt").read_text())
-    data["model"] = str(example_spec_path("coadapt").parent / data["model"])
-    data.update(changes)
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
 def old_outputs(tmp_path):
     """An artifact and a report from an earlier run, which a failed run must leave exactly as they are."""
     (tmp_path / "report").mkdir()
@@ -261,19 +252,20 @@ def assert_untouched(tmp_path, artifact, report):
     ({"decision": "softmax"}, r"^certfsm: error: .*spec\.json: decision"),
     ({"model": "missing.onnx"}, r"^certfsm: error: .*missing\.onnx"),
 ])
-def test_bad_spec_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path, changes, pattern):
+def test_bad_spec_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path, changes, pattern,
+                                                                            example_spec_with):
     artifact, report = old_outputs(tmp_path)
-    code, out, err = run_cli("distill", spec_with(tmp_path, **changes), "--out", artifact, "--report", report,
+    code, out, err = run_cli("distill", example_spec_with(**changes), "--out", artifact, "--report", report,
                              "--no-progress")
     assert one_line_error(code, err, pattern), err
     assert_untouched(tmp_path, artifact, report)
 
 
-def test_malformed_onnx_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path):
+def test_malformed_onnx_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path, example_spec_with):
     artifact, report = old_outputs(tmp_path)
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"\x08\x07this is not protobuf")
-    code, out, err = run_cli("distill", spec_with(tmp_path, model=str(model)), "--out", artifact, "--report",
+    code, out, err = run_cli("distill", example_spec_with(model=str(model)), "--out", artifact, "--report",
                              report, "--no-progress")
     assert one_line_error(code, err, r"^certfsm: error: .*broken\.onnx"), err
     assert_untouched(tmp_path, artifact, report)
