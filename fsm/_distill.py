@@ -58,6 +58,10 @@ from ._cell_workers import _BoundTask, _Outcome, _run_tasks
 from ._checkpoint import _Checkpoint, _fingerprints, _trusted_part
 from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table, allowed_masks
 
+MAX_CELLS = 1 << 22
+"""The largest grid distilled: beyond about four million cells the per-cell arrays and the table in the
+artifact stop being small, and no hardware ROM holds such a table."""
+
 Progress = Callable[[int, int, str], None]
 
 
@@ -115,6 +119,9 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
     jobs = jobs or os.cpu_count() or 1
     problem = _problem(spec, network)
     total = problem.grid.n_cells
+    if total > MAX_CELLS:
+        raise SpecError(f"{spec.path}: the grid has {total:,} cells ({' x '.join(map(str, problem.grid.shape))}); "
+                        f"a table holds at most {MAX_CELLS:,}; give fewer bins or edges")
     store = _Checkpoint(checkpoint, _fingerprints(spec, problem), problem) if checkpoint is not None else None
     recorded = store.load() if store is not None else {}
     decided = _trusted_part(problem, recorded)

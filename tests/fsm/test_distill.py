@@ -407,3 +407,11 @@ def test_acasxu_region_argmin_with_real_onnx_model():
         assert_witness_valid(spec, network, result, cell)
     report = sampled_cross_check(result, spec, network, n=5_000, seed=3, check_onnxruntime=True)
     assert report["mismatches"] == 0 and report["onnxruntime_mismatches"] == 0 and report["on_exact"] > 0
+
+
+def test_a_grid_beyond_the_table_limit_is_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr(_distill, "MAX_CELLS", 15)
+    spec = grid_spec(4)
+    with pytest.raises(SpecError, match=rf"^{re.escape(str(spec.path))}: the grid has 16 cells \(4 x 4\); a table holds "
+                                        r"at most 15; give fewer bins or edges$"):
+        distill(spec, slanted_network(), jobs=1)
