@@ -39,6 +39,7 @@ from certfsm._errors import SpecError
 from certfsm._staging import staged_folder
 
 from ._distill import Distillation, distill, sampled_cross_check
+from ._distill_report import write_summary
 from ._explicit import alphabet, check_explicit, table_rows
 from ._machine import MachineParams, Proof
 from ._machine_proofs import disagreements, prove_machine
@@ -93,7 +94,8 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         raise SpecError(f"--out {out}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
                         f"--out {out.with_suffix(ARTIFACT_SUFFIX).name}")
     if not (isinstance(samples, int) and samples >= CROSS_CHECK_SAMPLES):
-        raise SpecError(f"samples={samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs")
+        raise SpecError(f"--samples {samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs; "
+                        f"give --samples {CROSS_CHECK_SAMPLES} or more")
     if network is None:
         from certfsm._onnx import load_onnx
         from certfsm.verify._run import check_network_fits_spec
@@ -127,8 +129,6 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         _write_cells(staging / "cells.jsonl", distillation, spec)
         tell(f"writing {out}")
         artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)
-        from ._distill_report import write_summary
-
         summary = write_summary(staging, spec=spec, network=network, distillation=distillation, cross_check=cross,
                                 certificate=certificate, disagreements=conflicts, pictures=pictures,
                                 artifact=out, artifact_sha256=artifact_sha256)

@@ -269,3 +269,11 @@ def test_malformed_onnx_is_one_line_exit_2_and_leaves_the_old_artifact_and_repor
                              report, "--no-progress")
     assert one_line_error(code, err, r"^certfsm: error: .*broken\.onnx"), err
     assert_untouched(tmp_path, artifact, report)
+
+
+def test_too_few_cross_check_samples_are_refused(tmp_path):
+    code, out, err = run_cli("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
+                             "--samples", "99999", "--no-progress")
+    assert one_line_error(code, err, r"^certfsm: error: --samples 99999: the cross-check needs at least 100000 random "
+                                     r"inputs; give --samples 100000 or more$"), err
+    assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()
