@@ -1,6 +1,8 @@
 """Fixtures shared by the test folders."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +25,15 @@ def example_spec_with(tmp_path):
         return path
 
     return write
+
+
+ACASXU = Path(os.environ.get("CERTFSM_ACASXU") or Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "acasxu")
+"""The ACAS Xu benchmark, read in place: $CERTFSM_ACASXU, else ../shared/benchmarks/acasxu beside the checkout."""
+
+
+@pytest.fixture(scope="session")
+def acasxu() -> Path:
+    """The ACAS Xu benchmark folder (onnx/, vnnlib/, instances.csv); the test is skipped with the reason when absent."""
+    if not all((ACASXU / part).exists() for part in ("onnx", "vnnlib", "instances.csv")):
+        pytest.skip(f"ACAS Xu benchmark not found at {ACASXU}; set CERTFSM_ACASXU to its folder")
+    return ACASXU

@@ -1,16 +1,13 @@
 """The command line as a user meets it: exit codes, one-line errors, report folders that never half-write."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from certfsm.examples import example_spec_path
 
-ACASXU = Path(os.environ.get("CERTFSM_ACASXU", Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks" / "acasxu"))
 
 
 def run_cli(*args, cwd=None):
@@ -113,11 +110,10 @@ def test_bad_vnnlib_is_one_line_naming_the_line(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (ACASXU / "instances.csv").exists(), reason=f"ACAS Xu benchmark not found in {ACASXU}")
-def test_vnnlib_writes_a_vnncomp_witness_for_a_sat_instance(tmp_path):
+def test_vnnlib_writes_a_vnncomp_witness_for_a_sat_instance(tmp_path, acasxu):
     out_file = tmp_path / "result.txt"
-    code, out, err = run_cli("vnnlib", ACASXU / "onnx/ACASXU_run2a_1_9_batch_2000.onnx",
-                             ACASXU / "vnnlib/prop_4.vnnlib", "--timeout", "116", "--out", out_file)
+    code, out, err = run_cli("vnnlib", acasxu / "onnx/ACASXU_run2a_1_9_batch_2000.onnx",
+                             acasxu / "vnnlib/prop_4.vnnlib", "--timeout", "116", "--out", out_file)
     assert code == 1, err
     text = out_file.read_text()
     assert text.startswith("sat\n((X_0 ") and "(Y_4 " in text

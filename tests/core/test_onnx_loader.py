@@ -8,7 +8,6 @@ the raw initializers read with onnx.numpy_helper.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 
@@ -28,11 +27,7 @@ ACAS_LOWER = np.array([-0.328422877, -0.5, -0.5, -0.5, -0.5])
 ACAS_UPPER = np.array([0.679857769, 0.5, 0.5, 0.5, 0.5])
 
 
-def _acasxu_networks() -> list[Path]:
-    configured = os.environ.get("CERTFSM_ACASXU")
-    root = Path(configured) if configured else Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "acasxu"
-    if not (root / "onnx").is_dir():
-        pytest.skip(f"ACAS Xu benchmark not found at {root}; set CERTFSM_ACASXU to its folder")
+def _acasxu_networks(root: Path) -> list[Path]:
     return sorted((root / "onnx").glob("*.onnx"))
 
 
@@ -72,8 +67,8 @@ def _assert_matches_onnxruntime(network: Network, x: np.ndarray) -> None:
 # --- ACAS Xu -----------------------------------------------------------------
 
 
-def test_every_acasxu_network_loads_as_six_hidden_layers_of_fifty():
-    paths = _acasxu_networks()
+def test_every_acasxu_network_loads_as_six_hidden_layers_of_fifty(acasxu):
+    paths = _acasxu_networks(acasxu)
     assert len(paths) == 17
     for path in paths:
         network = load_onnx(path)
@@ -88,8 +83,8 @@ def test_every_acasxu_network_loads_as_six_hidden_layers_of_fifty():
         assert network.layers[-1].source == "linear_7_MatMul+linear_7_Add"
 
 
-def test_acasxu_weights_are_the_stored_float32_values_exactly():
-    path = _acasxu_networks()[0]
+def test_acasxu_weights_are_the_stored_float32_values_exactly(acasxu):
+    path = _acasxu_networks(acasxu)[0]
     stored = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
     assert not np.any(stored["input_AvgImg"]), "the folded Sub constant is zero, so the first bias must be exact too"
     network = load_onnx(path)
@@ -99,16 +94,16 @@ def test_acasxu_weights_are_the_stored_float32_values_exactly():
         assert np.array_equal(layer.bias, stored[bias])
 
 
-def test_acasxu_ir_agrees_with_onnxruntime_on_random_inputs():
+def test_acasxu_ir_agrees_with_onnxruntime_on_random_inputs(acasxu):
     rng = np.random.default_rng(20240601)
-    for path in _acasxu_networks():
+    for path in _acasxu_networks(acasxu):
         network = load_onnx(path)
         x = rng.uniform(ACAS_LOWER, ACAS_UPPER, size=(200, 5))
         _assert_matches_onnxruntime(network, x)
 
 
-def test_acasxu_round_trips_through_to_onnx_bit_for_bit(tmp_path):
-    network = load_onnx(_acasxu_networks()[0])
+def test_acasxu_round_trips_through_to_onnx_bit_for_bit(tmp_path, acasxu):
+    network = load_onnx(_acasxu_networks(acasxu)[0])
     again = load_onnx(_write(tmp_path, to_onnx(network)))
     x = np.random.default_rng(3).uniform(ACAS_LOWER, ACAS_UPPER, size=(50, 5))
     assert np.array_equal(again.evaluate(x), network.evaluate(x))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -379,18 +378,13 @@ def test_example_distillation_has_no_sampled_mismatch():
         assert_witness_valid(spec, network, result, int(cell))
 
 
-def _acasxu_network():
-    folder = Path(os.environ.get("CERTFSM_ACASXU") or Path(__file__).resolve().parents[2] / ".." / "shared" /
-                  "benchmarks" / "acasxu")
-    path = folder / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx"
-    if not path.is_file():
-        pytest.skip(f"ACAS Xu benchmark not found at {folder}; set CERTFSM_ACASXU to its folder")
-    return load_onnx(path)
+def _acasxu_network(folder):
+    return load_onnx(folder / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx")
 
 
 @pytest.mark.slow
-def test_acasxu_region_argmin_with_real_onnx_model():
-    network = _acasxu_network()
+def test_acasxu_region_argmin_with_real_onnx_model(acasxu):
+    network = _acasxu_network(acasxu)
     names, outputs = ["rho", "theta", "psi", "v_own", "v_int"], ["COC", "WL", "WR", "SL", "SR"]
     lower = (-0.303531156, -0.009549297, 0.0, 0.318181818, 0.083333333)
     upper = (-0.298552812, 0.009549297, 0.001, 0.5, 0.166666667)

@@ -1,13 +1,12 @@
 """ACAS Xu instances with published ground truth through `check(engine="auto")`: every verdict must match.
 
-The benchmark is read in place from CERTFSM_ACASXU or ``<repo>/../shared/benchmarks/acasxu``
+The benchmark is read in place (the `acasxu` fixture in tests/conftest.py: CERTFSM_ACASXU or ``../shared/benchmarks/acasxu``)
 and is never copied into the repository; without it these tests are skipped.
 """
 
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +19,6 @@ from certfsm.verify._vnnlib import parse_vnnlib
 
 pytestmark = pytest.mark.slow
 
-
-def _benchmark_folder() -> Path:
-    given = os.environ.get("CERTFSM_ACASXU")
-    if given:
-        return Path(given)
-    return Path(__file__).resolve().parents[2] / ".." / "shared" / "benchmarks" / "acasxu"
-
-
-FOLDER = _benchmark_folder()
 
 # (network, property): a mix of sat and unsat; the first four need input splitting.
 SUBSET = (
@@ -46,25 +36,22 @@ SUBSET = (
 NEEDS_SPLITTING = SUBSET[:4]
 
 
-def _expected() -> dict:
-    table = FOLDER / "instances.csv"
-    if not table.is_file():
-        pytest.skip(f"ACAS Xu benchmark not found at {FOLDER}; set CERTFSM_ACASXU to its folder")
-    with open(table, newline="") as handle:
+def _expected(folder: Path) -> dict:
+    with open(folder / "instances.csv", newline="") as handle:
         return {(row["onnx"], row["vnnlib"]): row["expected"] for row in csv.DictReader(handle)}
 
 
-def _instance(network: str, prop: str):
-    expected = _expected()
+def _instance(folder: Path, network: str, prop: str):
+    expected = _expected(folder)
     onnx_path = f"onnx/ACASXU_run2a_{network}_batch_2000.onnx"
     vnnlib_path = f"vnnlib/{prop}.vnnlib"
-    (box,) = parse_vnnlib(FOLDER / vnnlib_path, 5, 5)
-    return load_onnx(FOLDER / onnx_path), box, expected[(onnx_path, vnnlib_path)]
+    (box,) = parse_vnnlib(folder / vnnlib_path, 5, 5)
+    return load_onnx(folder / onnx_path), box, expected[(onnx_path, vnnlib_path)]
 
 
 @pytest.mark.parametrize("network_name, prop_name", SUBSET, ids=lambda value: value)
-def test_auto_gives_the_published_verdict(network_name, prop_name):
-    network, prop, expected = _instance(network_name, prop_name)
+def test_auto_gives_the_published_verdict(network_name, prop_name, acasxu):
+    network, prop, expected = _instance(acasxu, network_name, prop_name)
     result = check(network, prop, engine="auto", timeout=116.0)
     assert result.verdict == {"sat": "violated", "unsat": "proved"}[expected], result.reason
     if result.verdict == "violated":
@@ -77,13 +64,13 @@ def test_auto_gives_the_published_verdict(network_name, prop_name):
 
 
 @pytest.mark.parametrize("network_name, prop_name", NEEDS_SPLITTING, ids=lambda value: value)
-def test_these_instances_really_need_splitting(network_name, prop_name):
-    network, prop, _ = _instance(network_name, prop_name)
+def test_these_instances_really_need_splitting(network_name, prop_name, acasxu):
+    network, prop, _ = _instance(acasxu, network_name, prop_name)
     assert _bounds.check(network, prop, 10.0).verdict == "unknown"
 
 
-def test_the_benchmark_ground_truth_is_read_as_expected():
-    expected = _expected()
+def test_the_benchmark_ground_truth_is_read_as_expected(acasxu):
+    expected = _expected(acasxu)
     assert len(expected) == 25
     assert sorted(set(expected.values())) == ["sat", "unsat"]
     assert np.sum([value == "sat" for value in expected.values()]) == 10

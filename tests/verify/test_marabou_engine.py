@@ -402,17 +402,9 @@ def test_supports_and_completeness_are_declared():
     assert "ReLU" in _marabou.SUPPORTS
 
 
-def _acasxu_root() -> Path:
-    configured = os.environ.get("CERTFSM_ACASXU")
-    root = Path(configured) if configured else Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "acasxu"
-    if not (root / "instances.csv").is_file():
-        pytest.skip(f"ACAS Xu benchmark not found at {root}; set CERTFSM_ACASXU to its folder")
-    return root
-
-
 @pytest.mark.parametrize(("network_name", "vnnlib_name"), [("1_9", "prop_4"), ("3_3", "prop_4")])
-def test_acasxu_instances_match_the_published_verdict(network_name, vnnlib_name):
-    root = _acasxu_root()
+def test_acasxu_instances_match_the_published_verdict(network_name, vnnlib_name, acasxu):
+    root = acasxu
     onnx_module = pytest.importorskip("certfsm._onnx", reason="certfsm._onnx (the ONNX loader) is not there yet")
     vnnlib_module = pytest.importorskip("certfsm.verify._vnnlib", reason="certfsm.verify._vnnlib is not there yet")
     onnx_path = f"onnx/ACASXU_run2a_{network_name}_batch_2000.onnx"

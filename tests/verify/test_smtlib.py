@@ -47,14 +47,6 @@ GOLDEN = Path(__file__).parent / "golden"
 HAS_Z3_COMMAND = shutil.which("z3") is not None
 
 
-def _acasxu_root() -> Path:
-    configured = os.environ.get("CERTFSM_ACASXU")
-    root = Path(configured) if configured else Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks" / "acasxu"
-    if not (root / "onnx").is_dir():
-        pytest.skip(f"ACAS Xu benchmark not found at {root}; set CERTFSM_ACASXU to its folder")
-    return root
-
-
 def smt_value(text: str) -> Fraction:
     """The rational an SMT-LIB decimal term such as "0.5" or "(- 0.5)" denotes."""
     match = re.fullmatch(r"\(- (\S+)\)", text)
@@ -477,8 +469,8 @@ def _acasxu_property(root: Path, network: Network) -> Property:
     return parse_vnnlib(root / "vnnlib" / "prop_7.vnnlib", network.n_inputs, network.n_outputs)[0]
 
 
-def test_acasxu_script_is_quick_exact_and_parses_in_z3():
-    root = _acasxu_root()
+def test_acasxu_script_is_quick_exact_and_parses_in_z3(acasxu):
+    root = acasxu
     network = _acasxu_network(root)
     prop = _acasxu_property(root, network)
     started = time.perf_counter()
@@ -497,8 +489,8 @@ def test_acasxu_script_is_quick_exact_and_parses_in_z3():
 
 @pytest.mark.slow
 @needs_z3_command
-def test_recheck_reports_a_timeout_as_not_ok(tmp_path):
-    root = _acasxu_root()
+def test_recheck_reports_a_timeout_as_not_ok(tmp_path, acasxu):
+    root = acasxu
     network = _acasxu_network(root)
     folder = tmp_path / "r"
     folder.mkdir()

@@ -8,7 +8,6 @@ vectors chosen by hand to lie inside or outside them.
 
 from __future__ import annotations
 
-import os
 import re
 import textwrap
 from pathlib import Path
@@ -22,15 +21,6 @@ from certfsm._errors import VnnlibError
 from certfsm.verify._vnnlib import format_vnncomp_result, parse_vnnlib
 
 _BOUND = re.compile(r"^\(assert \((<=|>=) X_(\d) (\S+)\)\)$", re.MULTILINE)
-
-
-def _acasxu_vnnlib(name: str) -> Path:
-    configured = os.environ.get("CERTFSM_ACASXU")
-    root = Path(configured) if configured else Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "acasxu"
-    path = root / "vnnlib" / name
-    if not path.is_file():
-        pytest.skip(f"ACAS Xu benchmark not found at {root}; set CERTFSM_ACASXU to its folder")
-    return path
 
 
 def _write(tmp_path: Path, text: str, name: str = "case.vnnlib") -> Path:
@@ -47,8 +37,8 @@ def _y(*values) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", ["prop_1", "prop_2", "prop_3", "prop_4", "prop_7", "prop_10"])
-def test_acasxu_box_matches_the_file(name):
-    path = _acasxu_vnnlib(f"{name}.vnnlib")
+def test_acasxu_box_matches_the_file(name, acasxu):
+    path = acasxu / "vnnlib" / f"{name}.vnnlib"
     (prop,) = parse_vnnlib(path, n_inputs=5, n_outputs=5)
     lower, upper = np.full(5, np.nan), np.full(5, np.nan)
     for relation, index, value in _BOUND.findall(path.read_text()):
@@ -60,8 +50,8 @@ def test_acasxu_box_matches_the_file(name):
     assert all(c.A.shape[1] == 5 for c in prop.unsafe)
 
 
-def test_acasxu_prop_1_is_one_constraint_on_y0():
-    (prop,) = parse_vnnlib(_acasxu_vnnlib("prop_1.vnnlib"))
+def test_acasxu_prop_1_is_one_constraint_on_y0(acasxu):
+    (prop,) = parse_vnnlib(acasxu / "vnnlib" / "prop_1.vnnlib")
     (conjunction,) = prop.unsafe
     assert conjunction.A.tolist() == [[-1.0, 0.0, 0.0, 0.0, 0.0]]
     assert conjunction.b.tolist() == [-3.991125645861615]
@@ -74,14 +64,14 @@ def test_acasxu_prop_1_is_one_constraint_on_y0():
     "name, n_disjuncts, rows",
     [("prop_2", 1, 4), ("prop_3", 1, 4), ("prop_4", 1, 4), ("prop_7", 2, 3), ("prop_10", 4, 1)],
 )
-def test_acasxu_disjunct_shapes(name, n_disjuncts, rows):
-    (prop,) = parse_vnnlib(_acasxu_vnnlib(f"{name}.vnnlib"), n_inputs=5, n_outputs=5)
+def test_acasxu_disjunct_shapes(name, n_disjuncts, rows, acasxu):
+    (prop,) = parse_vnnlib(acasxu / "vnnlib" / f"{name}.vnnlib", n_inputs=5, n_outputs=5)
     assert len(prop.unsafe) == n_disjuncts
     assert all(c.A.shape == (rows, 5) for c in prop.unsafe)
 
 
-def test_acasxu_prop_7_means_strong_left_or_strong_right_is_minimal():
-    (prop,) = parse_vnnlib(_acasxu_vnnlib("prop_7.vnnlib"))
+def test_acasxu_prop_7_means_strong_left_or_strong_right_is_minimal(acasxu):
+    (prop,) = parse_vnnlib(acasxu / "vnnlib" / "prop_7.vnnlib")
     assert prop.unsafe_slack(_y(1, 1, 1, 0, 2)) >= 0  # strong left minimal
     assert prop.unsafe_slack(_y(1, 1, 1, 2, 0)) >= 0  # strong right minimal
     assert prop.unsafe_slack(_y(1, 1, 1, 1, 1)) >= 0  # ties count (non-strict)
@@ -89,9 +79,9 @@ def test_acasxu_prop_7_means_strong_left_or_strong_right_is_minimal():
     assert prop.unsafe_slack(_y(2, 2, 0.5, 1, 1)) < 0  # weak right beats both strong advisories
 
 
-def test_acasxu_prop_2_and_3_are_opposite_directions():
-    (prop_2,) = parse_vnnlib(_acasxu_vnnlib("prop_2.vnnlib"))
-    (prop_3,) = parse_vnnlib(_acasxu_vnnlib("prop_3.vnnlib"))
+def test_acasxu_prop_2_and_3_are_opposite_directions(acasxu):
+    (prop_2,) = parse_vnnlib(acasxu / "vnnlib" / "prop_2.vnnlib")
+    (prop_3,) = parse_vnnlib(acasxu / "vnnlib" / "prop_3.vnnlib")
     coc_maximal, coc_minimal = _y(5, 1, 2, 3, 4), _y(0, 1, 2, 3, 4)
     assert prop_2.unsafe_slack(coc_maximal) >= 0 > prop_2.unsafe_slack(coc_minimal)
     assert prop_3.unsafe_slack(coc_minimal) >= 0 > prop_3.unsafe_slack(coc_maximal)

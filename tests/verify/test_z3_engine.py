@@ -11,10 +11,8 @@ where sampling finds an unsafe point, Z3 must not say ``proved``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,20 +108,12 @@ def test_shrunk_unsafe_set_lies_inside_the_original():
     assert np.all(shrunk.unsafe[0].b <= prop.unsafe[0].b) and np.all(shrunk.unsafe[0].b < prop.unsafe[0].b)
 
 
-def _acasxu_root() -> Path:
-    configured = os.environ.get("CERTFSM_ACASXU")
-    root = Path(configured) if configured else Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks" / "acasxu"
-    if not (root / "onnx").is_dir():
-        pytest.skip(f"ACAS Xu benchmark not found at {root}; set CERTFSM_ACASXU to its folder")
-    return root
-
-
 @pytest.mark.slow
-def test_timeout_is_unknown_never_proved():
+def test_timeout_is_unknown_never_proved(acasxu):
     from certfsm._onnx import load_onnx
     from certfsm.verify._vnnlib import parse_vnnlib
 
-    root = _acasxu_root()
+    root = acasxu
     network = load_onnx(root / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx")
     [prop] = parse_vnnlib(root / "vnnlib" / "prop_1.vnnlib", network.n_inputs, network.n_outputs)
     result = _z3.check(network, prop, 1.0)
