@@ -23,7 +23,7 @@ import numpy as np
 
 from certfsm.verify import _split
 
-from ._cell_problem import _Decision, _Problem, _bounds_of
+from ._cell_problem import _Decision, _Problem
 from ._grid import Grid
 from ._table import EXACT
 
@@ -52,7 +52,7 @@ def _bounds_phase(problem: _Problem, cells: np.ndarray, candidate: np.ndarray, o
         objectives = _split.Objectives.of(problem.exact_property(int(group[0]), int(token)), problem.n_outputs)
         weight = dict.fromkeys(group.tolist(), 0)
         given_up: set[int] = set()
-        lower, upper = _bounds_of(problem.grid, group)
+        lower, upper = problem.grid.cells_bounds(group)
         boxes = []
         for start in range(0, len(group), BOUND_CHUNK):
             part = slice(start, start + BOUND_CHUNK)
@@ -101,7 +101,7 @@ def _owners(grid: Grid, boxes) -> np.ndarray:
     if not len(boxes):
         return np.zeros(0, dtype=np.int64)
     owner = grid.cell_of((boxes.lower + boxes.upper) / 2.0)
-    cell_lower, cell_upper = _bounds_of(grid, np.maximum(owner, 0))
+    cell_lower, cell_upper = grid.cells_bounds(np.maximum(owner, 0))
     if np.any(owner < 0) or np.any(boxes.lower < cell_lower) or np.any(boxes.upper > cell_upper):
         raise AssertionError("internal error: a sub-box does not lie inside the cell of its centre")
     return owner

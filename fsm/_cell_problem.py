@@ -144,14 +144,6 @@ class _Decision:
     marabou_queries: int = 0
 
 
-def _bounds_of(grid: Grid, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The closed boxes of many cells at once: (lower, upper), one row per cell (vectorised `Grid.cell_bounds`)."""
-    bins = np.unravel_index(np.asarray(cells, dtype=np.int64), grid.shape)
-    lower = np.stack([e[b] for e, b in zip(grid.edges, bins)], axis=1)
-    upper = np.stack([e[b + 1] for e, b in zip(grid.edges, bins)], axis=1)
-    return lower, upper
-
-
 def _valid_pairs(problem: _Problem, cells: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Per row: both points finite and in the half-open cell, their float64 decisions different, and
     onnxruntime giving the same two decisions. Vectorised over pairs (one onnxruntime call)."""

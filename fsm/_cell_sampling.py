@@ -19,7 +19,7 @@ import numpy as np
 
 from certfsm._decision import gated_decide
 
-from ._cell_problem import _Decision, _Problem, _bounds_of, _valid_pairs
+from ._cell_problem import _Decision, _Problem, _valid_pairs
 from ._table import CONSERVATIVE
 
 SAMPLES_PER_CELL = 64
@@ -72,7 +72,7 @@ def _sampling_phase(problem: _Problem, cells: np.ndarray, seed: int, on_batch) -
     other = np.full((len(cells), n), np.nan)
     for start in range(0, len(cells), CELL_BLOCK):
         block = cells[start:start + CELL_BLOCK]
-        lower, upper = _bounds_of(grid, block)
+        lower, upper = grid.cells_bounds(block)
         x = lower[:, None, :] + _sample_fractions(seed, block, n) * (upper - lower)[:, None, :]
         flat = x.reshape(-1, n)
         scores = problem.network.evaluate(flat)

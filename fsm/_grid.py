@@ -172,12 +172,17 @@ class Grid:
         upper = np.array([e[k + 1] for e, k in zip(self.edges, bins)])
         return lower, upper
 
-    def all_cell_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper), each (n_cells, n_inputs): the corners of every cell in flat-index order."""
-        bins = np.indices(self.shape).reshape(self.n_inputs, -1)
+    def cells_bounds(self, cells) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper), each (len(cells), n_inputs): the corners of many cells at once (`cell_bounds`
+        vectorised); the indices must be cells of this grid."""
+        bins = np.unravel_index(np.asarray(cells, dtype=np.int64), self.shape)
         lower = np.stack([e[b] for e, b in zip(self.edges, bins)], axis=1)
         upper = np.stack([e[b + 1] for e, b in zip(self.edges, bins)], axis=1)
         return lower, upper
+
+    def all_cell_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper), each (n_cells, n_inputs): the corners of every cell in flat-index order."""
+        return self.cells_bounds(np.arange(self.n_cells))
 
     def describe_cell(self, index: int) -> str:
         """Human-readable bounds of a cell, e.g. ``temperature in [85, 95)``, for messages and reports."""
