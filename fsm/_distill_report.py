@@ -23,13 +23,12 @@ _DESCRIPTIONS = {
 }
 
 
-def write_summary(folder: Path, *, spec, network, distillation, cross_check: dict, certificate, disagreements,
-                  pictures, artifact: Path, artifact_sha256: str) -> dict:
+def write_summary(folder: Path, *, spec, network, distillation, cross_check: dict, certificate, certified: bool,
+                  disagreements, pictures, artifact: Path, artifact_sha256: str) -> dict:
     """Write summary.json and report.md into `folder` (the staging folder) and return the summary."""
     from certfsm.verify._smtlib import certfsm_version
 
     stats = distillation.stats
-    certified = all(entry["verdict"] == "proved" for entry in certificate if entry["required"])
     summary = {
         "certfsm_summary": SUMMARY_SCHEMA_VERSION,
         "kind": "distill",

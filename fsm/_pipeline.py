@@ -69,7 +69,12 @@ class DistillRun:
 
     @property
     def certified(self) -> bool:
-        return all(entry["verdict"] == "proved" for entry in self.certificate if entry["required"])
+        return is_certified(self.certificate)
+
+
+def is_certified(certificate) -> bool:
+    """The runtime's rule: every required certificate entry is proved."""
+    return all(entry["verdict"] == "proved" for entry in certificate if entry["required"])
 
 
 def distill_controller(spec, *, out, report, network=None, jobs: int | None = None, per_cell_timeout: float = 10.0,
@@ -130,8 +135,9 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         tell(f"writing {out}")
         artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)
         summary = write_summary(staging, spec=spec, network=network, distillation=distillation, cross_check=cross,
-                                certificate=certificate, disagreements=conflicts, pictures=pictures,
-                                artifact=out, artifact_sha256=artifact_sha256)
+                                certificate=certificate, certified=is_certified(certificate),
+                                disagreements=conflicts, pictures=pictures, artifact=out,
+                                artifact_sha256=artifact_sha256)
     return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, tuple(certificate),
                       out, artifact_sha256, report, summary)
 
