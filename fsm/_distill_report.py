@@ -7,9 +7,7 @@ re-runs a distill report's SMT-LIB files unchanged.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -26,6 +24,7 @@ _DESCRIPTIONS = {
 def write_summary(folder: Path, *, spec, network, distillation, cross_check: dict, certificate, certified: bool,
                   disagreements, pictures, artifact: Path, artifact_sha256: str) -> dict:
     """Write summary.json and report.md into `folder` (the staging folder) and return the summary."""
+    from certfsm.verify._report import model_summary, spec_summary
     from certfsm.verify._smtlib import certfsm_version
 
     stats = distillation.stats
@@ -35,10 +34,8 @@ def write_summary(folder: Path, *, spec, network, distillation, cross_check: dic
         "title": spec.name,
         "certfsm_version": certfsm_version(),
         "overall": "certified" if certified else "not certified",
-        "model": {"file": os.path.basename(network.source_path) or "(in memory)", "path": network.source_path,
-                  "sha256": network.sha256, "inputs": network.n_inputs, "outputs": network.n_outputs,
-                  "hidden": list(network.hidden_sizes)},
-        "spec": {"file": spec.path.name, "path": str(spec.path), "sha256": _sha256_file(spec.path)},
+        "model": model_summary(network),
+        "spec": spec_summary(spec.path),
         "artifact": {"file": artifact.name, "path": str(artifact.resolve()), "sha256": artifact_sha256,
                      "certified": certified},
         "grid": {"inputs": [{"name": i.name, "unit": i.unit, "bins": int(n)}
@@ -77,10 +74,6 @@ def _description(name: str) -> str:
                 return f"the machine's inductive invariant ({short.split('-')[1]} step)"
             return PROPERTY_DESCRIPTIONS.get(short, short)
     return name
-
-
-def _sha256_file(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _percent(share: float) -> str:

@@ -106,10 +106,19 @@ def _markdown(summary: dict, naming: InputNaming) -> str:
     return "\n".join(lines)
 
 
-def _sha256_file(path) -> str:
+def model_summary(network) -> dict:
+    """The model as summary.json names it: file, path, SHA-256 and shape (verify and distill reports alike)."""
+    return {"file": os.path.basename(network.source_path) or "(in memory)", "path": network.source_path,
+            "sha256": network.sha256, "inputs": network.n_inputs, "outputs": network.n_outputs,
+            "hidden": list(network.hidden_sizes)}
+
+
+def spec_summary(spec_path) -> dict:
+    """The spec file as summary.json names it: file, absolute path and the SHA-256 of its bytes."""
     import hashlib
 
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    path = Path(spec_path)
+    return {"file": path.name, "path": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 def write_report(folder, *, title: str, network, properties: list[Property], results: list[Result],
@@ -130,12 +139,8 @@ def write_report(folder, *, title: str, network, properties: list[Property], res
             "certfsm_summary": SUMMARY_SCHEMA_VERSION,
             "title": title,
             "certfsm_version": certfsm_version(),
-            "model": {"file": os.path.basename(network.source_path) or "(in memory)",
-                      "path": network.source_path, "sha256": network.sha256,
-                      "inputs": network.n_inputs, "outputs": network.n_outputs,
-                      "hidden": list(network.hidden_sizes)},
-            "spec": ({"file": os.path.basename(str(spec_path)), "path": str(Path(spec_path).resolve()),
-                      "sha256": _sha256_file(spec_path)} if spec_path else None),
+            "model": model_summary(network),
+            "spec": spec_summary(spec_path) if spec_path else None,
             "settings": settings,
             "overall": overall_verdict(verdicts),
             "counts": {v: verdicts.count(v) for v in ("proved", "violated", "unknown")},
