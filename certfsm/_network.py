@@ -3,15 +3,20 @@
 Everything in `verify/` and `fsm/` speaks of this IR, never of ONNX: it is
 the single source of truth for what was verified. Weights are float64
 arrays; when they come straight from a float32 ONNX file they hold the
-float32 values exactly, and folded normalisation constants are kept in
-float64. Every float is an exact binary rational, so the SMT-LIB writer
-and the Z3 back-end can encode exactly these numbers.
+float32 values exactly. A layer folded from several ONNX operators (a
+normalisation merged into the next matrix product, a division) may have
+exact values that no float64 holds: it then keeps them as rationals
+(`AffineLayer.exact`) beside the nearest floats, with a bound on the
+difference that the bound propagation adds to its rounding slack. So the
+network verified is always the real-valued function of the stored ONNX
+weights read exactly, as DESIGN requires.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -22,11 +27,15 @@ class AffineLayer:
 
     Invariant: weight has shape (n_out, n_in), bias (n_out,), both float64
     and finite, and neither array is writeable (the IR is frozen).
+    `exact`, when the floats only approximate the layer, holds its exact
+    rational weights and biases ``(rows, bias)`` (tuples of Fractions);
+    None means the floats are the exact values.
     """
 
     weight: np.ndarray
     bias: np.ndarray
     source: str
+    exact: tuple | None = None
 
     def __post_init__(self) -> None:
         weight = np.array(self.weight, dtype=np.float64)
@@ -39,6 +48,42 @@ class AffineLayer:
         bias.setflags(write=False)
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
+        if self.exact is not None:
+            rows, constants = self.exact
+            if len(rows) != weight.shape[0] or any(len(row) != weight.shape[1] for row in rows) \
+                    or len(constants) != bias.shape[0]:
+                raise ValueError(f"{self.source}: exact weights do not have the shape {weight.shape}")
+        object.__setattr__(self, "_error", self._measured_error())
+
+    @property
+    def is_exact(self) -> bool:
+        """True when the float64 weights are the layer's exact values."""
+        return self.exact is None
+
+    def exact_weight(self) -> tuple:
+        """The exact weights, one tuple of Fractions per output row."""
+        if self.exact is not None:
+            return self.exact[0]
+        return tuple(tuple(Fraction(float(w)) for w in row) for row in self.weight)
+
+    def exact_bias(self) -> tuple:
+        """The exact biases, a tuple of Fractions."""
+        if self.exact is not None:
+            return self.exact[1]
+        return tuple(Fraction(float(b)) for b in self.bias)
+
+    def rounding_error(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Upper bounds (float64) on |exact - float| of every weight and bias; None for an exact layer."""
+        return getattr(self, "_error", None)
+
+    def _measured_error(self) -> tuple[np.ndarray, np.ndarray] | None:
+        if self.exact is None:
+            return None
+        rows, constants = self.exact
+        weight = np.array([[_gap(e, w) for e, w in zip(row, floats)] for row, floats in zip(rows, self.weight)])
+        bias = np.array([_gap(e, b) for e, b in zip(constants, self.bias)])
+        return weight.reshape(self.weight.shape), bias
+
 
     @property
     def n_in(self) -> int:
@@ -47,6 +92,13 @@ class AffineLayer:
     @property
     def n_out(self) -> int:
         return int(self.weight.shape[0])
+
+
+def _gap(exact: Fraction, stored: float) -> float:
+    """A float64 >= |exact - stored| (rounded up, so it is a true bound)."""
+    difference = abs(exact - Fraction(float(stored)))
+    bound = float(difference)
+    return bound if Fraction(bound) >= difference else float(np.nextafter(bound, np.inf))
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +139,11 @@ class Network:
     @property
     def hidden_sizes(self) -> tuple[int, ...]:
         return tuple(layer.n_out for layer in self.layers[:-1])
+
+    @property
+    def is_exact(self) -> bool:
+        """True when every layer's float64 weights are its exact values (no rounded fold)."""
+        return all(layer.is_exact for layer in self.layers)
 
     def evaluate(self, x: np.ndarray) -> np.ndarray:
         """Scores for one input (shape (n_inputs,)) or a batch (shape (N, n_inputs)), in float64."""

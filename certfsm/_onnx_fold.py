@@ -1,9 +1,18 @@
-"""Folding the chain's operators into affine layers, in float64 on the exact stored values.
+"""Folding the chain's operators into affine layers, exactly.
 
 Consecutive affine operators (Gemm, MatMul, Add, Sub, Mul, Div by
 constants) fold into one `AffineLayer`, so input normalisation merges into
 the first layer; a Relu ends a layer. Each layer's `source` names the
 nodes merged into it.
+
+Folding in float64 can round (a division by a standard deviation, a
+mean pushed through a matrix product), and then the folded layer is no
+longer the function the ONNX file stores. So every fold is also done in
+exact rational arithmetic (numpy object arrays of Fractions, the same
+code): when the floats differ from the exact result, the layer keeps the
+exact values beside them (`AffineLayer.exact`). A matrix product on a
+freshly started layer (an identity) is exact in floats and skips the
+rational pass, which keeps loading ACAS Xu-sized models fast.
 
 Shape operators (`SHAPE_OPS`: Flatten, Reshape, Squeeze, Unsqueeze,
 Identity) only relabel the tensor: the IR works on the tensor flattened
@@ -16,6 +25,8 @@ label)``, the finite float64 values).
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -42,12 +53,36 @@ class Chain:
 
     def _restart(self, size: int) -> None:
         self.weight, self.bias, self.sources = np.eye(size), np.zeros(size), []
+        self.exact: tuple | None = None  # (weight, bias) as Fraction object arrays when the floats round
+        self.is_fresh = True
 
     def _close(self, fallback: str) -> None:
         source = "+".join(self.sources) or fallback
         if not (np.all(np.isfinite(self.weight)) and np.all(np.isfinite(self.bias))):
             raise ModelError(f"{self.where}: folding {source} overflows float64; check the model's constants")
-        self.layers.append(AffineLayer(self.weight, self.bias, source))
+        exact = None
+        if self.exact is not None:
+            weight, bias = self.exact
+            exact = (tuple(tuple(row) for row in weight.tolist()), tuple(bias.tolist()))
+        self.layers.append(AffineLayer(self.weight, self.bias, source, exact))
+
+    def _fold(self, fold, *constants, exact_in_floats: bool = False) -> None:
+        """Apply ``fold(weight, bias, *constants) -> (weight, bias)`` in float64 and in exact rationals.
+
+        `exact_in_floats` says the float result is known to be exact (a
+        plain matrix product on a fresh identity), which skips the
+        rational pass.
+        """
+        weight, bias = fold(self.weight, self.bias, *constants)
+        if exact_in_floats and self.exact is None:
+            self.weight, self.bias, self.is_fresh = weight, bias, False
+            return
+        start = self.exact or (_rational(self.weight), _rational(self.bias))
+        exact_weight, exact_bias = fold(*start, *(_rational(c) for c in constants))
+        self.weight, self.bias, self.is_fresh = weight, bias, False
+        same = all(Fraction(float(f)) == e for f, e in zip(weight.reshape(-1), exact_weight.reshape(-1))) and \
+            all(Fraction(float(f)) == e for f, e in zip(bias.reshape(-1), exact_bias.reshape(-1)))
+        self.exact = None if same else (exact_weight, exact_bias)
 
     def finish(self, input_name: str) -> Network:
         self._close("identity output layer" if self.layers else "identity")
@@ -93,20 +128,20 @@ class Chain:
 
     def _add(self, node, label, constants) -> None:
         value, _ = self._constant_operand(node, label, constants)
-        self.bias = self.bias + self._per_feature(value, label, "Add")
+        self._fold(lambda w, b, offset: (w, b + offset), self._per_feature(value, label, "Add"))
 
     def _sub(self, node, label, constants) -> None:
         value, is_data_first = self._constant_operand(node, label, constants)
         offset = self._per_feature(value, label, "Sub")
         if is_data_first:
-            self.bias = self.bias - offset
+            self._fold(lambda w, b, c: (w, b - c), offset)
         else:
-            self.weight, self.bias = -self.weight, offset - self.bias
+            self._fold(lambda w, b, c: (-w, c - b), offset)
 
     def _mul(self, node, label, constants) -> None:
         value, _ = self._constant_operand(node, label, constants)
         scale = self._per_feature(value, label, "Mul")
-        self.weight, self.bias = self.weight * scale[:, None], self.bias * scale
+        self._fold(lambda w, b, c: (w * c[:, None], b * c), scale)
 
     def _div(self, node, label, constants) -> None:
         value, is_data_first = self._constant_operand(node, label, constants)
@@ -120,7 +155,7 @@ class Chain:
             raise ModelError(
                 f"{self.where}: {label} (Div) divides by zero in constant '{node.input[1]}'; fix the model's normalisation"
             )
-        self.weight, self.bias = self.weight / scale[:, None], self.bias / scale
+        self._fold(lambda w, b, c: (w / c[:, None], b / c), scale)
 
     def _matmul(self, node, label, constants) -> None:
         if node.input[0] in constants:
@@ -139,7 +174,7 @@ class Chain:
                 f"{list(constants[node.input[1]].value.shape)}; "
                 "certfsm needs one feature row [1, k] times a [k, m] matrix"
             )
-        self.weight, self.bias = matrix.T @ self.weight, self.bias @ matrix
+        self._fold(lambda w, b, m: (m.T @ w, b @ m), matrix, exact_in_floats=self.is_fresh)
         self.shape = self.shape[:-1] + new_tail
 
     def _gemm(self, node, label, constants) -> None:
@@ -163,11 +198,24 @@ class Chain:
                 f"{list(matrix.shape)} (after transB); certfsm needs data [1, k] and B [k, m]"
             )
         alpha, beta = float(attributes.get("alpha", 1.0)), float(attributes.get("beta", 1.0))
-        self.weight, self.bias = alpha * (matrix.T @ self.weight), alpha * (self.bias @ matrix)
+        scale = np.array(alpha)
+        self._fold(lambda w, b, m, a: (a * (m.T @ w), a * (b @ m)), matrix, scale,
+                   exact_in_floats=self.is_fresh and alpha == 1.0)
         self.shape = (1, matrix.shape[1])
         if len(node.input) > 2 and node.input[2]:
-            offset = constants[node.input[2]].weights(self.where, label)
-            self.bias = self.bias + beta * self._per_feature(offset, label, "Gemm")
+            offset = self._per_feature(constants[node.input[2]].weights(self.where, label), label, "Gemm")
+            self._fold(lambda w, b, c, s: (w, b + s * c), offset, np.array(beta))
+
+
+def _rational(array: np.ndarray) -> np.ndarray:
+    """The exact values of a float (or already rational) array, as an object array of Fractions."""
+    array = np.asarray(array)
+    if array.dtype == object:
+        return array
+    flat = [Fraction(float(v)) for v in array.reshape(-1)]
+    result = np.empty(len(flat), dtype=object)
+    result[:] = flat
+    return result.reshape(array.shape)
 
 
 def _shape_operand(node: onnx.NodeProto, name: str, constants: dict) -> list[int] | None:

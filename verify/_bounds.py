@@ -81,8 +81,20 @@ def _as_batch(lowers: np.ndarray, uppers: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _next_magnitude(magnitude: np.ndarray, layer) -> np.ndarray:
-    """Bound on the sum of absolute terms of a layer's pre-activation, from its input's bound."""
-    return magnitude @ np.abs(layer.weight).T + np.abs(layer.bias)
+    """Bound on the sum of absolute terms of a layer's pre-activation, from its input's bound.
+
+    A layer whose floats only approximate its exact rational weights (a
+    rounded fold, `AffineLayer.exact`) adds its approximation error,
+    ``|dW| |x| + |db|``, divided by the tolerance: every slack derived
+    from this magnitude then covers that error too, here and, through the
+    propagated magnitudes, in every later layer and in the objective.
+    """
+    result = magnitude @ np.abs(layer.weight).T + np.abs(layer.bias)
+    error = layer.rounding_error()
+    if error is not None:
+        weight_error, bias_error = error
+        result = result + (magnitude @ weight_error.T + bias_error) / ROUNDING_TOLERANCE
+    return result
 
 
 def _activation_magnitude(magnitude: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -414,12 +426,15 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
     if not prop.unsafe:
         return Result(PROVED, ENGINE, time.monotonic() - started, reason="the unsafe set is empty")
     C = np.concatenate([c.A for c in prop.unsafe])
-    d = np.concatenate([c.b for c in prop.unsafe])
+    d = np.concatenate([c.b_sound for c in prop.unsafe])
+    at_zero = np.concatenate([c.closes_at_zero() for c in prop.unsafe])
     lower = objective_lower_bounds(network, prop.lower, prop.upper, C, d)[0]
+    refuted = (lower > 0.0) | (at_zero & (lower >= 0.0))
     rows = np.cumsum([0] + [len(c.b) for c in prop.unsafe])
     best = [float(np.max(lower[start:stop], initial=-np.inf)) for start, stop in zip(rows[:-1], rows[1:])]
     stats = {"best_row_bounds": best}
-    open_disjuncts = [index for index, value in enumerate(best) if not value > 0.0]
+    open_disjuncts = [index for index, (start, stop) in enumerate(zip(rows[:-1], rows[1:]))
+                      if not np.any(refuted[start:stop])]
     seconds = time.monotonic() - started
     if not open_disjuncts:
         return Result(PROVED, ENGINE, seconds, reason="bounds refute every disjunct on the whole box", stats=stats)

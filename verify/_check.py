@@ -5,25 +5,29 @@ Engines:
 - ``auto`` (default): falsification on the box's seed points, sound bounds
   on the whole box, then branch and bound over the input box (`_split`)
   spread over `jobs` worker processes, interleaved with falsification
-  runs (about a fifth of the workers' time, with new seeds); a box that
-  bounds cannot close after `ENGINE_DEPTH` splits goes to Marabou (Z3 when
-  maraboupy is missing). Proved only when every box of a partition of the
-  input box is closed by bounds or by an UNSAT answer; engine
-  ``"bounds"`` or ``"bounds+marabou"``. Measured on ACAS Xu: handing
-  boxes to Marabou earlier (after 12 or 16 splits) made the hardest
-  instance time out at 100 s where bounds alone took 27 s, so Marabou is
-  the last resort for boxes bounds cannot close.
-- ``bounds``: the same search without a complete engine (proved or
+  runs (about a fifth of the workers' time, with new seeds). A box that
+  bounds cannot close after `ENGINE_DEPTH` splits, or whose unstable
+  ReLUs are few enough for an exact query to be cheap
+  (`_engine_unstable`), goes to the box engine (`_box_engine`): an exact
+  Z3 query on the box with the stable ReLUs fixed, Marabou only to find
+  witnesses, its UNSAT counting only when Z3 confirms it. Proved only
+  when every box of a partition of the input box is closed by sound
+  bounds or by an exact UNSAT; engine ``"bounds"`` or ``"bounds+z3"``.
+- ``bounds``: the same search without the box engine (proved or
   unknown; violated only through a validated counterexample).
-- ``marabou`` / ``z3``: falsification first (a validated counterexample
-  is a fact), then that engine alone on the whole box.
+- ``z3``: falsification first (a validated counterexample is a fact),
+  then Z3 alone on the whole box, exactly.
+- ``marabou``: the same with Marabou; asked for by name, its proofs are
+  labelled "Marabou alone, not cross-checked" (``stats["cross_checked"]``
+  is False), since maraboupy 2.0 answers UNSAT wrongly on small queries.
 - ``both``: Marabou and Z3, each on the whole query (after
   falsification); a proof stands only when both prove, a validated counterexample only when the other did not
   prove; a proved/violated disagreement is ``unknown`` and is reported.
 
-Every ``violated`` verdict comes from `validate_counterexample` (float64
-and onnxruntime); every ``proved`` from bounds or UNSAT answers; anything
-else is ``unknown`` with the reason. The overall timeout is strict: the
+Every ``violated`` verdict comes from `validate_counterexample` (exact,
+float64 and onnxruntime); every ``proved`` from sound bounds or an exact
+UNSAT (except the labelled ``marabou`` engine); anything else is
+``unknown`` with the reason. The overall timeout is strict: the
 workers are terminated (their solver children die with them) and the
 answer is ``unknown`` ("timeout after N s, K boxes open").
 
@@ -34,10 +38,9 @@ boxes cost more than they saved). Workers are forked (cheap, and they
 inherit the network); numpy runs single-threaded in them and in this
 process while checking (see `_split.single_threaded_blas`). Each worker
 runs stretches of branch and bound on boxes handed out by this process,
-a falsification run, or one Marabou query (`_marabou.check(...,
-isolate=True)`, which forks its own killable child); `_task_runners`
-runs the tasks, this module decides what to run next and what the
-answers mean.
+a falsification run, or one box-engine query (whose solvers run in
+killable children); `_task_runners` runs the tasks, this module decides
+what to run next and what the answers mean.
 """
 
 from __future__ import annotations
@@ -53,8 +56,8 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
-from . import _falsify, _split
-from ._engines import complete_engine_name, engine_module
+from . import _box_engine, _falsify, _split, _z3
+from ._engines import box_engine_name, engine_module
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._task_runners import InlineRunner, runner_for
@@ -67,9 +70,14 @@ MAX_ATTACK_SECONDS = 2.0
 ATTACK_SHARE = 0.2
 ATTACK_DELAY_SECONDS = 2.0
 ENGINE_DEPTH = 30
+CHEAP_Z3_UNSTABLE = _box_engine.Z3_FIRST_UNSTABLE
+CHEAP_Z3_NETWORK = _box_engine.Z3_FIRST_NETWORK
+MARABOU_ALONE = "Marabou alone, not cross-checked"
 BOUNDS_ONLY_DEPTH = 60
 ENGINE_BOX_SECONDS = 10.0
 ENGINE_GRACE_SECONDS = 4.0
+ENGINE_GRACE_SHARE = 0.25
+MIN_ENGINE_SECONDS = 0.5
 TASK_BOXES = 256
 SLICE_SECONDS = (0.25, 2.0)
 SHORT_SLICE_SECONDS = 0.05
@@ -145,8 +153,11 @@ def _single_engine(name: str, network: Network, prop: Property, deadline: float,
     if remaining <= 0:
         return Result(UNKNOWN, name, time.monotonic() - started, reason=f"timeout after {deadline - started:.1f} s")
     result = module.check(network, prop, remaining)
-    return Result(result.verdict, name, time.monotonic() - started, result.reason, result.counterexample,
-                  result.outputs, result.stats)
+    reason, stats = result.reason, dict(result.stats)
+    if name == "marabou" and result.verdict == PROVED:
+        reason, stats["cross_checked"] = f"{MARABOU_ALONE}: {reason}", False
+    return Result(result.verdict, name, time.monotonic() - started, reason, result.counterexample,
+                  result.outputs, stats)
 
 
 @dataclass(eq=False)
@@ -180,7 +191,7 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
     if not len(boxes):
         return Result(PROVED, "bounds", time.monotonic() - started,
                       reason="bounds refute the unsafe set on the whole box", stats=stats)
-    complete = complete_engine_name() if engine == "auto" else None
+    complete = box_engine_name() if engine == "auto" else None
     search = _Search(network, prop, objectives, [boxes], stats=stats)
     stats.update(falsify_seconds=0.0, attacks=0, seed=seed, workers=1)
     runners = [InlineRunner(network, prop, objectives, complete)]
@@ -210,12 +221,14 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
     """
     stats = search.stats
     depth_limit = ENGINE_DEPTH if complete else BOUNDS_ONLY_DEPTH
+    engine_unstable = _engine_unstable(search.network, complete)
     unresolved: list[str] = []
     while True:
         runner = current_runner()
         if time.monotonic() >= deadline:
             return _timeout(search, started, deadline, complete, unresolved)
-        while runner.has_room() and _submit_next(search, runner, complete, depth_limit, deadline, started, unresolved):
+        while runner.has_room() and _submit_next(search, runner, complete, (depth_limit, engine_unstable), deadline,
+                                                 started, unresolved):
             pass
         if runner.idle(("search", "engine")):
             if search.open or search.for_engine:
@@ -250,7 +263,20 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
                   stats=stats)
 
 
-def _submit_next(search: _Search, runner, complete, depth_limit, deadline, started, unresolved) -> bool:
+def _engine_unstable(network: Network, complete: str | None) -> int:
+    """Boxes with at most this many unstable ReLUs go to the box engine at once (-1: none do).
+
+    Only where Z3 can close them: on small networks (a near miss or a tie
+    that no bound can separate is decided exactly in a fraction of a
+    second, where splitting would go on to the depth limit), and on any
+    network a box with no unstable ReLU left (a linear program).
+    """
+    if complete != "z3":
+        return -1
+    return CHEAP_Z3_UNSTABLE if sum(network.hidden_sizes) <= CHEAP_Z3_NETWORK else 0
+
+
+def _submit_next(search: _Search, runner, complete, limits, deadline, started, unresolved) -> bool:
     """Give the runner one task; False if there is none.
 
     Order: a falsification run when one is due (the first at once, then,
@@ -263,6 +289,7 @@ def _submit_next(search: _Search, runner, complete, depth_limit, deadline, start
     now = time.monotonic()
     remaining = deadline - now
     stats = search.stats
+    depth_limit, engine_unstable = limits
     if (search.open or search.for_engine) and not runner.running("attack"):
         allowance = FALSIFY_SECONDS + ATTACK_SHARE * max(0.0, now - started - ATTACK_DELAY_SECONDS) * runner.jobs
         budget = min(FALSIFY_SECONDS * 2 ** stats["attacks"], MAX_ATTACK_SECONDS, remaining)
@@ -275,8 +302,8 @@ def _submit_next(search: _Search, runner, complete, depth_limit, deadline, start
         parked = search.for_engine.pop()
         unresolved.append(f"bounds cannot close {len(parked)} boxes after {depth_limit} splits")
         return True
-    engine_seconds = min(ENGINE_BOX_SECONDS, remaining - ENGINE_GRACE_SECONDS)
-    if search.for_engine and engine_seconds >= 1.0:
+    engine_seconds = min(ENGINE_BOX_SECONDS, remaining - min(ENGINE_GRACE_SECONDS, ENGINE_GRACE_SHARE * remaining))
+    if search.for_engine and engine_seconds >= MIN_ENGINE_SECONDS:
         last = search.for_engine.pop()
         if len(last) > 1:
             search.for_engine.append(last.take(slice(0, len(last) - 1)))
@@ -291,7 +318,7 @@ def _submit_next(search: _Search, runner, complete, depth_limit, deadline, start
         else:
             seconds = min(max(SLICE_SECONDS[0], 0.1 * (now - started)), SLICE_SECONDS[1])
         seconds = min(seconds, remaining)
-        runner.submit(("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS))
+        runner.submit(("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS, engine_unstable))
         return True
     return False
 
@@ -334,7 +361,14 @@ def _absorb_attack(search: _Search, answer, started: float) -> Result | None:
 
 def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete, unresolved, started) -> Result | None:
     stats = search.stats
+    if result.stats.get("marabou_unsat") and result.verdict != PROVED:
+        stats["marabou_unsat_unconfirmed"] = stats.get("marabou_unsat_unconfirmed", 0) + 1
+    if result.stats.get("marabou_wrong_unsat"):
+        stats["marabou_wrong_unsat"] = stats.get("marabou_wrong_unsat", 0) + 1
     if result.verdict == PROVED:
+        if result.engine not in ("z3", "marabou+z3"):
+            raise EngineError(f"internal error: the box engine answered proved through {result.engine!r}, "
+                              "which cannot close a box; refusing to call it proved (please report this)")
         stats["closed_by_engine"] += 1
         search.closed.add(box.depth)
         return None
@@ -345,6 +379,10 @@ def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete,
                           counterexample=validation.x, outputs=validation.outputs, stats=stats)
         unresolved.append(f"{complete} counterexample on a sub-box does not validate: {validation.reason}")
         return None
+    exact_violation = _z3.exact_violation_reason(result.stats)
+    if exact_violation is not None:
+        stats["exact_model"] = result.stats["exact_model"]
+        return Result(UNKNOWN, f"bounds+{complete}", time.monotonic() - started, reason=exact_violation, stats=stats)
     stats["engine_undecided"] = stats.get("engine_undecided", 0) + 1
     stats["engine_last_reason"] = result.reason
     if np.all(box.upper <= box.lower):

@@ -24,9 +24,10 @@ def engine_module(name: str):
     return module
 
 
-def complete_engine_name() -> str | None:
-    """Marabou if its package is installed, else Z3, else None (imported only when a box needs it)."""
-    for name, package in (("marabou", "maraboupy"), ("z3", "z3")):
+def box_engine_name() -> str | None:
+    """What decides the boxes bounds leave open in ``auto``: "z3" when it imports (the only engine
+    whose UNSAT closes a box, see `_box_engine`), else "marabou" (witnesses only), else None."""
+    for name, package in (("z3", "z3"), ("marabou", "maraboupy")):
         if importlib.util.find_spec(package) is not None:
             return name
     return None

@@ -18,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from fractions import Fraction
 from pathlib import Path
 
 from certfsm._errors import SpecError
 from certfsm._staging import write_atomically
 
-from ._exact import exact_decimal
+from ._exact import rational_term
 from ._property import Property
 
 STATUS_OF_VERDICT = {"proved": "unsat", "violated": "sat", "unknown": "unknown"}
@@ -46,19 +47,24 @@ def _header_key(key) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", str(key)).strip("-") or "extra"
 
 
-def _term(coefficient: float, name: str) -> str:
-    if coefficient == 1.0:
+def _term(coefficient, name: str) -> str:
+    if coefficient == 1:
         return name
-    if coefficient == -1.0:
+    if coefficient == -1:
         return f"(- {name})"
-    return f"(* {exact_decimal(coefficient)} {name})"
+    return f"(* {rational_term(Fraction(coefficient))} {name})"
 
 
-def linear_expression(coefficients, names, constant: float = 0.0) -> str:
-    """sum(c * name) + constant with zero coefficients dropped; "0.0" when nothing is left."""
-    terms = [_term(float(c), name) for c, name in zip(coefficients, names) if c != 0.0]
-    if constant != 0.0:
-        terms.append(exact_decimal(constant))
+def linear_expression(coefficients, names, constant=0.0) -> str:
+    """sum(c * name) + constant with zero coefficients dropped; "0.0" when nothing is left.
+
+    Coefficients and the constant are floats (written as their exact
+    decimals) or Fractions (written exactly, as a decimal or a quotient).
+    """
+    terms = [_term(c if isinstance(c, Fraction) else Fraction(float(c)), name)
+             for c, name in zip(coefficients, names) if c != 0]
+    if constant != 0:
+        terms.append(rational_term(constant if isinstance(constant, Fraction) else Fraction(float(constant))))
     if not terms:
         return "0.0"
     return terms[0] if len(terms) == 1 else f"(+ {' '.join(terms)})"
@@ -71,7 +77,7 @@ def _junction(operator: str, parts: list[str], empty: str) -> str:
     return parts[0] if len(parts) == 1 else f"({operator} {' '.join(parts)})"
 
 
-def _relu(pre: str, post: str) -> str:
+def _relu(pre: str, post: str, phase: int = 0) -> str:
     # post = max(pre, 0) as "post >= 0, post >= pre, and post is 0 or pre".
     # The two inequalities are the ReLU's convex hull from below and hold
     # in every phase, so the simplex starts from that relaxation; only the
@@ -80,7 +86,11 @@ def _relu(pre: str, post: str) -> str:
     # form 1.1 to 5 times faster than the phase disjunction
     # (or (and (>= pre 0) (= post pre)) (and (< pre 0) (= post 0))) and 1.6
     # to 6 times faster than (= post (ite (> pre 0) pre 0)); all three mean
-    # the same.
+    # the same. A phase proved by bounds needs no case split.
+    if phase > 0:
+        return f"(and (>= {pre} 0.0) (= {post} {pre}))"
+    if phase < 0:
+        return f"(and (<= {pre} 0.0) (= {post} 0.0))"
     return f"(and (>= {post} 0.0) (>= {post} {pre}) (or (= {post} 0.0) (= {post} {pre})))"
 
 
@@ -96,8 +106,16 @@ def _check_shapes(network, prop: Property) -> None:
                             "use a property written for this network")
 
 
-def smtlib_body(network, prop: Property) -> list[str]:
-    """Declarations and assertions only (no set-info, no check-sat), one command per line."""
+def smtlib_body(network, prop: Property, phases=None) -> list[str]:
+    """Declarations and assertions only (no set-info, no check-sat), one command per line.
+
+    Everything is exact: the box's and the unsafe rows' rational
+    constants, strict rows and open box bounds as ``<``, and each layer's
+    exact weights (its rationals where a fold rounded). `phases` (one int8
+    per hidden neuron, layer by layer: -1 proved inactive, +1 proved
+    active, 0 unknown) replaces a neuron's case split by its phase; the
+    caller must have proved those phases over the box (sound bounds).
+    """
     _check_shapes(network, prop)
     inputs = [input_name(i) for i in range(network.n_inputs)]
     outputs = [output_name(j) for j in range(network.n_outputs)]
@@ -108,37 +126,45 @@ def smtlib_body(network, prop: Property) -> list[str]:
         lines += [f"(declare-const Z_{index}_{k} Real)" for k in range(layer.n_out)]
         lines += [f"(declare-const H_{index}_{k} Real)" for k in range(layer.n_out)]
     lines.append("; input box")
-    for name, lo, hi in zip(inputs, prop.lower, prop.upper):
-        lines.append(f"(assert (and (<= {exact_decimal(lo)} {name}) (<= {name} {exact_decimal(hi)})))")
+    for name, lo, hi, lo_open, hi_open in zip(inputs, prop.exact_lower, prop.exact_upper, prop.open_lower,
+                                              prop.open_upper):
+        lines.append(f"(assert (and ({'<' if lo_open else '<='} {rational_term(lo)} {name}) "
+                     f"({'<' if hi_open else '<='} {name} {rational_term(hi)})))")
     previous = inputs
+    offset = 0
     for index, layer in enumerate(network.layers):
         is_output = index == len(network.layers) - 1
         kind = "output layer" if is_output else "affine and ReLU"
-        lines.append(f"; layer {index} ({_one_line(layer.source)}): {kind}, {layer.n_out} x {layer.n_in}")
+        exactness = "" if layer.is_exact else ", exact rational weights of a rounded fold"
+        lines.append(f"; layer {index} ({_one_line(layer.source)}): {kind}, {layer.n_out} x {layer.n_in}{exactness}")
         targets = outputs if is_output else [f"Z_{index}_{k}" for k in range(layer.n_out)]
+        weights = layer.weight if layer.is_exact else layer.exact_weight()
+        biases = layer.bias if layer.is_exact else layer.exact_bias()
         for k, target in enumerate(targets):
-            expression = linear_expression(layer.weight[k], previous, float(layer.bias[k]))
+            expression = linear_expression(weights[k], previous, biases[k])
             lines.append(f"(assert (= {target} {expression}))")
         if not is_output:
             posts = [f"H_{index}_{k}" for k in range(layer.n_out)]
-            lines += [f"(assert {_relu(pre, post)})" for pre, post in zip(targets, posts)]
+            known = [0] * layer.n_out if phases is None else [int(p) for p in phases[offset:offset + layer.n_out]]
+            lines += [f"(assert {_relu(pre, post, phase)})" for pre, post, phase in zip(targets, posts, known)]
             previous = posts
-    lines.append("; unsafe set: some disjunct has every row A @ Y <= b")
+            offset += layer.n_out
+    lines.append("; unsafe set: some disjunct has every row A @ Y <= b (< b where strict)")
     disjuncts = []
     for conjunction in prop.unsafe:
-        rows = [f"(<= {linear_expression(row, outputs)} {exact_decimal(bound)})"
-                for row, bound in zip(conjunction.A, conjunction.b)]
+        rows = [f"({'<' if strict else '<='} {linear_expression(row, outputs)} {rational_term(bound)})"
+                for row, bound, strict in zip(conjunction.A, conjunction.exact_b, conjunction.strict)]
         disjuncts.append(_junction("and", rows, "true"))
     lines.append(f"(assert {_junction('or', disjuncts, 'false')})")
     return lines
 
 
-def smtlib_script(network, prop: Property, status: str = "unknown") -> str:
-    """A standalone SMT-LIB 2.6 script in QF_LRA; ``unsat`` means the property holds."""
+def smtlib_script(network, prop: Property, status: str = "unknown", phases=None) -> str:
+    """A standalone SMT-LIB 2.6 script in QF_LRA; ``unsat`` means the property holds (see `smtlib_body`)."""
     if status not in STATUSES:
         raise ValueError(f"status={status!r} is not one of {STATUSES}")
     lines = ["(set-info :smt-lib-version 2.6)", "(set-logic QF_LRA)", f"(set-info :status {status})"]
-    lines += smtlib_body(network, prop)
+    lines += smtlib_body(network, prop, phases)
     lines += ["(check-sat)", "(exit)"]
     return "\n".join(lines) + "\n"
 

@@ -58,21 +58,34 @@ SPLIT_TIE_BREAK = 1e-9
 
 @dataclass(frozen=True, eq=False)
 class Objectives:
-    """The unsafe set as rows to refute: ``C y - d``, one row per constraint, with its disjunct."""
+    """The unsafe set as rows to refute: ``C y - d``, one row per constraint, with its disjunct.
+
+    `d` is each row's exact right-hand side rounded up (`b_sound`), so a
+    lower bound of ``C y - d`` is one of ``C y - b`` too. A row is refuted
+    when that bound is > 0, or >= 0 where `at_zero` (a strict row, or one
+    whose rounding moved d strictly above b).
+    """
 
     C: np.ndarray
     d: np.ndarray
     owner: np.ndarray
     count: int
+    at_zero: np.ndarray
 
     @staticmethod
     def of(prop: Property, n_outputs: int) -> "Objectives":
         if not prop.unsafe:
-            return Objectives(np.zeros((0, n_outputs)), np.zeros(0), np.zeros(0, dtype=np.int64), 0)
+            return Objectives(np.zeros((0, n_outputs)), np.zeros(0), np.zeros(0, dtype=np.int64), 0,
+                              np.zeros(0, dtype=bool))
         C = np.concatenate([c.A for c in prop.unsafe])
-        d = np.concatenate([c.b for c in prop.unsafe])
+        d = np.concatenate([c.b_sound for c in prop.unsafe])
         owner = np.concatenate([np.full(len(c.b), k) for k, c in enumerate(prop.unsafe)])
-        return Objectives(C, d, owner, len(prop.unsafe))
+        at_zero = np.concatenate([c.closes_at_zero() for c in prop.unsafe])
+        return Objectives(C, d, owner, len(prop.unsafe), at_zero)
+
+    def refuted(self, rows: np.ndarray) -> np.ndarray:
+        """Which row bounds (..., R) refute their row (see the class docstring)."""
+        return (rows > 0.0) | (self.at_zero & (rows >= 0.0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +122,10 @@ class Boxes:
     def concat(parts: list["Boxes"]) -> "Boxes":
         """All boxes of `parts` (at least one part, possibly empty), in order."""
         return Boxes(*(np.concatenate([getattr(p, name) for p in parts]) for name in Boxes._FIELDS))
+
+    def unstable(self) -> np.ndarray:
+        """(B,) the number of hidden ReLUs whose phase the box's bounds leave open."""
+        return np.count_nonzero((self.hidden[:, 0] < 0.0) & (self.hidden[:, 1] > 0.0), axis=1)
 
     def nothing(self) -> "Boxes":
         """No boxes, with this batch's shapes."""
@@ -182,11 +199,14 @@ def bound(
     rows = result.lower if known_rows is None else np.maximum(result.lower, known_rows)
     count = lower.shape[0]
     best_row = np.full((count, objectives.count), -np.inf)
+    refuted = np.zeros((count, objectives.count), dtype=bool)
+    row_refuted = objectives.refuted(rows)
     for k in range(objectives.count):
         members = np.flatnonzero(objectives.owner == k)
         if members.size:
             best_row[:, k] = np.max(rows[:, members], axis=1)
-    now_open = still_open & ~(best_row > 0.0)
+            refuted[:, k] = np.any(row_refuted[:, members], axis=1)
+    now_open = still_open & ~refuted
     worst = np.min(np.where(now_open, best_row, np.inf), axis=1, initial=np.inf)
     centres = (lower + upper) / 2.0
     if objectives.C.size:
@@ -271,11 +291,13 @@ def search(
     engine_depth: int,
     batch: int = BATCH_BOXES,
     attack: bool = True,
+    engine_unstable: int = -1,
 ) -> Outcome:
     """Split and bound the boxes depth-first until all are closed or time is up.
 
-    A box that reaches `engine_depth` splits (or has nothing left to split)
-    is set aside for a complete engine. Unsafe points met on the way (box
+    A box that reaches `engine_depth` splits (or has nothing left to split,
+    or has at most `engine_unstable` unstable ReLUs, where an exact query
+    is cheap) is set aside for the box engine. Unsafe points met on the way (box
     centres, minimisers of the linear bounds, with `attack` a short gradient
     ascent at the end) are returned as candidates, at most `MAX_CANDIDATES`; the
     caller validates them. The search goes on after a candidate, since a
@@ -290,7 +312,8 @@ def search(
         work, rest = current.take(slice(cut, None)), current.take(slice(0, cut))
         if len(rest):
             stack.append(rest)
-        deep = (work.depth >= engine_depth) | np.all(work.upper <= work.lower, axis=1)
+        deep = (work.depth >= engine_depth) | np.all(work.upper <= work.lower, axis=1) \
+            | (work.unstable() <= engine_unstable)
         if np.any(deep):
             for_engine.append(work.take(np.flatnonzero(deep)))
             work = work.take(np.flatnonzero(~deep))

@@ -2,14 +2,15 @@
 
 A task is a tuple whose first item names its kind; `run_task` returns:
 
-- ``("search", boxes, seconds, depth_limit, attack)``: the `_split.Outcome`
-  of a stretch of branch and bound on `boxes` (`attack`: try the attack
-  points of `_split` too);
+- ``("search", boxes, seconds, depth_limit, attack, engine_unstable)``:
+  the `_split.Outcome` of a stretch of branch and bound on `boxes`
+  (`attack`: try the attack points of `_split` too; boxes with at most
+  `engine_unstable` unstable ReLUs go to the box engine at once);
 - ``("attack", seed, seconds)``: ``(candidate or None, seconds taken)``
   of a falsification run;
-- ``("engine", box, seconds)``: the `Result` of the complete engine on
-  the one-box `box`, restricted to the disjuncts still open on it (an
-  engine whose package is missing gives ``unknown`` with the reason).
+- ``("engine", box, seconds)``: the `Result` of `_box_engine.decide_box`
+  on the one-box `box`, restricted to the disjuncts still open on it
+  (proved only by an exact Z3 UNSAT).
 
 A runner (`InlineRunner`, `PoolRunner`) takes tasks with `submit` and
 hands back ``(kind, task, answer)`` messages with `next`. Workers only
@@ -29,9 +30,7 @@ from collections import Counter
 from certfsm._errors import EngineError
 
 from . import _falsify, _split
-from ._engines import engine_module
-from ._property import Property
-from ._result import UNKNOWN, Result
+from ._box_engine import decide_box
 
 _WORKER: tuple = ()
 
@@ -47,23 +46,18 @@ def run_task(task, context: tuple = ()):
     """Body of one task, in a worker process (context from `_init_worker`) or inline (context given)."""
     network, prop, objectives, complete = context or _WORKER
     if task[0] == "search":
-        _, boxes, seconds, depth_limit, attack = task
+        _, boxes, seconds, depth_limit, attack, engine_unstable = task
         return _split.search(
             network, prop, objectives, boxes, time.monotonic() + seconds,
-            engine_depth=depth_limit, attack=attack,
+            engine_depth=depth_limit, attack=attack, engine_unstable=engine_unstable,
         )
     if task[0] == "attack":
         _, seed, seconds = task
         begun = time.monotonic()
         return _falsify.falsify(network, prop, seconds, seed), time.monotonic() - begun
     _, box, seconds = task
-    try:
-        module = engine_module(complete)
-    except EngineError as error:
-        return Result(UNKNOWN, complete, 0.0, reason=str(error))
     still_open = tuple(conjunction for k, conjunction in enumerate(prop.unsafe) if box.open[0, k])
-    sub = Property(prop.name, box.lower[0], box.upper[0], still_open, prop.description, prop.metadata)
-    return module.check(network, sub, seconds)
+    return decide_box(network, prop.restricted(box.lower[0], box.upper[0], still_open), box.hidden[0], seconds)
 
 
 def _init_worker(network, prop, objectives, complete) -> None:

@@ -16,21 +16,25 @@ supported fragment, which covers every VNN-COMP benchmark of this kind:
   ``(<= (- X_i) c)`` ...); a comparison over outputs is any linear constraint;
   no comparison mixes the two.
 
-Strict comparisons are read as non-strict: the parsed unsafe set is the
-closure of the stated one, which is sound for proving (if the closure is
-unreachable so is the set) and a counterexample on the boundary is still
-re-checked concretely. Equality is rejected rather than guessed.
+Constants are read exactly, as DESIGN's semantics requires: every number
+is the exact decimal written (``0.1`` is 1/10), input bounds and output
+right-hand sides stay rationals in the property IR (which rounds them in
+the sound direction for numeric engines), and strict comparisons stay
+strict (`Conjunction.strict`, `Property.open_lower`/`open_upper`).
+Coefficients of an output row that no float64 holds exactly (``(* 0.1
+Y_0)``) are cleared by scaling the row with the common denominator, which
+changes no point of the set. Equality is rejected rather than guessed.
 
 The formula is put in disjunctive normal form. Disjuncts that share an
 input box become one `Property` whose unsafe set is their disjunction;
 different boxes (VNN-LIB property 6 style, ``(or (and <box> <outputs>)
 ...)``) give one `Property` each: the file's property is violated if any
-of them is, and holds only if all of them hold. Coefficients are combined
-exactly (fractions) and rounded once to the nearest float64.
+of them is, and holds only if all of them hold.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ import numpy as np
 
 from certfsm._errors import VnnlibError
 
+from ._exact import plain_decimal
 from ._property import Conjunction, Property
 
 _TOKEN = re.compile(r"\s+|;[^\n]*|[()]|[^\s();]+")
@@ -49,6 +54,7 @@ _NUMBER = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 _COMPARISONS = ("<=", ">=", "<", ">")
 _MAX_DISJUNCTS = 100_000
 _LARGEST = Fraction(np.finfo(np.float64).max)
+_LARGEST_EXACT_INTEGER = 2**53
 _VNNCOMP_WORDS = {
     "proved": "unsat", "unsat": "unsat", "violated": "sat", "sat": "sat", "unknown": "unknown", "timeout": "timeout",
 }
@@ -79,8 +85,8 @@ def format_vnncomp_result(
     ``proved``/``unsat`` -> "unsat"; ``unknown`` -> "unknown"; ``timeout`` ->
     "timeout"; ``violated``/``sat`` -> "sat" followed by the witness
     ``((X_0 v)\\n (X_1 v)\\n ... (Y_0 v)\\n ...)`` with every value written as
-    Python's shortest round-tripping repr of the float64, so it reads back
-    bit for bit.
+    the exact decimal of its float64 (`plain_decimal`): the printed point is
+    the checked point, read exactly or as a float64.
     """
     word = _VNNCOMP_WORDS.get(verdict)
     if word is None:
@@ -97,8 +103,8 @@ def format_vnncomp_result(
     scores = np.asarray(outputs, dtype=np.float64).reshape(-1)
     if not (np.all(np.isfinite(inputs)) and np.all(np.isfinite(scores))):
         raise ValueError("the counterexample and outputs must be finite to be written as a VNN-COMP witness")
-    entries = [f"(X_{i} {float(v)!r})" for i, v in enumerate(inputs)]
-    entries += [f"(Y_{j} {float(v)!r})" for j, v in enumerate(scores)]
+    entries = [f"(X_{i} {plain_decimal(v)})" for i, v in enumerate(inputs)]
+    entries += [f"(Y_{j} {plain_decimal(v)})" for j, v in enumerate(scores)]
     return "sat\n(" + "\n ".join(entries) + ")"
 
 
@@ -181,6 +187,7 @@ class _Constraint:
     constant: Fraction
     line: int
     text: str
+    strict: bool = False  # "< 0" rather than "<= 0"
 
 
 class _Reader:
@@ -295,10 +302,10 @@ class _Reader:
             coefficients = dict(low)
             for variable, value in high.items():
                 coefficients[variable] = coefficients.get(variable, Fraction(0)) - value
-            constraints.append(self._classify(coefficients, low_c - high_c, expr.line, text))
+            constraints.append(self._classify(coefficients, low_c - high_c, expr.line, text, expr.head in ("<", ">")))
         return constraints
 
-    def _classify(self, coefficients: dict, constant: Fraction, line: int, text: str) -> _Constraint:
+    def _classify(self, coefficients: dict, constant: Fraction, line: int, text: str, strict: bool) -> _Constraint:
         coefficients = {variable: value for variable, value in coefficients.items() if value != 0}
         kinds = {kind for kind, _ in coefficients}
         if kinds == {"X", "Y"}:
@@ -313,7 +320,7 @@ class _Reader:
                 "certfsm supports an input box (one X_i against a number per comparison)",
             )
         pairs = tuple(sorted((index, value) for (_, index), value in coefficients.items()))
-        return _Constraint(kind, pairs, constant, line, text)
+        return _Constraint(kind, pairs, constant, line, text, strict)
 
     def _linear(self, expr) -> tuple[dict, Fraction]:
         """A linear term as ({(kind, index): coefficient}, constant), exactly."""
@@ -359,18 +366,20 @@ class _Reader:
         empty_reasons = []
         for disjunct in self.disjuncts:
             try:
-                lower, upper = self._box(disjunct, n_inputs)
+                box = self._box(disjunct, n_inputs)
             except _EmptyDisjunct as reason:
                 empty_reasons.append(reason)
                 continue
-            rows = [c for c in disjunct if c.kind == "Y"]
+            rows = [self._exact_row(c) for c in disjunct if c.kind == "Y"]
             A = np.zeros((len(rows), n_outputs))
-            for row, constraint in enumerate(rows):
-                for index, value in constraint.coefficients:
+            for row, (coefficients, _, _) in enumerate(rows):
+                for index, value in coefficients:
                     A[row, index] = float(value)
-            b = np.array([float(-c.constant) for c in rows])
-            labels = tuple(f"{c.text} (line {c.line})" for c in rows)
-            boxes.setdefault((tuple(lower), tuple(upper)), []).append(Conjunction(A, b, labels))
+            exact_b = tuple(bound for _, bound, _ in rows)
+            labels = tuple(f"{c.text} (line {c.line})" for c in disjunct if c.kind == "Y")
+            strict = tuple(c.strict for c in disjunct if c.kind == "Y")
+            conjunction = Conjunction(A, [float(v) for v in exact_b], labels, exact_b, strict)
+            boxes.setdefault(box, []).append(conjunction)
         if not boxes:
             reason = empty_reasons[0] if empty_reasons else _EmptyDisjunct(1, "the asserts contradict each other")
             raise self.fail(
@@ -378,20 +387,29 @@ class _Reader:
                 f"the unsafe set is empty ({reason.detail}), so the property would hold vacuously; fix the asserts",
             )
         if len(boxes) == 1:
-            ((lower, upper), unsafe), = boxes.items()
-            description = f"VNN-LIB file {self.where}"
-            return [Property(stem, np.array(lower), np.array(upper), tuple(unsafe), description, {"vnnlib": self.where})]
+            (box, unsafe), = boxes.items()
+            return [_property(stem, box, unsafe, f"VNN-LIB file {self.where}", {"vnnlib": self.where})]
         return [
-            Property(
-                f"{stem}#{k}",
-                np.array(lower),
-                np.array(upper),
-                tuple(unsafe),
-                f"input box {k} of {len(boxes)} of VNN-LIB file {self.where}",
-                {"vnnlib": self.where, "box": k},
-            )
-            for k, ((lower, upper), unsafe) in enumerate(boxes.items())
+            _property(f"{stem}#{k}", box, unsafe, f"input box {k} of {len(boxes)} of VNN-LIB file {self.where}",
+                      {"vnnlib": self.where, "box": k})
+            for k, (box, unsafe) in enumerate(boxes.items())
         ]
+
+    def _exact_row(self, constraint: _Constraint) -> tuple[tuple, Fraction, bool]:
+        """(coefficients, right-hand side, strict) of ``sum(c y) + constant <= 0``, scaled so float64 holds every c.
+
+        Scaling by a positive number leaves the set unchanged; a row whose
+        integer coefficients outgrow float64's exact integers is refused.
+        """
+        coefficients, bound = constraint.coefficients, -constraint.constant
+        if all(Fraction(float(value)) == value for _, value in coefficients):
+            return coefficients, bound, constraint.strict
+        scale = math.lcm(*(value.denominator for _, value in coefficients))
+        scaled = tuple((index, value * scale) for index, value in coefficients)
+        if any(abs(value) > _LARGEST_EXACT_INTEGER for _, value in scaled):
+            raise self.fail(constraint.line, f"{constraint.text} has coefficients that no float64 holds exactly, "
+                                             "even scaled to integers; write them with fewer digits")
+        return scaled, bound * scale, constraint.strict
 
     def _count(self, kind: str) -> int:
         declared = self.declared[kind]
@@ -413,36 +431,66 @@ class _Reader:
             )
         return count
 
-    def _box(self, disjunct: list[_Constraint], n_inputs: int) -> tuple[list[float], list[float]]:
-        lower, upper = [-np.inf] * n_inputs, [np.inf] * n_inputs
+    def _box(self, disjunct: list[_Constraint], n_inputs: int) -> tuple:
+        """The disjunct's input box, exactly: ((lower, open), (upper, open)) per input, as a hashable tuple."""
+        lower: list = [None] * n_inputs
+        upper: list = [None] * n_inputs
         lower_line, upper_line = [0] * n_inputs, [0] * n_inputs
         for constraint in disjunct:
             if constraint.kind == "":
-                if constraint.constant > 0:
+                if constraint.constant > 0 or (constraint.strict and constraint.constant == 0):
                     raise _EmptyDisjunct(constraint.line, f"{constraint.text} is false")
                 continue
             if constraint.kind != "X":
                 continue
             ((index, coefficient),) = constraint.coefficients
-            bound = float(-constraint.constant / coefficient)
-            if coefficient > 0 and bound < upper[index]:
+            bound = (-constraint.constant / coefficient, constraint.strict)
+            if coefficient > 0 and (upper[index] is None or _tighter(bound, upper[index], -1)):
                 upper[index], upper_line[index] = bound, constraint.line
-            elif coefficient < 0 and bound > lower[index]:
+            elif coefficient < 0 and (lower[index] is None or _tighter(bound, lower[index], +1)):
                 lower[index], lower_line[index] = bound, constraint.line
         for index in range(n_inputs):
             for side, values, bound_kind in (("lower", lower, ">="), ("upper", upper, "<=")):
-                if not np.isfinite(values[index]):
+                if values[index] is None:
                     raise self.fail(
                         self.declared["X"][index],
                         f"input X_{index} has no {side} bound; add (assert ({bound_kind} X_{index} <number>))",
                     )
-            if lower[index] > upper[index]:
+                if abs(values[index][0]) > _LARGEST:
+                    line = (lower_line if side == "lower" else upper_line)[index]
+                    raise self.fail(line, f"the {side} bound of X_{index} is beyond the float64 range; "
+                                          "use a finite bound")
+            (low, low_open), (high, high_open) = lower[index], upper[index]
+            if low > high or (low == high and (low_open or high_open)):
                 raise _EmptyDisjunct(
                     max(lower_line[index], upper_line[index]),
-                    f"X_{index} >= {lower[index]!r} (line {lower_line[index]}) "
-                    f"and X_{index} <= {upper[index]!r} (line {upper_line[index]})",
+                    f"X_{index} {'>' if low_open else '>='} {float(low)!r} (line {lower_line[index]}) "
+                    f"and X_{index} {'<' if high_open else '<='} {float(high)!r} (line {upper_line[index]})",
                 )
-        return lower, upper
+        return tuple(lower), tuple(upper)
+
+
+def _tighter(bound: tuple, current: tuple, direction: int) -> bool:
+    """Is `bound` (value, strict) tighter than `current`? direction +1 for lower bounds, -1 for upper."""
+    if bound[0] != current[0]:
+        return (bound[0] - current[0]) * direction > 0
+    return bound[1] and not current[1]
+
+
+def _property(name: str, box: tuple, unsafe: list, description: str, metadata: dict) -> Property:
+    lower, upper = box
+    return Property(
+        name,
+        np.array([float(value) for value, _ in lower]),
+        np.array([float(value) for value, _ in upper]),
+        tuple(unsafe),
+        description,
+        metadata,
+        exact_lower=tuple(value for value, _ in lower),
+        exact_upper=tuple(value for value, _ in upper),
+        open_lower=tuple(is_open for _, is_open in lower),
+        open_upper=tuple(is_open for _, is_open in upper),
+    )
 
 
 class _EmptyDisjunct(Exception):

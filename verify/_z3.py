@@ -27,6 +27,7 @@ z3 is imported lazily, so importing `certfsm.verify` never needs it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -37,7 +38,7 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
-from ._property import Conjunction, Property, check_fits
+from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._smtlib import input_name, smtlib_script
 
@@ -52,7 +53,8 @@ SUPPORTS = (
 
 # Relative margins by which the unsafe set is shrunk when a model does not
 # validate: row i becomes A_i y <= b_i - margin * (1 + |b_i| + sum |A_i|).
-_MARGINS = (1e-9, 1e-6)
+_MARGINS = (1e-12, 1e-9, 1e-6)
+DEEPEST_SECONDS = 5.0
 
 
 def is_available() -> bool:
@@ -71,8 +73,13 @@ def _z3():
     return z3
 
 
-def check(network: Network, prop: Property, timeout: float) -> Result:
-    """Decide `prop` on `network` with Z3 within `timeout` seconds (all solves together)."""
+def check(network: Network, prop: Property, timeout: float, phases=None) -> Result:
+    """Decide `prop` on `network` with Z3 within `timeout` seconds (all solves together).
+
+    `phases` (see `smtlib_body`) fixes the ReLUs that sound bounds proved
+    stable on the box, which removes their case splits; a caller passes
+    it only with phases proved over this very box.
+    """
     started = time.monotonic()
     _check_arguments(network, prop, timeout)
     try:
@@ -85,27 +92,52 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
     for margin in (0.0, *_MARGINS):
         remaining = timeout - (time.monotonic() - started)
         if remaining <= 0:
-            return _unknown(started, stats, f"spurious counterexample ({rejected}); no time left to look deeper"
-                            if rejected else "z3 timed out")
+            return _unknown(started, stats, exact_violation_reason(stats) or "z3 timed out")
         query = prop if margin == 0.0 else _shrunk(prop, margin)
-        status, point, why = _solve(z3, smtlib_script(network, query), network.n_inputs, remaining)
-        stats["queries"] += 1
-        if status == "unsat" and margin == 0.0:
-            return Result(PROVED, ENGINE, time.monotonic() - started, reason="z3: UNSAT", stats=stats)
-        if status == "unsat":
-            return _unknown(started, stats, f"spurious counterexample: z3 finds unsafe points only within a "
-                                            f"relative margin {margin:g} of the unsafe set's boundary ({rejected})")
-        if status == "unknown":
-            prefix = f"spurious counterexample ({rejected}); then " if rejected else ""
-            return _unknown(started, stats, f"{prefix}{why}")
-        ok, x, outputs, rejected = _validate(network, prop, point)
+        context = z3.Context()
+        try:
+            solver = _solver(z3, context, smtlib_script(network, query, phases=phases), remaining)
+            status, model, why = _solve(z3, solver, network.n_inputs)
+            stats["queries"] += 1
+            if status == "unsat" and margin == 0.0:
+                return Result(PROVED, ENGINE, time.monotonic() - started, reason="z3: UNSAT", stats=stats)
+            if status in ("unsat", "unknown"):
+                why = f"{why} after {remaining:.3g} s" if why == "z3 timed out" else why
+                return _unknown(started, stats, exact_violation_reason(stats) or why)
+            if margin == 0.0:
+                stats["exact_model"] = [str(v) for v in model]
+            ok, x, outputs, rejected = _validate(network, prop, np.array([float(v) for v in model]))
+            if not ok:
+                stats.setdefault("z3_points", []).append([float(v) for v in model])
+                for candidate in _better_points(z3, network, query, phases, solver, model, started + timeout):
+                    ok, x, outputs, why_not = _validate(network, prop, candidate)
+                    if ok:
+                        break
+                stats["rejected"] = rejected
+        except z3.Z3Exception as error:
+            return _unknown(started, stats, f"z3 error: {' '.join(str(error).split())}")
         if ok:
             stats["margin"] = margin
             return Result(VIOLATED, ENGINE, time.monotonic() - started,
                           reason="z3: SAT, counterexample re-evaluated", counterexample=x, outputs=outputs,
                           stats=stats)
-        stats.setdefault("z3_points", []).append(point.tolist())
-    return _unknown(started, stats, f"spurious counterexample from z3: {rejected}")
+    return _unknown(started, stats, exact_violation_reason(stats) or f"spurious counterexample from z3: {rejected}")
+
+
+def exact_violation_reason(stats: dict) -> str | None:
+    """The reason to give when z3 found the exact unsafe set reachable but no witness validated, else None.
+
+    Such a property is not proved and cannot be: it is violated under the
+    exact semantics, only no float point was found that re-evaluates in
+    float64 and onnxruntime too, as a ``violated`` verdict requires.
+    """
+    model = stats.get("exact_model")
+    if not model:
+        return None
+    point = ", ".join(f"X_{i} = {value}" for i, value in enumerate(model))
+    return (f"z3 shows the unsafe set is reachable under the exact semantics (at {point}), but no float point "
+            "was found that re-evaluates as unsafe exactly, in float64 and in onnxruntime, so it is not reported "
+            "as violated")
 
 
 def _unknown(started: float, stats: dict, reason: str) -> Result:
@@ -121,39 +153,132 @@ def _check_arguments(network: Network, prop: Property, timeout: float) -> None:
 def _shrunk(prop: Property, margin: float) -> Property:
     """The same property with every unsafe row tightened; its unsafe set lies inside the original one.
 
-    Rounding b - delta to float64 is monotone, so the new bound never
-    exceeds the old: a model of the shrunk query is a model of the original.
+    The exact right-hand side is lowered by ``margin * (1 + |b| + sum |A|)``
+    (a positive float, subtracted exactly), so a model of the shrunk query
+    is a model of the original.
     """
-    unsafe = tuple(
-        Conjunction(c.A, c.b - margin * (1.0 + np.abs(c.b) + np.abs(c.A).sum(axis=1)), c.labels) for c in prop.unsafe
-    )
-    return Property(prop.name, prop.lower, prop.upper, unsafe, prop.description, prop.metadata)
+    unsafe = tuple(c.shrunk(margin * (1.0 + np.abs(c.b) + np.abs(c.A).sum(axis=1))) for c in prop.unsafe)
+    return dataclasses.replace(prop, unsafe=unsafe)
 
 
-def _solve(z3, script: str, n_inputs: int, seconds: float) -> tuple[str, np.ndarray | None, str]:
-    """("sat", x, "") | ("unsat", None, "") | ("unknown", None, why), in a fresh context."""
+def _solver(z3, context, script: str, seconds: float):
+    solver = z3.Solver(ctx=context)
+    solver.set("timeout", max(1, int(seconds * 1000)))
+    solver.add(z3.parse_smt2_string(script, ctx=context))
+    return solver
+
+
+def _solve(z3, solver, n_inputs: int) -> tuple[str, list[Fraction] | None, str]:
+    """("sat", exact input values, "") | ("unsat", None, "") | ("unknown", None, why)."""
+    answer = solver.check()
+    if answer == z3.unsat:
+        return "unsat", None, ""
+    if answer != z3.sat:
+        why = solver.reason_unknown()
+        timed_out = why in ("timeout", "canceled")
+        return "unknown", None, "z3 timed out" if timed_out else f"z3: unknown ({why})"
+    model = solver.model()
+    point = []
+    for i in range(n_inputs):
+        value = model.eval(z3.Real(input_name(i), solver.ctx), model_completion=True)
+        if not z3.is_rational_value(value):
+            return "unknown", None, f"z3: model value of {input_name(i)} is not a rational ({value})"
+        point.append(Fraction(value.numerator_as_long(), value.denominator_as_long()))
+    return "sat", point, ""
+
+
+def _better_points(z3, network, prop, phases, solver, model, deadline):
+    """Float points to try when the model itself does not validate, best bets first.
+
+    First the deepest point of the unsafe set (z3's optimiser maximises
+    the slack of the best disjunct, within `DEEPEST_SECONDS`), rounded to
+    float32 and to float64: where the set has an interior, rounding it
+    stays inside. Then a float point found by fixing one input at a time
+    (`_float_point`), which also finds float points on a tie.
+    """
+    seconds = min(DEEPEST_SECONDS, deadline - time.monotonic())
+    if seconds > 0.05:
+        deepest = _deepest_model(z3, network, prop, phases, seconds)
+        if deepest is not None:
+            yield np.array([float(np.float32(float(v))) for v in deepest])
+            yield np.array([float(v) for v in deepest])
+    fixed = _float_point(z3, solver, model, prop, deadline)
+    if fixed is not None:
+        yield fixed
+
+
+def _deepest_model(z3, network, prop, phases, seconds: float) -> list[Fraction] | None:
+    """The input of the unsafe set with the largest slack (max over disjuncts of min over rows), or None."""
     context = z3.Context()
+    optimiser = z3.Optimize(ctx=context)
+    optimiser.set("timeout", max(1, int(seconds * 1000)))
+    optimiser.add(z3.parse_smt2_string(smtlib_script(network, prop, phases=phases), ctx=context))
+    depth = z3.Real("certfsm_depth", context)
+    outputs = [z3.Real(f"Y_{j}", context) for j in range(network.n_outputs)]
+    disjuncts = []
+    for conjunction in prop.unsafe:
+        rows = [depth <= z3.RealVal(str(bound), context) - z3.Sum([z3.RealVal(str(Fraction(float(a))), context) * y
+                                                                  for a, y in zip(row, outputs) if a])
+                for row, bound in zip(conjunction.A, conjunction.exact_b)]
+        disjuncts.append(z3.And(rows) if rows else z3.BoolVal(True, context))
+    if not disjuncts:
+        return None
+    optimiser.add(z3.Or(disjuncts), depth <= 1)
+    optimiser.maximize(depth)
+    if optimiser.check() != z3.sat:
+        return None
+    values = []
+    for i in range(network.n_inputs):
+        value = optimiser.model().eval(z3.Real(input_name(i), context), model_completion=True)
+        if not z3.is_rational_value(value):
+            return None
+        values.append(Fraction(value.numerator_as_long(), value.denominator_as_long()))
+    return values
+
+
+def _float_point(z3, solver, model: list[Fraction], prop: Property, deadline: float) -> np.ndarray | None:
+    """A float point of the query's solution set near `model`, found by fixing one input at a time.
+
+    A model usually lies where the unsafe set is thinnest (on its boundary,
+    or on a tie that is the whole set), where rounding each coordinate
+    independently leaves the set. Fixing X_0 to a float near its model
+    value and asking z3 again keeps the rest of the point consistent, and
+    so on for each input: float32 values first (onnxruntime evaluates the
+    model in float32), then the neighbouring float64 values. The result is
+    an exact solution (z3 said sat with every input fixed) or None.
+    """
+    values = list(model)
+    solver.push()
     try:
-        solver = z3.Solver(ctx=context)
-        solver.set("timeout", max(1, int(seconds * 1000)))
-        solver.add(z3.parse_smt2_string(script, ctx=context))
-        answer = solver.check()
-        if answer == z3.unsat:
-            return "unsat", None, ""
-        if answer != z3.sat:
-            why = solver.reason_unknown()
-            timed_out = why in ("timeout", "canceled")
-            return "unknown", None, f"z3 timed out after {seconds:.3g} s" if timed_out else f"z3: unknown ({why})"
-        model = solver.model()
-        point = []
-        for i in range(n_inputs):
-            value = model.eval(z3.Real(input_name(i), context), model_completion=True)
-            if not z3.is_rational_value(value):
-                return "unknown", None, f"z3: model value of {input_name(i)} is not a rational ({value})"
-            point.append(float(Fraction(value.numerator_as_long(), value.denominator_as_long())))
-        return "sat", np.array(point), ""
-    except z3.Z3Exception as error:
-        return "unknown", None, f"z3 error: {' '.join(str(error).split())}"
+        for i, value in enumerate(values):
+            variable = z3.Real(input_name(i), solver.ctx)
+            for candidate in _float_candidates(value, prop.inner_lower[i], prop.inner_upper[i]):
+                if time.monotonic() >= deadline:
+                    return None
+                solver.push()
+                solver.add(variable == z3.RealVal(str(Fraction(candidate)), solver.ctx))
+                status, again, _ = _solve(z3, solver, len(values))
+                if status == "sat":
+                    values = again
+                    break
+                solver.pop()
+            else:
+                return None
+        return np.array([float(v) for v in values])
+    finally:
+        solver.pop()
+
+
+def _float_candidates(value: Fraction, lowest: float, highest: float) -> list[float]:
+    """Floats near `value` inside [lowest, highest]: the float32 neighbours, then the float64 ones."""
+    nearest = float(value)
+    single = float(np.float32(nearest))
+    singles = [single, float(np.nextafter(np.float32(single), np.float32(np.inf))),
+               float(np.nextafter(np.float32(single), np.float32(-np.inf)))]
+    doubles = [nearest, float(np.nextafter(nearest, np.inf)), float(np.nextafter(nearest, -np.inf))]
+    ordered = sorted(singles, key=lambda c: abs(Fraction(c) - value)) + \
+        sorted(doubles, key=lambda c: abs(Fraction(c) - value))
+    return list(dict.fromkeys(c for c in ordered if lowest <= c <= highest))
 
 
 def _validate(network: Network, prop: Property, x: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, str]:

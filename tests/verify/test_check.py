@@ -72,7 +72,7 @@ def test_auto_proves_with_splitting_what_whole_box_bounds_cannot(jobs, monkeypat
 
     _force_pool(monkeypatch)
     assert _bounds.check(BUMPY, BUMPY_SAFE, 5.0).verdict == "unknown"
-    result = check(BUMPY, BUMPY_SAFE, timeout=30, jobs=jobs)
+    result = check(BUMPY, BUMPY_SAFE, engine="bounds", timeout=30, jobs=jobs)
     assert result.verdict == "proved", result.reason
     assert result.engine == "bounds"
     assert result.stats["boxes"] > 1 and result.stats["closed_by_bounds"] >= 2
@@ -104,30 +104,81 @@ def test_every_engine_gives_the_known_answers(engine):
 
 
 @needs_marabou
-def test_single_engine_runs_that_engine_on_the_whole_box():
+def test_single_engine_runs_that_engine_on_the_whole_box_and_labels_a_marabou_proof():
     result = check(XOR, XOR_SAFE, engine="marabou", timeout=30, jobs=1)
     assert result.verdict == "proved"
     assert result.engine == "marabou"
+    assert result.reason.startswith("Marabou alone, not cross-checked: ")
+    assert result.stats["cross_checked"] is False
 
 
-@needs_marabou
-def test_boxes_that_bounds_cannot_close_go_to_marabou(monkeypatch):
+@needs_z3
+def test_boxes_that_bounds_cannot_close_are_closed_by_an_exact_z3_query(monkeypatch):
     monkeypatch.setattr(_check, "ENGINE_DEPTH", 0)
     result = check(BUMPY, BUMPY_SAFE, timeout=30, jobs=1)
     assert result.verdict == "proved", result.reason
-    assert result.engine == "bounds+marabou"
+    assert result.engine == "bounds+z3"
     assert result.stats["closed_by_engine"] >= 1 and result.stats["engine_queries"] >= 1
 
 
-@needs_marabou
-def test_a_marabou_counterexample_on_a_sub_box_is_validated_and_reported(monkeypatch):
+def _marabou_first(monkeypatch):
+    """Send every box to Marabou before Z3 (as on a large network with many unstable ReLUs)."""
+    from certfsm.verify import _box_engine
+
     monkeypatch.setattr(_check, "ENGINE_DEPTH", 0)
+    monkeypatch.setattr(_check, "CHEAP_Z3_UNSTABLE", -1)
+    monkeypatch.setattr(_box_engine, "Z3_FIRST_UNSTABLE", -1)
+    monkeypatch.setattr(_box_engine, "Z3_FIRST_NETWORK", 0)
+
+
+@needs_marabou
+@needs_z3
+def test_a_marabou_unsat_that_z3_does_not_confirm_never_closes_a_box(monkeypatch):
+    from certfsm.verify import _z3
+
+    _marabou_first(monkeypatch)
+    monkeypatch.setattr(_z3, "check", lambda *args: Result("unknown", "z3", 0.0, "z3 timed out"))
+    result = check(BUMPY, BUMPY_SAFE, timeout=8, jobs=1)
+    # The boxes Marabou called UNSAT were split further and closed by bounds alone.
+    assert result.stats["marabou_unsat_unconfirmed"] >= 1 and result.stats["closed_by_engine"] == 0
+    assert result.verdict == "unknown" or result.engine == "bounds", result.reason
+
+
+@needs_marabou
+@needs_z3
+def test_a_wrong_marabou_unsat_on_a_violated_box_is_overruled_by_z3(monkeypatch):
+    from certfsm.verify import _marabou
+
+    _marabou_first(monkeypatch)
+    _no_attacks(monkeypatch)
+    monkeypatch.setattr(_marabou, "check", lambda *args: Result("proved", "marabou", 0.0, "marabou: UNSAT"))
+    result = check(XOR, XOR_UNSAFE, timeout=30, jobs=1)
+    _assert_real_violation(result, XOR, XOR_UNSAFE)
+    assert result.stats["marabou_wrong_unsat"] >= 1
+
+
+@needs_marabou
+@needs_z3
+def test_marabou_unsat_confirmed_by_z3_closes_the_box(monkeypatch):
+    _marabou_first(monkeypatch)
+    result = check(BUMPY, BUMPY_SAFE, timeout=30, jobs=1)
+    assert result.verdict == "proved", result.reason
+    assert result.engine == "bounds+z3" and result.stats["closed_by_engine"] >= 1
+
+
+def _no_attacks(monkeypatch):
     monkeypatch.setattr(_falsify, "falsify", lambda *args, **kwargs: None)
     monkeypatch.setattr(_split, "_unsafe_points", lambda *args: [])
     monkeypatch.setattr(_split, "_attack", lambda *args: [])
+
+
+@needs_z3
+def test_an_engine_counterexample_on_a_sub_box_is_validated_and_reported(monkeypatch):
+    monkeypatch.setattr(_check, "ENGINE_DEPTH", 0)
+    _no_attacks(monkeypatch)
     result = check(XOR, XOR_UNSAFE, timeout=30, jobs=1)
     _assert_real_violation(result, XOR, XOR_UNSAFE)
-    assert result.engine == "bounds+marabou"
+    assert result.engine == "bounds+z3"
 
 
 def test_bounds_engine_says_unknown_when_only_a_point_is_unsafe(monkeypatch):
@@ -262,7 +313,7 @@ def test_a_hanging_marabou_child_is_killed_with_its_worker_at_the_timeout(monkey
     from certfsm.verify import _marabou
 
     monkeypatch.setenv(_marabou.FAULT_ENV, "hang")
-    monkeypatch.setattr(_check, "ENGINE_DEPTH", 0)
+    _marabou_first(monkeypatch)
     monkeypatch.setattr(_check, "ENGINE_GRACE_SECONDS", 0.0)
     _force_pool(monkeypatch)
     libc = ctypes.CDLL(None)

@@ -12,6 +12,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -40,10 +42,14 @@ def _y(*values) -> np.ndarray:
 def test_acasxu_box_matches_the_file(name, acasxu):
     path = acasxu / "vnnlib" / f"{name}.vnnlib"
     (prop,) = parse_vnnlib(path, n_inputs=5, n_outputs=5)
-    lower, upper = np.full(5, np.nan), np.full(5, np.nan)
+    lower, upper = [None] * 5, [None] * 5
     for relation, index, value in _BOUND.findall(path.read_text()):
-        (upper if relation == "<=" else lower)[int(index)] = float(value)
-    assert np.array_equal(prop.lower, lower) and np.array_equal(prop.upper, upper)
+        (upper if relation == "<=" else lower)[int(index)] = Fraction(value)
+    assert prop.exact_lower == tuple(lower) and prop.exact_upper == tuple(upper)
+    # The float box is the exact box rounded outward, by at most one step.
+    for low, high, exact_low, exact_high in zip(prop.lower, prop.upper, lower, upper):
+        assert Fraction(low) <= exact_low and exact_high <= Fraction(high)
+        assert np.nextafter(low, np.inf) > exact_low and np.nextafter(high, -np.inf) < exact_high
     assert prop.name == name
     assert str(path) in prop.description
     assert prop.metadata == {"vnnlib": str(path)}
@@ -104,7 +110,7 @@ INPUT_BOXES = """
         (and (<= 0.1 X_0) (>= 0.5 X_0) (<= Y_0 Y_1))
         (and (<= (- X_0) 0.5) (>= (- X_0) 0.1) (>= (+ Y_2 (* 2 Y_1)) (- 3)))
     ))
-    (assert (< (- Y_0 Y_2) 0.25)) ; strict, read as <=, beside the or
+    (assert (< (- Y_0 Y_2) 0.25)) ; strict, beside the or
 """
 
 
@@ -115,12 +121,16 @@ def test_input_box_disjunction_gives_one_property_per_box(tmp_path):
     assert (first.name, second.name) == ("boxes#0", "boxes#1")
     assert first.metadata == {"vnnlib": str(path), "box": 0} and second.metadata == {"vnnlib": str(path), "box": 1}
     assert str(path) in first.description and "input box 0 of 2" in first.description
-    assert first.lower.tolist() == [-0.5, -1.0] and first.upper.tolist() == [-0.1, 1.0]
-    assert second.lower.tolist() == [0.1, -1.0] and second.upper.tolist() == [0.5, 1.0]
+    assert first.exact_lower == (Fraction(-1, 2), -1) and first.exact_upper == (Fraction(-1, 10), 1)
+    assert second.exact_lower == (Fraction(1, 10), -1) and second.exact_upper == (Fraction(1, 2), 1)
+    # -0.1 and 0.1 are not float64 values: the float box is rounded outward.
+    assert first.upper.tolist() == [np.nextafter(-0.1, np.inf), 1.0]
+    assert second.lower.tolist() == [np.nextafter(0.1, -np.inf), -1.0]
 
     # The first box collects the first and third disjunct, each with the distributed plain assert.
     assert [c.A.tolist() for c in first.unsafe] == [[[1, -1, 0], [1, 0, -1]], [[0, -2, -1], [1, 0, -1]]]
     assert [c.b.tolist() for c in first.unsafe] == [[0, 0.25], [3, 0.25]]
+    assert [c.strict for c in first.unsafe] == [(False, True), (False, True)]
     assert [c.A.tolist() for c in second.unsafe] == [[[1, -1, 0], [1, 0, -1]]]
     assert first.unsafe[1].labels == ("(>= (+ Y_2 (* 2 Y_1)) (- 3)) (line 12)", "(< (- Y_0 Y_2) 0.25) (line 14)")
     # closure of the strict comparison: the boundary point is unsafe
@@ -214,8 +224,22 @@ def test_result_words(verdict, text):
 
 
 def test_sat_result_lists_inputs_then_outputs():
-    text = format_vnncomp_result("violated", [0.1, -0.5], [1.0, 2.5e-7, -3.0])
-    assert text == "sat\n((X_0 0.1)\n (X_1 -0.5)\n (Y_0 1.0)\n (Y_1 2.5e-07)\n (Y_2 -3.0))"
+    text = format_vnncomp_result("violated", [0.5, -0.5], [1.0, 0.375, -3.0])
+    assert text == "sat\n((X_0 0.5)\n (X_1 -0.5)\n (Y_0 1.0)\n (Y_1 0.375)\n (Y_2 -3.0))"
+
+
+def test_witness_values_are_the_exact_decimals_of_the_checked_floats():
+    """The printed point is the checked point: 0.1 prints as the float64 0.1 is, not as the decimal 1/10."""
+    text = format_vnncomp_result("violated", [0.1], [2.5e-7])
+    assert "(X_0 0.1000000000000000055511151231257827021181583404541015625)" in text
+    assert "(Y_0 0.00000024999999999999998868702795647156467140348468092270195484161376953125)" in text
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=6))
+def test_sat_values_read_back_exactly(values):
+    text = format_vnncomp_result("sat", values, values[:1])
+    read = [Fraction(v) for v in re.findall(r"\(X_\d+ (\S+)\)", text)]
+    assert read == [Fraction(float(v)) for v in values]
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=6))

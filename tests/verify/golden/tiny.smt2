@@ -36,7 +36,7 @@
 ; layer 1 (Gemm_1): output layer, 2 x 2
 (assert (= Y_0 (+ H_0_0 (* (- 2.0) H_0_1))))
 (assert (= Y_1 (+ (* 0.5 H_0_0) H_0_1 (- 0.125))))
-; unsafe set: some disjunct has every row A @ Y <= b
+; unsafe set: some disjunct has every row A @ Y <= b (< b where strict)
 (assert (or (<= (+ (- Y_0) Y_1) 0.0) (<= Y_1 (- 3.0))))
 (check-sat)
 (exit)
