@@ -83,6 +83,12 @@ def test_every_acasxu_network_loads_as_six_hidden_layers_of_fifty(acasxu):
         assert network.layers[-1].source == "linear_7_MatMul+linear_7_Add"
 
 
+def test_acasxu_networks_fold_without_rounding(acasxu):
+    """Their only normalisation subtracts zeros, so every layer's floats are its exact weights."""
+    for path in _acasxu_networks(acasxu)[:3]:
+        assert load_onnx(path).is_exact
+
+
 def test_acasxu_weights_are_the_stored_float32_values_exactly(acasxu):
     path = _acasxu_networks(acasxu)[0]
     stored = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
@@ -139,6 +145,60 @@ def test_sub_div_normalisation_folds_into_the_first_layer(tmp_path):
     expected = np.maximum(((x - _f32(mean)) / _f32(std)) @ _f32(W1).T + _f32(b1), 0) @ _f32(W2) + _f32(b2)
     np.testing.assert_allclose(network.evaluate(x), expected, rtol=1e-12, atol=1e-12)
     _assert_matches_onnxruntime(network, x)
+
+
+def test_a_fold_that_rounds_keeps_the_layers_exact_rational_weights(tmp_path):
+    """(x - mean) / 3 folded into a Gemm: 1/3 has no float64, so the layer keeps its exact rationals.
+
+    The exact weights are those of the ONNX function read exactly, the
+    floats are their nearest values, and the recorded error bounds the gap.
+    """
+    from fractions import Fraction
+
+    from certfsm.verify._exact import exact_outputs
+
+    mean, std = [0.5, -1.0], [3.0, 0.25]
+    W1, b1 = _f32([[0.7, -1.3], [2.1, 0.4]]), _f32([0.1, -0.2])
+    nodes = [
+        helper.make_node("Sub", ["x", "mean"], ["centred"], name="normalise_sub"),
+        helper.make_node("Div", ["centred", "std"], ["scaled"], name="normalise_div"),
+        helper.make_node("Gemm", ["scaled", "W1", "b1"], ["y"], name="dense1", transB=1),
+    ]
+    inits = [_init("mean", mean), _init("std", std), _init("W1", W1), _init("b1", b1)]
+    data = _model_bytes(nodes, [_float_input(shape=("N", 2))], [_float_input("y", ("N", 2))], inits)
+    network = load_onnx(_write(tmp_path, data))
+    (layer,) = network.layers
+    assert not layer.is_exact and not network.is_exact
+    F = [[Fraction(float(w)) for w in row] for row in W1]
+    means, stds = [Fraction(v) for v in mean], [Fraction(v) for v in std]
+    expected_weight = tuple(tuple(F[j][i] / stds[i] for i in range(2)) for j in range(2))
+    expected_bias = tuple(Fraction(float(b1[j])) - sum(F[j][i] * means[i] / stds[i] for i in range(2))
+                          for j in range(2))
+    assert layer.exact_weight() == expected_weight and layer.exact_bias() == expected_bias
+    weight_error, bias_error = layer.rounding_error()
+    for j in range(2):
+        assert abs(Fraction(float(layer.bias[j])) - expected_bias[j]) <= Fraction(float(bias_error[j]))
+        for i in range(2):
+            assert abs(Fraction(float(layer.weight[j, i])) - expected_weight[j][i]) <= Fraction(float(weight_error[j, i]))
+    x = np.array([0.25, -0.75])
+    exact = exact_outputs(network, x)
+    xs = [Fraction(float(v)) for v in x]
+    assert exact == [sum(w * (v - m) / s for w, v, m, s in zip(F[j], xs, means, stds)) + Fraction(float(b1[j]))
+                     for j in range(2)]
+
+
+def test_a_fold_that_does_not_round_stays_float(tmp_path):
+    """Subtracting a zero mean and dividing by a power of two is exact in float64: no rationals are kept."""
+    nodes = [
+        helper.make_node("Sub", ["x", "mean"], ["centred"], name="normalise_sub"),
+        helper.make_node("Div", ["centred", "std"], ["scaled"], name="normalise_div"),
+        helper.make_node("Gemm", ["scaled", "W1", "b1"], ["y"], name="dense1", transB=1),
+    ]
+    inits = [_init("mean", [0.0, 0.0]), _init("std", [2.0, 0.5]), _init("W1", [[0.7, -1.3], [2.1, 0.4]]),
+             _init("b1", [0.1, -0.2])]
+    data = _model_bytes(nodes, [_float_input(shape=("N", 2))], [_float_input("y", ("N", 2))], inits)
+    network = load_onnx(_write(tmp_path, data))
+    assert network.is_exact and network.layers[0].rounding_error() is None
 
 
 def test_constants_on_either_side_of_add_sub_mul(tmp_path):

@@ -161,3 +161,20 @@ def test_check_rejects_bad_arguments(prop, timeout, message):
 def test_unknown_method_is_an_error():
     with pytest.raises(ValueError, match=r"^method='exact' is not 'forward' or 'backward'$"):
         _bounds.preactivation_bounds(IDENTITY, [0.0], [1.0], method="exact")
+
+
+def test_bounds_cover_the_exact_weights_of_a_layer_whose_floats_only_approximate_them():
+    """A rounded fold keeps exact rationals beside its floats; bounds must hold for the exact layer.
+
+    Here the gap is made huge on purpose (exact weight 1, float 0.5): the
+    upper bound of y over x in [0, 1] must reach the exact maximum 1, not
+    the float network's 0.5.
+    """
+    from fractions import Fraction
+
+    from certfsm.verify._bounds import objective_lower_bounds
+
+    hidden = AffineLayer(np.array([[0.5]]), np.array([0.0]), "rounded fold", exact=(((Fraction(1),),), (Fraction(0),)))
+    network = Network((hidden, AffineLayer(np.array([[1.0]]), np.array([0.0]), "out")))
+    lower_of_minus_y = objective_lower_bounds(network, np.array([[0.0]]), np.array([[1.0]]), np.array([[-1.0]]))
+    assert lower_of_minus_y[0, 0] <= -1.0
