@@ -122,7 +122,7 @@ def _print_results(run) -> None:
     width = max([len(p.name) for p in run.properties] + [8])
     for prop, result in zip(run.properties, run.results):
         line = f"{prop.name:<{width}}  {result.verdict:<8}  {result.engine:<15} {result.seconds:8.3f} s"
-        if result.reason and result.verdict != "proved":
+        if result.reason and (result.verdict != "proved" or result.stats.get("cross_checked") is False):
             line += f"  ({result.reason})"
         typer.echo(line)
 
@@ -162,6 +162,9 @@ def vnnlib(
                      naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
                      settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
     typer.echo(text.rstrip("\n"))
+    for prop_box, result in zip(run.properties, run.results):
+        if result.verdict == "unknown" or result.stats.get("cross_checked") is False:
+            typer.echo(f"{prop_box.name}: {result.verdict} ({result.reason})", err=True)
     raise typer.Exit(EXIT_OK if answer == "unsat" else EXIT_FAILED)
 
 

@@ -135,9 +135,10 @@ def exact_violation_reason(stats: dict) -> str | None:
     if not model:
         return None
     point = ", ".join(f"X_{i} = {value}" for i, value in enumerate(model))
+    last = f" (last candidate: {stats['rejected']})" if stats.get("rejected") else ""
     return (f"z3 shows the unsafe set is reachable under the exact semantics (at {point}), but no float point "
             "was found that re-evaluates as unsafe exactly, in float64 and in onnxruntime, so it is not reported "
-            "as violated")
+            f"as violated{last}")
 
 
 def _unknown(started: float, stats: dict, reason: str) -> Result:
