@@ -34,5 +34,9 @@ class ReportError(CertfsmError, OSError):
     """A report folder or report file cannot be written or read back."""
 
 
+class UsageError(CertfsmError, ValueError):
+    """A command-line flag has a value certfsm cannot use (named as the user typed it)."""
+
+
 class EngineError(CertfsmError, RuntimeError):
     """A solver back-end is missing or was asked for something it does not support."""

@@ -33,10 +33,22 @@ def staged_folder(folder) -> Iterator[Path]:
                           "choose a writable --report path") from error
     try:
         yield staging
+        os.chmod(staging, _shared_folder_mode())
         _swap_in(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _shared_folder_mode() -> int:
+    """The mode of a folder made with mkdir: rwxr-xr-x under the usual umask.
+
+    mkdtemp makes the staging folder private (0700); a report is meant to
+    be handed to auditors, so it is opened up as a plain mkdir would be.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
 
 
 def _swap_in(staging: Path, folder: Path) -> None:

@@ -9,6 +9,7 @@ with --debug). Heavy modules are imported inside the commands so that
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from ._errors import CertfsmError
+from ._errors import ArtifactError, CertfsmError, EngineError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -28,13 +29,41 @@ app.add_typer(spec_app, name="spec")
 _state = {"debug": False}
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"certfsm {version('certfsm')}")
+        except PackageNotFoundError:
+            typer.echo("certfsm (not installed as a package)")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _options(debug: bool = typer.Option(False, "--debug", help="Show a full traceback on errors.")) -> None:
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Show a full traceback on errors."),
+    show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                      help="Print the certfsm version and exit."),
+) -> None:
     _state["debug"] = debug
 
 
 def _jobs(jobs: Optional[int]) -> int:
-    return jobs if jobs else (os.cpu_count() or 1)
+    """--jobs as given (at least 1), or every core when it is left out."""
+    if jobs is None:
+        return os.cpu_count() or 1
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs} is not a number of worker processes; give --jobs 1 or more, "
+                         "or leave it out to use every core")
+    return jobs
+
+
+def _seconds(flag: str, value: float) -> float:
+    """A time budget flag: a finite number of seconds above zero."""
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} {value:g} is not a positive number of seconds; give e.g. {flag} 60")
+    return value
 
 
 def _example_spec(name: str) -> Path:
@@ -89,6 +118,7 @@ def verify(
 
     spec_path = _spec_argument(spec, example, example_name)
     _check_engine(engine)
+    jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     controller = load_spec(spec_path)
     from .verify._spec_properties import spec_properties
 
@@ -105,17 +135,26 @@ def verify(
 
 def _spec_argument(spec: Optional[Path], example: bool, example_name: str) -> Path:
     if example and spec is not None:
-        raise typer.BadParameter("give either SPEC or --example, not both")
+        raise UsageError("give either SPEC or --example, not both")
     if example:
         return _example_spec(example_name)
     if spec is None:
-        raise typer.BadParameter("missing SPEC; give a controller spec file or --example")
+        raise UsageError("missing SPEC; give a controller spec file or --example")
+    if spec.suffix.lower() == ".onnx":
+        raise UsageError(f"SPEC {spec} is an ONNX model, not a controller spec; give the spec JSON whose "
+                         "\"model\" field names it (see certfsm/examples/*.spec.json), or --example")
     return spec
 
 
 def _check_engine(engine: str) -> None:
+    """Refuse an unknown --engine, or one whose solver is not installed, before any work."""
+    from certfsm.verify._engines import engines_needed, is_installed, missing_solver
+
     if engine not in ("auto", "marabou", "z3", "both", "bounds"):
-        raise typer.BadParameter(f"--engine={engine!r} is not one of auto, marabou, z3, both, bounds")
+        raise UsageError(f"--engine {engine} is not one of auto, marabou, z3, both, bounds; give e.g. --engine auto")
+    for name in engines_needed(engine):
+        if not is_installed(name):
+            raise EngineError(missing_solver(name, f"--engine {engine}", "--engine auto"))
 
 
 def _print_results(run) -> None:
@@ -144,6 +183,7 @@ def vnnlib(
     from certfsm.verify._vnnlib import format_vnncomp_result
 
     _check_engine(engine)
+    jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     with _Progress([prop.stem], progress and sys.stderr.isatty()) as bar:
         run = verify_vnnlib(network, prop, engine=engine, timeout=timeout, jobs=_jobs(jobs),
                             on_progress=lambda box, fraction, message: bar.update(0, fraction, message))
@@ -177,7 +217,7 @@ def recheck(
     """Re-run every .smt2 file of a report with a stock SMT solver and compare with the recorded status."""
     from certfsm.verify._recheck import recheck_folder
 
-    rows = recheck_folder(folder, solver=solver, timeout=timeout)
+    rows = recheck_folder(folder, solver=solver, timeout=_seconds("--timeout", timeout))
     for row in rows:
         typer.echo(f"{row.file:<48} recorded {row.recorded_status:<8} {solver} {row.answer:<8} "
                    f"{row.seconds:7.2f} s  {'ok' if row.ok else 'MISMATCH'}" + (f"  ({row.note})" if row.note else ""))
@@ -207,6 +247,7 @@ def distill(
     from certfsm.fsm._pipeline import distill_controller
 
     spec_path = _spec_argument(spec, example, example_name)
+    jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     controller = load_spec(spec_path)
     pairs = tuple(_input_pair(text) for text in decision_map or ())
     with _CellProgress(progress and sys.stderr.isatty()) as bar:
@@ -233,7 +274,7 @@ def distill(
 def _input_pair(text: str) -> tuple[str, str]:
     parts = [part.strip() for part in text.split(",")]
     if len(parts) != 2 or not all(parts):
-        raise typer.BadParameter(f"--map {text!r} is not two input names separated by a comma; "
+        raise UsageError(f"--map {text!r} is not two input names separated by a comma; "
                                  "give e.g. --map temperature,compute_util")
     return parts[0], parts[1]
 
@@ -279,6 +320,10 @@ def inspect(
     from certfsm._inspect import inspect_artifact
 
     inspection = inspect_artifact(artifact, report=report)
+    not_an_artifact = next((c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")),
+                           None)
+    if not_an_artifact is not None:
+        raise ArtifactError(not_an_artifact.detail)
     for line in inspection:
         typer.echo(line)
     raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
@@ -287,30 +332,53 @@ def inspect(
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
-    from certfsm._spec import check_spec
+    from certfsm._onnx import load_onnx
+    from certfsm._spec import check_spec, load_spec
+    from certfsm.verify._run import check_network_fits_spec
 
-    for line in check_spec(spec):
+    lines = check_spec(_spec_argument(spec, False, ""))
+    controller = load_spec(spec)
+    network = load_onnx(controller.model_path)
+    check_network_fits_spec(network, controller)
+    for line in lines:
         typer.echo(line)
+    typer.echo(f"model: {network.n_inputs} inputs, {network.n_outputs} outputs, hidden layers "
+               f"{list(network.hidden_sizes)}: fits the spec")
     typer.echo(f"{spec}: ok")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Console entry point: turn certfsm's own errors into one line and exit code 2.
+    """Console entry point: every mistake becomes one line on stderr and exit code 2.
 
-    The CLI library handles its own usage errors (exit 2) and typer.Exit
-    codes in standalone mode; certfsm's errors pass through it to here.
+    certfsm's own errors carry their message (file, field, fix); the CLI
+    library's usage errors (an unknown option, a value of the wrong type)
+    are reduced to one line too, naming the command's --help. Exit codes
+    raised by the commands pass through; `certfsm` alone shows the help.
     """
     try:
-        app(args=argv, prog_name="certfsm")
+        outcome = app(args=argv, prog_name="certfsm", standalone_mode=False)
     except CertfsmError as error:
         if _state["debug"]:
             raise
         typer.echo(f"certfsm: error: {error}", err=True)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
+    except typer.Exit as done:
+        return done.exit_code
+    except (KeyboardInterrupt, typer.Abort):
         typer.echo("certfsm: interrupted; nothing half-written was left behind", err=True)
         return 130
-    return EXIT_OK
+    except typer.TyperException as error:
+        context = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
+            typer.echo(context.get_help(), err=True)
+            return EXIT_BAD_INPUT
+        if _state["debug"]:
+            raise
+        command = context.command_path if context is not None else "certfsm"
+        message = " ".join(error.format_message().split()) if hasattr(error, "format_message") else str(error)
+        typer.echo(f"certfsm: error: {message}; see {command} --help", err=True)
+        return EXIT_BAD_INPUT
+    return outcome if isinstance(outcome, int) else EXIT_OK
 
 
 if __name__ == "__main__":

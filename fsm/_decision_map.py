@@ -57,6 +57,11 @@ MAX_RESOLUTION = 4096
 CONSERVATIVE_LABEL = "conservative (not proved)"
 HELD_BACK_LABEL = "held back: the proved token is forbidden here"
 _HATCH = "///"
+# Conservative (unproved) cells get a pale sand colour under a dark hatch,
+# not a washed-out version of the conservative token's colour: next to the
+# tab10 token colours they must stand out at a glance.
+CONSERVATIVE_FILL = (0.96, 0.91, 0.76, 1.0)
+CONSERVATIVE_HATCH = "0.15"
 _HELD_HATCH = "xx"
 _DPI = 110
 _SVG_SALT = "certfsm-decision-map"
@@ -289,7 +294,7 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, held
                                    y_edges[j + 1] - y_edges[j]) for j, i in zip(*np.nonzero(mask))]
                         for mask in (not_proved, held))
     if boxes:
-        left.add_collection(PatchCollection(boxes, facecolor=(1.0, 1.0, 1.0, 0.45), edgecolor="0.25",
+        left.add_collection(PatchCollection(boxes, facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH,
                                             linewidth=0.0, hatch=_HATCH))
     if forbidden:
         left.add_collection(PatchCollection(forbidden, facecolor=(1.0, 1.0, 1.0, 0.0), edgecolor="black",
@@ -323,8 +328,8 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, held
         note = "" if spec.is_legal_index(k) else " (not legal)"
         handles.append(Patch(facecolor=colours[k], edgecolor="0.3", label=f"{token}{note}"))
     if boxes:
-        washed = 0.55 * colours[spec.conservative_index] + 0.45
-        handles.append(Patch(facecolor=washed, edgecolor="0.25", hatch=_HATCH, label=CONSERVATIVE_LABEL))
+        handles.append(Patch(facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH, hatch=_HATCH,
+                             label=CONSERVATIVE_LABEL))
     if forbidden:
         handles.append(Patch(facecolor=colours[spec.conservative_index], edgecolor="black", hatch=_HELD_HATCH,
                              label=HELD_BACK_LABEL))

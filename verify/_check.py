@@ -57,7 +57,7 @@ from certfsm._errors import EngineError
 from certfsm._network import Network
 
 from . import _box_engine, _falsify, _split, _z3
-from ._engines import box_engine_name, engine_module
+from ._engines import box_engine_name, engine_module, engines_needed, is_installed, missing_solver
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._task_runners import InlineRunner, runner_for
@@ -125,6 +125,9 @@ def _check_arguments(network: Network, prop: Property, engine: str, timeout: flo
         raise EngineError(f"timeout={timeout!r} is not a positive number of seconds; give e.g. timeout=60")
     if jobs is not None and not (isinstance(jobs, int) and jobs >= 1):
         raise EngineError(f"jobs={jobs!r} is not a positive number of worker processes; give e.g. jobs=2 or None")
+    for name in engines_needed(engine):
+        if not is_installed(name):
+            raise EngineError(missing_solver(name, f"engine={engine!r}", "engine='auto'"))
     check_fits(network, prop)
 
 
@@ -140,7 +143,7 @@ def _falsify_step(network: Network, prop: Property, budget: float, seed: int, st
         VIOLATED,
         "falsify",
         time.monotonic() - started,
-        reason="falsification found a counterexample (re-evaluated in float64 and onnxruntime)",
+        reason="falsification found a counterexample (unsafe exactly, in float64 and in onnxruntime)",
         counterexample=validation.x,
         outputs=validation.outputs,
         stats={"falsify_seconds": time.monotonic() - started},
@@ -342,7 +345,7 @@ def _absorb_search(search: _Search, outcome: _split.Outcome, started: float) -> 
         if validation.ok:
             return Result(VIOLATED, "falsify", time.monotonic() - started,
                           reason="an attack point of branch and bound is a counterexample "
-                                 "(re-evaluated in float64 and onnxruntime)",
+                                 "(unsafe exactly, in float64 and in onnxruntime)",
                           counterexample=validation.x, outputs=validation.outputs, stats=stats)
     return None
 
@@ -355,7 +358,7 @@ def _absorb_attack(search: _Search, answer, started: float) -> Result | None:
     if not validation.ok:
         return None
     return Result(VIOLATED, "falsify", time.monotonic() - started,
-                  reason="falsification found a counterexample (re-evaluated in float64 and onnxruntime)",
+                  reason="falsification found a counterexample (unsafe exactly, in float64 and in onnxruntime)",
                   counterexample=validation.x, outputs=validation.outputs, stats=search.stats)
 
 

@@ -9,6 +9,8 @@ maraboupy nor z3.
 from __future__ import annotations
 
 import importlib.util
+import platform
+import sys
 
 from certfsm._errors import EngineError
 
@@ -20,8 +22,36 @@ def engine_module(name: str):
     else:
         from . import _z3 as module
     if not module.is_available():
-        raise EngineError(f"{name}: its solver package cannot be imported; install it or choose engine='auto'")
+        raise EngineError(missing_solver(name, f"engine={name!r}", "engine='auto'"))
     return module
+
+
+def missing_solver(name: str, asked: str, instead: str) -> str:
+    """The one-line message for a solver that cannot be imported: which Python this is, and the fix.
+
+    `asked` names what the user gave (``--engine marabou`` or
+    ``engine='marabou'``), `instead` what to give instead.
+    """
+    version = platform.python_version()
+    if name == "marabou":
+        return (f"{asked} needs maraboupy, which cannot be imported on this Python ({version}, {sys.platform} "
+                f"{platform.machine()}): maraboupy 2.0 publishes wheels only for CPython 3.8-3.11 on x86-64 Linux "
+                f"(and 3.11 on Intel macOS); give {instead} (bounds and Z3) or run certfsm on Python 3.11")
+    return f"{asked} needs z3-solver, which cannot be imported on this Python ({version}); pip install z3-solver"
+
+
+def solver_package(name: str) -> str:
+    """The Python package an engine needs ("maraboupy" for marabou, "z3" for z3)."""
+    return {"marabou": "maraboupy", "z3": "z3"}[name]
+
+
+def engines_needed(engine: str) -> tuple[str, ...]:
+    """The solver back-ends an engine choice calls by name (auto and bounds need none)."""
+    return {"marabou": ("marabou",), "z3": ("z3",), "both": ("marabou", "z3")}.get(engine, ())
+
+
+def is_installed(name: str) -> bool:
+    return importlib.util.find_spec(solver_package(name)) is not None
 
 
 def box_engine_name() -> str | None:

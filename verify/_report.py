@@ -19,6 +19,7 @@ import numpy as np
 from certfsm._decision import decide
 from certfsm._staging import staged_folder
 
+from ._exact import plain_decimal
 from ._property import Property
 from ._result import Result
 
@@ -67,6 +68,7 @@ def _entry(index, prop, result, naming, smt2_name, smt2_sha) -> dict:
     }
     if result.counterexample is not None:
         entry["counterexample"] = {n: float(v) for n, v in zip(naming.input_names, result.counterexample)}
+        entry["counterexample_exact"] = {n: plain_decimal(v) for n, v in zip(naming.input_names, result.counterexample)}
         entry["outputs"] = {n: float(v) for n, v in zip(naming.output_names, result.outputs)}
         if naming.decision:
             entry["decision"] = naming.output_names[int(decide(result.outputs, naming.decision))]
@@ -81,20 +83,24 @@ def _markdown(summary: dict, naming: InputNaming) -> str:
         lines.append(f"- spec: `{summary['spec']['file']}` (sha256 `{summary['spec']['sha256']}`)")
     lines += [f"- engine: {summary['settings']['engine']}, timeout {summary['settings']['timeout']} s "
               f"per property, {summary['settings']['jobs']} jobs",
-              f"- overall: **{summary['overall']}** ({summary['counts']})", "",
+              f"- overall: **{summary['overall']}** ("
+              + ", ".join(f"{count} {verdict}" for verdict, count in summary["counts"].items()) + ")", "",
               "| property | verdict | engine | time (s) | SMT-LIB |", "|---|---|---|---|---|"]
     for entry in summary["properties"]:
         lines.append(f"| {entry['property']} | **{entry['verdict']}** | {entry['engine']} | "
                      f"{entry['seconds']:.3f} | [{entry['smt2']}]({entry['smt2']}) |")
     for entry in summary["properties"]:
-        lines += ["", f"## {entry['property']}: {entry['verdict']}", "", entry["description"] + "."]
+        lines += ["", f"## {entry['property']}: {entry['verdict']}", "", f"Claim: {entry['description']}.",
+                  "", "Over the input box " + ", ".join(f"{name} in [{lo:.9g}, {hi:.9g}]" for name, (lo, hi)
+                                                       in entry["input_box"].items()) + ".", "", _shown(entry)]
         if entry["reason"]:
             lines += ["", f"Reason: {entry['reason']}"]
         if "counterexample" in entry:
-            lines += ["", "Counterexample (re-evaluated in numpy float64 and onnxruntime):", "",
+            lines += ["", "Counterexample (unsafe exactly, in numpy float64 and in onnxruntime; each value is the "
+                      "exact decimal of the float64 that was checked):", "",
                       "| input | value | unit |", "|---|---|---|"]
             for name, unit in zip(naming.input_names, naming.input_units):
-                lines.append(f"| {name} | {entry['counterexample'][name]:.9g} | {unit} |")
+                lines.append(f"| {name} | {entry['counterexample_exact'][name]} | {unit} |")
             scores = ", ".join(f"{k} = {v:.6g}" for k, v in entry["outputs"].items())
             lines += ["", f"Scores there: {scores}."]
             if "decision" in entry:
@@ -104,6 +110,16 @@ def _markdown(summary: dict, naming: InputNaming) -> str:
               "verdict (unsat = proved, sat = violated). Re-run one with `z3 FILE.smt2`, or all of "
               "them with `certfsm recheck THIS_FOLDER [--solver z3|cvc5]`.", ""]
     return "\n".join(lines)
+
+
+def _shown(entry: dict) -> str:
+    """What the verdict showed about the claim, said so that a violated claim never reads as a success."""
+    if entry["verdict"] == "proved":
+        return f"Shown: the claim holds ({entry['engine']})."
+    if entry["verdict"] == "violated":
+        chosen = f"; there the network chooses **{entry['decision']}**" if "decision" in entry else ""
+        return f"Shown: the claim is **false**: it fails at the counterexample below{chosen}."
+    return "Shown: nothing; the claim is neither proved nor refuted (see the reason)."
 
 
 def model_summary(network) -> dict:

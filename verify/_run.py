@@ -53,12 +53,12 @@ def verify_spec(spec, *, engine="auto", timeout=60.0, jobs=None, on_progress=Non
     from ._spec_properties import spec_properties
 
     network = load_onnx(spec.model_path)
-    _check_network_fits_spec(network, spec)
+    check_network_fits_spec(network, spec)
     return check_all(network, spec_properties(spec), engine=engine, timeout=timeout, jobs=jobs,
                      on_progress=on_progress)
 
 
-def _check_network_fits_spec(network, spec) -> None:
+def check_network_fits_spec(network, spec) -> None:
     from certfsm._errors import SpecError
 
     if network.n_inputs != spec.n_inputs:

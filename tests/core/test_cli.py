@@ -1,6 +1,7 @@
 """The command line as a user meets it: exit codes, one-line errors, report folders that never half-write."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -86,11 +87,52 @@ def test_debug_flag_shows_the_traceback(tmp_path, example_spec_with):
     assert code != 0 and "Traceback" in err
 
 
-def test_usage_errors_exit_2(tmp_path):
-    code, _, err = run_cli("verify", "--no-progress")
-    assert code == 2 and "missing SPEC" in err
-    code, _, err = run_cli("verify", "--example", "--engine", "magic")
-    assert code == 2 and "--engine='magic'" in err
+MISTAKES = [
+    (("verify", "--no-progress"), r"^certfsm: error: missing SPEC; give a controller spec file or --example$"),
+    (("verify", "--example", "--engine", "magic"),
+     r"^certfsm: error: --engine magic is not one of auto, marabou, z3, both, bounds; give e\.g\. --engine auto$"),
+    (("verify", "--example", "--jobs", "0"), r"^certfsm: error: --jobs 0 is not a number of worker processes; "),
+    (("vnnlib", "a.onnx", "b.vnnlib", "--jobs", "0"), r"^certfsm: error: --jobs 0 is not a number of worker "),
+    (("distill", "--example", "--out", "x.cfsm", "--jobs", "0"), r"^certfsm: error: --jobs 0 is not a number "),
+    (("vnnlib", "a.onnx", "b.vnnlib", "--timeout", "-1"),
+     r"^certfsm: error: --timeout -1 is not a positive number of seconds; give e\.g\. --timeout 60$"),
+    (("verify", "--example", "--timeout", "nan"), r"^certfsm: error: --timeout nan is not a positive number "),
+    (("distill", "--example", "--out", "x.cfsm", "--timeout", "0"), r"^certfsm: error: --timeout 0 is not a "),
+    (("recheck", ".", "--timeout", "-5"), r"^certfsm: error: --timeout -5 is not a positive number of seconds"),
+    (("verify", "--example", "--jobs", "many"), r"^certfsm: error: Invalid value for '--jobs': .*; see certfsm verify --help$"),
+    (("verify", "--example", "--bogus"), r"^certfsm: error: No such option: --bogus.*; see certfsm verify --help$"),
+    (("vnnlib",), r"^certfsm: error: Missing argument 'network'.*; see certfsm vnnlib --help$"),
+    (("inspect", "missing.cfsm"), r"^certfsm: error: missing\.cfsm: no such file .*; give the path of a \.cfsm artifact"),
+    (("verify", "model.onnx"), r"^certfsm: error: SPEC model\.onnx is an ONNX model, not a controller spec; "),
+]
+
+
+@pytest.mark.parametrize("args, message", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
+def test_each_command_line_mistake_is_one_line_and_exit_2(args, message, tmp_path):
+    """Flags are named as typed (--jobs, --timeout), never by internal parameter names."""
+    code, _, err = run_cli(*args, cwd=tmp_path)
+    assert_one_line_error(code, err, message)
+
+
+def test_inspect_of_a_file_that_is_not_an_artifact_is_bad_input(tmp_path):
+    not_json = tmp_path / "model.cfsm"
+    not_json.write_bytes(b"\x08\x07binary")
+    assert_one_line_error(*run_cli("inspect", not_json)[::2], r"^certfsm: error: .*model\.cfsm: ")
+    other_json = tmp_path / "other.cfsm"
+    other_json.write_text('{"a": 1}')
+    assert_one_line_error(*run_cli("inspect", other_json)[::2], r"^certfsm: error: .*other\.cfsm: .*not a certfsm artifact")
+
+
+def test_version_is_printed():
+    code, out, _ = run_cli("--version")
+    assert code == 0 and re.match(r"^certfsm \d+\.\d+\.\d+", out)
+
+
+def test_spec_check_loads_the_model_and_refuses_one_that_is_not_onnx(tmp_path, example_spec_with):
+    fake = tmp_path / "fake.onnx"
+    fake.write_bytes(b"this is not a model")
+    code, _, err = run_cli("spec", "check", example_spec_with(model=str(fake)))
+    assert_one_line_error(code, err, r"^certfsm: error: .*fake\.onnx: is not an ONNX model")
 
 
 def test_spec_check_accepts_the_example_and_rejects_a_bad_one(tmp_path, example_spec_with):
@@ -116,7 +158,7 @@ def test_vnnlib_writes_a_vnncomp_witness_for_a_sat_instance(tmp_path, acasxu):
                              acasxu / "vnnlib/prop_4.vnnlib", "--timeout", "116", "--out", out_file)
     assert code == 1, err
     text = out_file.read_text()
-    assert text.startswith("sat\n((X_0 ") and "(Y_4 " in text
+    assert text.startswith("sat\n((X_0 ") and "(Y_4 " in text and text.endswith(")\n")
 
 
 @pytest.mark.slow

@@ -156,18 +156,22 @@ def test_a_wrong_exact_cell_in_the_slice_lowers_the_agreement_and_is_marked(exam
 # ----------------------------------------------------------------- what is drawn
 
 
-def test_png_shows_the_token_colours_and_the_washed_out_conservative_cells(tmp_path):
+def test_png_shows_the_token_colours_and_the_sand_conservative_cells(tmp_path):
+    """Conservative cells are pale sand, far from every token colour (KEEP's blue included)."""
     from matplotlib.image import imread
+
+    from certfsm.fsm._decision_map import CONSERVATIVE_FILL
 
     spec = tiny_spec()
     colours = token_colours(spec.n_outputs)
-    washed = 0.55 * colours[KEEP] + 0.45
+    washed = np.array(CONSERVATIVE_FILL)
+    assert all(np.abs(washed[:3] - colour[:3]).sum() > 0.5 for colour in colours)
     result = render_tiny(tmp_path / "map.png", spec)
     assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
     image = imread(tmp_path / "map.png")
     assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 600
     assert result.cells_shown == 4 and result.exact_shown == 2 and result.agreement == 1.0
-    # B fills the exact cells and the network's left half, A its right half; conservative cells are washed out
+    # B fills the exact cells and the network's left half, A its right half; conservative cells are sand-coloured
     assert pixels_near(image, colours[B]) > 10_000
     assert pixels_near(image, colours[A]) > 5_000
     assert pixels_near(image, washed) > 5_000

@@ -38,7 +38,10 @@ def test_summary_lists_each_property_with_its_file_and_hash(tmp_path):
         assert hashlib.sha256(data).hexdigest() == entry["smt2_sha256"]
     assert on_disk["properties"][1]["counterexample"] == {"load": 1.0, "temp": 0.0}
     markdown = (tmp_path / "r" / "report.md").read_text()
-    assert "| load | 1 | % |" in markdown and "**violated**" in markdown
+    assert "| load | 1.0 | % |" in markdown and "**violated**" in markdown
+    assert "(1 proved, 1 violated, 0 unknown)" in markdown and "{" not in markdown.split("##")[0]
+    assert "Shown: the claim is **false**" in markdown and "Shown: the claim holds" in markdown
+    assert "Over the input box load in [" in markdown
 
 
 def test_a_failure_midway_leaves_the_old_report_untouched_and_no_debris(tmp_path, monkeypatch):
@@ -79,3 +82,17 @@ def test_a_file_in_the_way_is_a_clear_error(tmp_path):
     (["unknown", "violated"], "violated"), ([], "unknown")])
 def test_overall_verdict(verdicts, overall):
     assert _report.overall_verdict(verdicts) == overall
+
+
+def test_a_report_folder_is_readable_by_others_as_mkdir_would_make_it(tmp_path):
+    """Reports go to auditors: the staging folder's private mode (0700) must not survive the swap."""
+    import os
+
+    from certfsm._staging import staged_folder
+
+    with staged_folder(tmp_path / "shared") as staging:
+        (staging / "summary.json").write_text("{}")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "shared").stat().st_mode & 0o777 == 0o777 & ~umask
+
