@@ -26,6 +26,7 @@ label)``, the finite float64 values).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -66,23 +67,29 @@ class Chain:
             exact = (tuple(tuple(row) for row in weight.tolist()), tuple(bias.tolist()))
         self.layers.append(AffineLayer(self.weight, self.bias, source, exact))
 
-    def _fold(self, fold, *constants, exact_in_floats: bool = False) -> None:
+    def _fold(self, fold, *constants, exact_in_floats: bool = False, bias_only: bool = False) -> None:
         """Apply ``fold(weight, bias, *constants) -> (weight, bias)`` in float64 and in exact rationals.
 
         `exact_in_floats` says the float result is known to be exact (a
         plain matrix product on a fresh identity), which skips the
-        rational pass.
+        rational pass; `bias_only` says the weights pass through unchanged
+        (Add, Sub of the data), so only the biases are compared.
         """
         weight, bias = fold(self.weight, self.bias, *constants)
         if exact_in_floats and self.exact is None:
             self.weight, self.bias, self.is_fresh = weight, bias, False
             return
-        start = self.exact or (_rational(self.weight), _rational(self.bias))
+        if bias_only and self.exact is None:
+            start = (self.weight, _rational(self.bias))
+        else:
+            start = self.exact or (_rational(self.weight), _rational(self.bias))
         exact_weight, exact_bias = fold(*start, *(_rational(c) for c in constants))
         self.weight, self.bias, self.is_fresh = weight, bias, False
-        same = all(Fraction(float(f)) == e for f, e in zip(weight.reshape(-1), exact_weight.reshape(-1))) and \
-            all(Fraction(float(f)) == e for f, e in zip(bias.reshape(-1), exact_bias.reshape(-1)))
-        self.exact = None if same else (exact_weight, exact_bias)
+        same_bias = _equal(bias, exact_bias)
+        if bias_only and self.exact is None:
+            self.exact = None if same_bias else (_rational(weight), exact_bias)
+            return
+        self.exact = None if same_bias and _equal(weight, exact_weight) else (exact_weight, exact_bias)
 
     def finish(self, input_name: str) -> Network:
         self._close("identity output layer" if self.layers else "identity")
@@ -128,13 +135,13 @@ class Chain:
 
     def _add(self, node, label, constants) -> None:
         value, _ = self._constant_operand(node, label, constants)
-        self._fold(lambda w, b, offset: (w, b + offset), self._per_feature(value, label, "Add"))
+        self._fold(lambda w, b, offset: (w, b + offset), self._per_feature(value, label, "Add"), bias_only=True)
 
     def _sub(self, node, label, constants) -> None:
         value, is_data_first = self._constant_operand(node, label, constants)
         offset = self._per_feature(value, label, "Sub")
         if is_data_first:
-            self._fold(lambda w, b, c: (w, b - c), offset)
+            self._fold(lambda w, b, c: (w, b - c), offset, bias_only=True)
         else:
             self._fold(lambda w, b, c: (-w, c - b), offset)
 
@@ -174,7 +181,7 @@ class Chain:
                 f"{list(constants[node.input[1]].value.shape)}; "
                 "certfsm needs one feature row [1, k] times a [k, m] matrix"
             )
-        self._fold(lambda w, b, m: (m.T @ w, b @ m), matrix, exact_in_floats=self.is_fresh)
+        self._fold(lambda w, b, m: (_dot(m.T, w), _dot(b, m)), matrix, exact_in_floats=self.is_fresh)
         self.shape = self.shape[:-1] + new_tail
 
     def _gemm(self, node, label, constants) -> None:
@@ -199,12 +206,45 @@ class Chain:
             )
         alpha, beta = float(attributes.get("alpha", 1.0)), float(attributes.get("beta", 1.0))
         scale = np.array(alpha)
-        self._fold(lambda w, b, m, a: (a * (m.T @ w), a * (b @ m)), matrix, scale,
+        self._fold(lambda w, b, m, a: (a * _dot(m.T, w), a * _dot(b, m)), matrix, scale,
                    exact_in_floats=self.is_fresh and alpha == 1.0)
         self.shape = (1, matrix.shape[1])
         if len(node.input) > 2 and node.input[2]:
             offset = self._per_feature(constants[node.input[2]].weights(self.where, label), label, "Gemm")
-            self._fold(lambda w, b, c, s: (w, b + s * c), offset, np.array(beta))
+            self._fold(lambda w, b, c, s: (w, b + s * c), offset, np.array(beta), bias_only=True)
+
+
+def _dot(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``left @ right`` for float arrays, or exactly for Fraction object arrays.
+
+    Exactly means on integers: each side is scaled to integer numerators
+    over one common denominator, the product is one matrix product of
+    Python integers, and only its entries become Fractions again. A
+    product of two 512 x 256 matrices then takes seconds, not minutes.
+    """
+    if left.dtype != object:
+        return left @ right
+    left_numerators, left_denominator = _scaled(left)
+    right_numerators, right_denominator = _scaled(right)
+    product = left_numerators @ right_numerators
+    denominator = left_denominator * right_denominator
+    result = np.empty(product.shape, dtype=object)
+    result.reshape(-1)[:] = [Fraction(int(v), denominator) for v in np.asarray(product).reshape(-1)]
+    return result
+
+
+def _scaled(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Fractions as integer numerators (an object array of the same shape) over their common denominator."""
+    flat = values.reshape(-1)
+    denominator = math.lcm(*(v.denominator for v in flat)) if flat.size else 1
+    numerators = np.empty(flat.shape, dtype=object)
+    numerators[:] = [v.numerator * (denominator // v.denominator) for v in flat]
+    return numerators.reshape(values.shape), denominator
+
+
+def _equal(floats: np.ndarray, rationals: np.ndarray) -> bool:
+    """Every float equals its rational counterpart exactly."""
+    return all(Fraction(*float(f).as_integer_ratio()) == r for f, r in zip(floats.reshape(-1), rationals.reshape(-1)))
 
 
 def _rational(array: np.ndarray) -> np.ndarray:
@@ -212,7 +252,7 @@ def _rational(array: np.ndarray) -> np.ndarray:
     array = np.asarray(array)
     if array.dtype == object:
         return array
-    flat = [Fraction(float(v)) for v in array.reshape(-1)]
+    flat = [Fraction(*float(v).as_integer_ratio()) for v in array.reshape(-1)]
     result = np.empty(len(flat), dtype=object)
     result[:] = flat
     return result.reshape(array.shape)
