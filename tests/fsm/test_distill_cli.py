@@ -210,9 +210,11 @@ def test_a_missing_out_is_a_usage_error(tmp_path):
     assert code == 2 and "--out" in err and "Traceback" not in err
 
 
-def test_inspect_of_a_missing_file_fails_with_a_clear_line(tmp_path):
+def test_inspect_of_a_missing_file_is_bad_input_in_one_line(tmp_path):
     code, out, err = run_cli("inspect", tmp_path / "absent.cfsm")
-    assert code == 1 and re.search(r"^  FAILED  file: .*absent\.cfsm", out, re.M), out + err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.match(r"^certfsm: error: .*absent\.cfsm: no such file", lines[0]), err
+    assert "Traceback" not in err and out == ""
 
 
 @pytest.mark.slow
