@@ -174,11 +174,6 @@ def _apply(node, operands: list, arithmetic) -> np.ndarray:
         if not attributes.get("allowzero", 0):
             target = [data.shape[i] if d == 0 else d for i, d in enumerate(target)]
         return data.reshape(target)
-    if op in ("Squeeze", "Unsqueeze"):
-        axes = attributes.get("axes") or [int(v) for v in np.asarray(operands[1]).reshape(-1)]
-        if op == "Squeeze":
-            return np.squeeze(operands[0], axis=tuple(a % operands[0].ndim for a in axes))
-        return np.expand_dims(operands[0], axis=tuple(axes))
     raise OracleError(f"the oracle does not interpret ONNX op {op} (node {node.name!r})")
 
 
@@ -204,11 +199,22 @@ def _sexprs(text: str) -> list:
     return stack[0]
 
 
+def _render(expr) -> str:
+    return expr if isinstance(expr, str) else "(" + " ".join(_render(item) for item in expr) + ")"
+
+
+def _asserts(text: str) -> list:
+    return [command[1] for command in _sexprs(text) if command[0] == "assert"]
+
+
+def _names(xs: Sequence, ys: Sequence) -> dict:
+    return {f"X_{i}": x for i, x in enumerate(xs)} | {f"Y_{j}": y for j, y in enumerate(ys)}
+
+
 def formula(text: str, xs: Sequence, ys: Sequence, arithmetic):
     """The conjunction of the file's asserts, with X_i -> xs[i] and Y_j -> ys[j] and decimals read exactly."""
-    names = {f"X_{i}": x for i, x in enumerate(xs)} | {f"Y_{j}": y for j, y in enumerate(ys)}
-    asserts = [command[1] for command in _sexprs(text) if command[0] == "assert"]
-    return arithmetic.all(_term(a, names, arithmetic) for a in asserts)
+    names = _names(xs, ys)
+    return arithmetic.all(_term(a, names, arithmetic) for a in _asserts(text))
 
 
 _COMPARE = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "=": operator.eq}
@@ -216,7 +222,12 @@ _COMPARE = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operato
 
 def _term(expr, names: dict, arithmetic):
     if isinstance(expr, str):
-        return names[expr] if expr in names else arithmetic.const(Fraction(expr))
+        if expr in names:
+            return names[expr]
+        try:
+            return arithmetic.const(Fraction(expr))
+        except ValueError:
+            raise OracleError(f"the oracle does not know the VNN-LIB symbol {expr!r}") from None
     head, args = expr[0], [_term(item, names, arithmetic) for item in expr[1:]]
     if head == "and":
         return arithmetic.all(args)
@@ -263,10 +274,20 @@ def exact_outputs(model, point: Sequence) -> list[Fraction]:
     return outputs(model, xs, _Exact())
 
 
+def failing_asserts(model, vnnlib, point: Sequence) -> list[str]:
+    """The text of each top-level assert that `point` (rationals, or floats read exactly) makes false, exactly.
+
+    Empty exactly when the point is a violation; a test failure can name
+    what the point misses (an input bound, an output constraint).
+    """
+    xs = [rational(v) for v in point]
+    names = _names(xs, exact_outputs(model, xs))
+    return [_render(a) for a in _asserts(_read_text(vnnlib)) if not _term(a, names, _Exact())]
+
+
 def is_violation(model, vnnlib, point: Sequence) -> bool:
     """Whether `point` (rationals, or floats read exactly) makes the whole VNN-LIB formula true exactly."""
-    xs = [rational(v) for v in point]
-    return bool(formula(_read_text(vnnlib), xs, exact_outputs(model, xs), _Exact()))
+    return not failing_asserts(model, vnnlib, point)
 
 
 def exact_witness(model, vnnlib, timeout_s: float = 60.0) -> list[Fraction] | None:
