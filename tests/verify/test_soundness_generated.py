@@ -58,7 +58,7 @@ def test_many_generated_instances_are_never_answered_wrong(family, engine, data)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", soundness_cases.FAMILIES)
-def test_cli_on_generatedinstances(family, tmp_path):
+def test_cli_on_generated_instances(family, tmp_path):
     """The CLI's result file on a few instances of each family: right answer, printed witness exact."""
     for seed in range(3):
         instance = generate(family, seed)
