@@ -26,7 +26,7 @@ from soundness_judge import check_api, check_cli, engine_params
 
 REPRO = Path(os.environ.get("CERTFSM_SOUNDNESS_REPRO")
              or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "soundness-repro")
-_ROW = re.compile(r"^\|\s*([\w.-]+)\s*\|\s*([\w-]+)\s*\|")
+_ROW = re.compile(r"^\|\s*(\w[\w.-]*)\s*\|\s*(\w[\w-]*)\s*\|")
 
 
 @dataclass(frozen=True)
