@@ -127,9 +127,8 @@ def vnnlib(lower, upper, n_outputs: int, unsafe: str, bound_text: dict | None = 
     return "\n".join(lines) + "\n"
 
 
-def _atom(weights: dict, relation: str, constant: Fraction | str) -> str:
-    text = constant if isinstance(constant, str) else decimal(constant)
-    return f"({relation} {_linear(weights)} {text})"
+def _atom(weights: dict, relation: str, constant: Fraction) -> str:
+    return f"({relation} {_linear(weights)} {decimal(constant)})"
 
 
 def _box(rng, n: int, grid: float = 2 ** -10) -> tuple[np.ndarray, np.ndarray]:
