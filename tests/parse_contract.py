@@ -1,9 +1,10 @@
 """The parsers' contract under fuzzing: a valid result or one line of the right CertfsmError, in bounded time.
 
-Each parse runs in a worker process (forked, so it starts in milliseconds
-with everything already imported) under a time limit and a memory cap: a
-hang or a runaway allocation is reported as a failure of the parser and
-never stalls or swaps the test run. `mutated` builds the inputs: valid
+Each parse runs in a worker process under a time limit and a memory cap:
+a hang or a runaway allocation is reported as a failure of the parser and
+never stalls or swaps the test run. The worker comes from a fork server
+(forking the test process itself is unsafe once a solver or onnxruntime
+has started threads) and imports the parser once, before any timing. `mutated` builds the inputs: valid
 files with byte flips, insertions, deletions, duplicated spans and deep
 nesting, the damage that once crashed or hung the parsers
 (../shared/benchmarks/bad-inputs).
@@ -38,6 +39,10 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
+def _import(module: str) -> None:
+    importlib.import_module(module)
+
+
 def _parse(target: str, path: str) -> tuple[str, str]:
     """("ok", type of the result), (error class, message) for a CertfsmError, or ("crash", the traceback)."""
     from certfsm._errors import CertfsmError
@@ -61,7 +66,8 @@ class Parser:
 
     def __call__(self, path: Path) -> tuple[str, str]:
         if self._pool is None:
-            self._pool = multiprocessing.get_context("fork").Pool(1, initializer=_limit_memory)
+            self._pool = multiprocessing.get_context("forkserver").Pool(1, initializer=_limit_memory)
+            self._pool.apply(_import, (self.target.rpartition(".")[0],))
         pending = self._pool.apply_async(_parse, (self.target, str(path)))
         try:
             return pending.get(TIME_LIMIT)
