@@ -22,6 +22,13 @@ vector (every dimension but one is 1 where a matrix product needs it).
 `certfsm._onnx_graph` feeds `Chain` the nodes that read the data, with the
 constants seen so far (each has a ``value`` array and ``weights(where,
 label)``, the finite float64 values).
+
+The chain starts each layer from an identity matrix as wide as the
+layer's input and folds in exact rationals too, so its cost grows with
+the square of the width: every tensor of the chain may hold at most
+`MAX_FEATURES` values, checked before anything that size is built (a
+declared input of 10^12 features once asked numpy for an identity that
+size). Shapes are multiplied as Python integers, which cannot overflow.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from ._errors import ModelError
 from ._network import AffineLayer, Network
 
 SHAPE_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+# The widest benchmark network has 512 neurons a layer; folding an elementwise operator into a fresh
+# layer of n features handles n^2 rationals (about 12 s at 1024).
+MAX_FEATURES = 1024
 
 
 class Chain:
@@ -50,7 +60,7 @@ class Chain:
         self.where, self.input_shape = where, input_shape
         self.shape = input_shape
         self.layers: list[AffineLayer] = []
-        self._restart(int(np.prod(input_shape)))
+        self._restart(math.prod(input_shape))
 
     def _restart(self, size: int) -> None:
         self.weight, self.bias, self.sources = np.eye(size), np.zeros(size), []
@@ -59,6 +69,9 @@ class Chain:
 
     def _close(self, fallback: str) -> None:
         source = "+".join(self.sources) or fallback
+        if self.weight.shape[0] == 0:
+            raise ModelError(f"{self.where}: {source} gives 0 values, so the network would have a layer without "
+                             "neurons or no outputs; fix the model's weight shapes")
         if not (np.all(np.isfinite(self.weight)) and np.all(np.isfinite(self.bias))):
             raise ModelError(f"{self.where}: folding {source} overflows float64; check the model's constants")
         exact = None
@@ -112,6 +125,12 @@ class Chain:
         getattr(self, f"_{op.lower()}")(node, label, constants)
         self.sources.append(name)
 
+    def _check_width(self, width: int, label: str) -> None:
+        """Refuse a matrix product that would give more than MAX_FEATURES values, before it is computed."""
+        if width > MAX_FEATURES:
+            raise ModelError(f"{self.where}: {label} gives {width} values, more than the {MAX_FEATURES} a layer may "
+                             "have in certfsm (it verifies small controller networks); use a narrower network")
+
     def _constant_operand(self, node, label: str, constants: dict) -> tuple[np.ndarray, bool]:
         """The constant operand of a binary op and whether the data is the first operand."""
         first, second = node.input[0], node.input[1]
@@ -125,7 +144,7 @@ class Chain:
             result = np.broadcast_shapes(self.shape, value.shape)
         except ValueError:
             result = None
-        if result is None or int(np.prod(result)) != int(np.prod(self.shape)):
+        if result is None or math.prod(result) != math.prod(self.shape):
             raise ModelError(
                 f"{self.where}: {label} ({op}) combines the data of shape {list(self.shape)} with a constant of shape "
                 f"{list(value.shape)}; certfsm needs a scalar or per-feature constant that keeps one feature vector"
@@ -175,12 +194,13 @@ class Chain:
             matrix, new_tail = matrix[:, None], ()
         else:
             new_tail = matrix.shape[1:2]
-        if matrix.ndim != 2 or self.shape[-1:] != matrix.shape[:1] or int(np.prod(self.shape[:-1])) != 1:
+        if matrix.ndim != 2 or self.shape[-1:] != matrix.shape[:1] or math.prod(self.shape[:-1]) != 1:
             raise ModelError(
                 f"{self.where}: {label} (MatMul) multiplies data of shape {list(self.shape)} by a constant of shape "
                 f"{list(constants[node.input[1]].value.shape)}; "
                 "certfsm needs one feature row [1, k] times a [k, m] matrix"
             )
+        self._check_width(matrix.shape[1], label)
         self._fold(lambda w, b, m: (_dot(m.T, w), _dot(b, m)), matrix, exact_in_floats=self.is_fresh)
         self.shape = self.shape[:-1] + new_tail
 
@@ -204,6 +224,7 @@ class Chain:
                 f"{self.where}: {label} (Gemm) multiplies data of shape {list(self.shape)} by B of shape "
                 f"{list(matrix.shape)} (after transB); certfsm needs data [1, k] and B [k, m]"
             )
+        self._check_width(matrix.shape[1], label)
         alpha, beta = float(attributes.get("alpha", 1.0)), float(attributes.get("beta", 1.0))
         scale = np.array(alpha)
         self._fold(lambda w, b, m, a: (a * _dot(m.T, w), a * _dot(b, m)), matrix, scale,
@@ -270,7 +291,7 @@ def _shape_operand(node: onnx.NodeProto, name: str, constants: dict) -> list[int
 
 def reshaped(node: onnx.NodeProto, shape: tuple[int, ...], constants: dict, where: str, label: str) -> tuple[int, ...]:
     """The shape after a Flatten/Reshape/Squeeze/Unsqueeze/Identity node (C-order data unchanged)."""
-    op, rank, size = node.op_type, len(shape), int(np.prod(shape))
+    op, rank, size = node.op_type, len(shape), math.prod(shape)
 
     def fail(detail: str) -> ModelError:
         return ModelError(f"{where}: {label} ({op}) {detail} for data of shape {list(shape)}; fix the model's shapes")
@@ -282,7 +303,7 @@ def reshaped(node: onnx.NodeProto, shape: tuple[int, ...], constants: dict, wher
         axis = axis + rank if axis < 0 else axis
         if not 0 <= axis <= rank:
             raise fail("has axis out of range")
-        return (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+        return (math.prod(shape[:axis]), math.prod(shape[axis:]))
     if op == "Reshape":
         target = _shape_operand(node, "shape", constants)
         allow_zero = any(a.name == "allowzero" and helper.get_attribute_value(a) for a in node.attribute)
@@ -290,9 +311,9 @@ def reshaped(node: onnx.NodeProto, shape: tuple[int, ...], constants: dict, wher
             raise fail("has no target shape")
         dims = [shape[i] if d == 0 and not allow_zero and i < rank else d for i, d in enumerate(target)]
         if dims.count(-1) == 1:
-            known = int(np.prod([d for d in dims if d != -1]))
+            known = math.prod(d for d in dims if d != -1)
             dims[dims.index(-1)] = size // known if known and size % known == 0 else -2
-        if any(d < 0 for d in dims) or int(np.prod(dims)) != size:
+        if any(d < 0 for d in dims) or math.prod(dims) != size:
             raise fail(f"cannot reshape to {target}")
         return tuple(dims)
     axes = _shape_operand(node, "axes", constants)

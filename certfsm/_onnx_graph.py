@@ -9,9 +9,16 @@ operators outside the list are refused with one line naming the file and
 the node. Constants (initializers, Constant nodes, and shape operators
 applied to constants, which only relabel the data) are kept with where
 they came from, so an error about a weight names its tensor.
+
+The file is untrusted: onnx.checker passes names that are not UTF-8
+(protobuf then hands them over as bytes), tensor data types it does not
+know, and tensors whose stored data does not fill their `dims`. Each is
+refused here with a message naming the tensor or node, before it is used.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import onnx
@@ -20,17 +27,21 @@ from onnx.external_data_helper import uses_external_data
 
 from ._errors import ModelError
 from ._network import Network
-from ._onnx_fold import SHAPE_OPS, Chain, reshaped
+from ._onnx_fold import MAX_FEATURES, SHAPE_OPS, Chain, reshaped
 
 SUPPORTED_OPS = (
     "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu",
     "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Constant",
 )
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
+# Weights are floats; shape operands (Reshape's shape, Squeeze's axes) are integers.
+_READABLE_TYPES = _FLOAT_TYPES + (TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8,
+                                  TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
 
 
 def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
     """The network `graph` computes; `where` names the model in errors (the caller adds the provenance)."""
+    _check_names(graph, where)
     constants = {
         tensor.name: _Constant(tensor.name, "initializer", _tensor_array(tensor, where)) for tensor in graph.initializer
     }
@@ -93,6 +104,20 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
     return chain.finish(source.name)
 
 
+def _check_names(graph: onnx.GraphProto, where: str) -> None:
+    """Refuse a name that is not UTF-8 text (protobuf returns it as bytes, which no message or lookup expects)."""
+    places = [(f"node #{index}", node.name, node.op_type, node.domain, *node.input, *node.output,
+               *(attribute.name for attribute in node.attribute)) for index, node in enumerate(graph.node)]
+    places += [(f"initializer #{index}", tensor.name) for index, tensor in enumerate(graph.initializer)]
+    places += [(f"graph input #{index}", value.name) for index, value in enumerate(graph.input)]
+    places += [(f"graph output #{index}", value.name) for index, value in enumerate(graph.output)]
+    for place, *names in places:
+        for name in names:
+            if isinstance(name, bytes):
+                raise ModelError(f"{where}: {place} has the name {name[:40]!r}, which is not UTF-8 text (ONNX names "
+                                 "are UTF-8); the file is damaged or was written by a broken exporter, re-export it")
+
+
 class _Constant:
     """A constant tensor and where it came from (for error messages)."""
 
@@ -100,6 +125,11 @@ class _Constant:
         self.name, self.kind, self.value = name, kind, value
 
     def weights(self, where: str, label: str) -> np.ndarray:
+        if self.value.dtype.kind != "f":
+            raise ModelError(
+                f"{where}: {self.kind} '{self.name}' used by {label} holds {self.value.dtype} values; certfsm needs "
+                "float weights (FLOAT, DOUBLE or FLOAT16, as ONNX requires of the data's operands), fix the model"
+            )
         values = np.asarray(self.value, dtype=np.float64)
         bad = ~np.isfinite(values)
         if np.any(bad):
@@ -127,17 +157,49 @@ def _declared_shape(value: onnx.ValueInfoProto, where: str) -> tuple[int, ...]:
             f"{where}: input '{value.name}' declares no shape; "
             "certfsm needs it to count the features, export with a fixed feature size"
         )
-    return tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor_type.shape.dim)
+    shape = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor_type.shape.dim)
+    if math.prod(shape) > MAX_FEATURES:
+        raise ModelError(
+            f"{where}: input '{value.name}' declares shape {list(shape)}, {math.prod(shape)} features, more than the "
+            f"{MAX_FEATURES} certfsm supports (it verifies small controller networks); fix the declared input shape"
+        )
+    return shape
 
 
 def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    """The tensor's values, once its data type is one certfsm reads and its data fills its dims exactly."""
     if uses_external_data(tensor):
         raise ModelError(
             f"{where}: initializer '{tensor.name}' keeps its data in an external file; "
             "certfsm needs a self-contained model, "
             "re-save it with onnx.save_model(model, path, save_as_external_data=False)"
         )
-    return numpy_helper.to_array(tensor)
+    if tensor.data_type not in _READABLE_TYPES:
+        names = ", ".join(TensorProto.DataType.Name(t) for t in _READABLE_TYPES)
+        raise ModelError(
+            f"{where}: tensor '{tensor.name}' has data_type {tensor.data_type} ({_type_name(tensor.data_type)}); "
+            f"certfsm reads {names}, fix or re-export the model"
+        )
+    dims = list(tensor.dims)
+    try:
+        return numpy_helper.to_array(tensor)
+    except ValueError as error:  # the stored values do not fill dims (onnx.checker does not compare them)
+        raise ModelError(
+            f"{where}: tensor '{tensor.name}' declares dims {dims} ({math.prod(dims)} values), which its stored data "
+            f"does not fill exactly ({_first_line(error)}); the file is damaged, re-export the model"
+        ) from None
+
+
+def _type_name(data_type: int) -> str:
+    try:
+        return TensorProto.DataType.Name(data_type)
+    except ValueError:
+        return "not an ONNX data type"
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:120] if text else type(error).__name__
 
 
 def _constant_node_value(node: onnx.NodeProto, where: str, label: str) -> np.ndarray:

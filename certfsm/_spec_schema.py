@@ -13,6 +13,13 @@ Each step raises SpecError on the first problem, as one line naming the
 file, the JSON path, the value as the user wrote it (`show_value`) and
 the fix. A document that passes both has the shape the schema describes,
 which the semantic checks rely on.
+
+Every file gets that answer in bounded time, so the limits come before
+the work they bound: nesting depth is measured on the text before the
+JSON reader recurses into it, an integer is kept as text when it has too
+many digits to be a float64 (Python refuses to convert 4 300 digits), and
+the number of JSON values is capped before the schema, whose cost grows
+with every value and every error (a 100 001-entry list took minutes).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import importlib.resources
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +39,14 @@ import jsonschema
 
 from ._errors import SpecError
 from ._jsonpath import json_path
+
+# A spec nests 5 levels (legality_rules[0].when.<input>.min); the readers recurse once or more per level.
+MAX_DEPTH = 32
+# Values of all kinds in one document: a spec needs a few hundred (a long explicit edge list a few thousand).
+MAX_VALUES = 10_000
+# float64's largest value has 309 digits; longer integers are kept as text and refused by check_plain_json.
+MAX_INTEGER_DIGITS = 400
+_BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 
 
 def spec_schema() -> dict[str, Any]:
@@ -65,6 +81,34 @@ def show_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+class _OutOfRange(str):
+    """The text of a JSON number that no float64 holds (a 5 000-digit integer, 1e400), for `check_plain_json`."""
+
+
+def _integer(text: str) -> int | _OutOfRange:
+    return int(text) if len(text.lstrip("-")) <= MAX_INTEGER_DIGITS else _OutOfRange(text)
+
+
+def _real(text: str) -> float | _OutOfRange:
+    value = float(text)
+    return value if math.isfinite(value) else _OutOfRange(text)
+
+
+def _check_depth(text: str, label: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH, measured on the text (brackets inside strings do not count)."""
+    depth = 0
+    for match in _BRACKET_OR_STRING.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                raise SpecError(f"{label}: line {line}: nesting deeper than {MAX_DEPTH} levels; a controller spec "
+                                "nests 5 levels, remove the extra brackets")
+        elif token in "]}":
+            depth -= 1
+
+
 class _RepeatedKeys(dict):
     """A JSON object in which some key appeared more than once (json keeps only the last)."""
 
@@ -94,31 +138,54 @@ def read_json(path: str | os.PathLike) -> Any:
     except OSError as exc:
         raise SpecError(f"{label}: cannot read the spec file ({exc.strerror or exc}); "
                         "check that the path names a readable file") from None
+    _check_depth(text, label)
     try:
-        return json.loads(text, object_pairs_hook=_object_from_pairs)
+        return json.loads(text, object_pairs_hook=_object_from_pairs, parse_int=_integer, parse_float=_real)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{label}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); "
                         "fix the JSON syntax there") from None
 
 
-def check_plain_json(data: Any, label: str, parts: tuple = ()) -> None:
-    """Reject what JSON cannot mean: repeated object keys, NaN, infinities, integers beyond float64."""
-    if isinstance(data, _RepeatedKeys):
-        key = data.repeated[0]
-        raise SpecError(f"{label}: {json_path(parts + (key,), 'top level')}: key {key!r} appears more than once in the same "
-                        "object (JSON keeps only the last); keep one")
-    if isinstance(data, dict):
-        for key, value in data.items():
-            check_plain_json(value, label, parts + (key,))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            check_plain_json(value, label, parts + (index,))
-    elif isinstance(data, float) and not math.isfinite(data):
-        raise SpecError(f"{label}: {json_path(parts, 'top level')}: {data!r} is not a finite number "
-                        "(JSON has no NaN or Infinity); give a finite number")
-    elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > sys.float_info.max:
-        raise SpecError(f"{label}: {json_path(parts, 'top level')}: {show_value(data)} is too large for a float64; "
-                        "give a smaller number")
+def check_plain_json(data: Any, label: str) -> None:
+    """Reject what JSON cannot mean, and documents too deep or too large to check in bounded time.
+
+    JSON cannot mean repeated object keys, NaN, infinities or numbers
+    beyond float64. The depth and size limits (MAX_DEPTH, MAX_VALUES) also
+    hold for documents built in memory, which skip `read_json`. The first
+    problem in document order is reported.
+    """
+    count = 0
+
+    def check(data: Any, parts: tuple) -> None:
+        nonlocal count
+        count += 1
+        where = json_path(parts, "top level")
+        if count > MAX_VALUES:
+            raise SpecError(f"{label}: {where}: value number {count} of the spec, more than the {MAX_VALUES} a "
+                            "controller spec may hold; shorten its long lists or objects ('bins' replaces long edges)")
+        if len(parts) > MAX_DEPTH:
+            raise SpecError(f"{label}: {where}: nesting deeper than {MAX_DEPTH} levels; a controller spec nests "
+                            "5 levels, remove the extra brackets")
+        if isinstance(data, _RepeatedKeys):
+            key = data.repeated[0]
+            raise SpecError(f"{label}: {json_path(parts + (key,), 'top level')}: key {key!r} appears more than once "
+                            "in the same object (JSON keeps only the last); keep one")
+        if isinstance(data, dict):
+            for key, value in data.items():
+                check(value, parts + (key,))
+        elif isinstance(data, list):
+            for index, value in enumerate(data):
+                check(value, parts + (index,))
+        elif isinstance(data, _OutOfRange):
+            shown = data if len(data) <= 60 else data[:57] + "..."
+            raise SpecError(f"{label}: {where}: {shown} is too large for a float64; give a smaller number")
+        elif isinstance(data, float) and not math.isfinite(data):
+            raise SpecError(f"{label}: {where}: {data!r} is not a finite number "
+                            "(JSON has no NaN or Infinity); give a finite number")
+        elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > sys.float_info.max:
+            raise SpecError(f"{label}: {where}: {show_value(data)} is too large for a float64; give a smaller number")
+
+    check(data, ())
 
 
 # At one JSON path a wrong type explains everything else, and an unknown key often explains a missing one.
@@ -170,9 +237,24 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
         return (f"{json_path(parts, 'top level')}: needs at least {error.validator_value} entries, got {len(instance)}; "
                 f"{expected}")
     if error.validator == "uniqueItems":
-        repeated = next(item for k, item in enumerate(instance) if item in instance[:k])
+        repeated = _first_repeat(instance)
         return f"{json_path(parts, 'top level')}: {show_value(repeated)} appears more than once; list each entry once"
     if error.validator == "const":
         return f"{json_path(parts, 'top level')}: {show_value(instance)} is not supported; {expected}"
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
     return f"{json_path(parts, 'top level')}: {message}; {expected}"
+
+
+def _first_repeat(items: list) -> Any:
+    """The first item equal to an earlier one, in linear time for hashable items (token names)."""
+    hashable, other = set(), []
+    for item in items:
+        try:
+            if item in hashable:
+                return item
+            hashable.add(item)
+        except TypeError:
+            if item in other:
+                return item
+            other.append(item)
+    return None

@@ -25,6 +25,14 @@ Coefficients of an output row that no float64 holds exactly (``(* 0.1
 Y_0)``) are cleared by scaling the row with the common denominator, which
 changes no point of the set. Equality is rejected rather than guessed.
 
+Any file, however mangled, gets an answer in bounded time: a property or
+one VnnlibError line. So the limits are checked *before* the work they
+bound: nesting depth while reading parentheses (the readers recurse),
+digits and exponent of a number before its exact Fraction is built
+(``1e-999999999`` would take forever), the size of every exact value as
+terms are combined, and the float64 range wherever a value becomes a
+float (an input bound, an output coefficient or right-hand side).
+
 The formula is put in disjunctive normal form. Disjuncts that share an
 input box become one `Property` whose unsafe set is their disjunction;
 different boxes (VNN-LIB property 6 style, ``(or (and <box> <outputs>)
@@ -49,10 +57,22 @@ from ._exact import plain_decimal
 from ._property import Conjunction, Property
 
 _TOKEN = re.compile(r"\s+|;[^\n]*|[()]|[^\s();]+")
-_VARIABLE = re.compile(r"^([XY])_(0|[1-9][0-9]*)$")
-_NUMBER = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+_VARIABLE = re.compile(r"^([XY])_(0|[1-9][0-9]{0,8})$")
+_NUMBER = re.compile(r"^[+-]?(?P<mantissa>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE](?P<exponent>[+-]?[0-9]+))?$")
 _COMPARISONS = ("<=", ">=", "<", ">")
 _MAX_DISJUNCTS = 100_000
+# Constraints summed over the disjuncts of the expanded formula: (and (or a b) ...) doubles it per (or,
+# so a 600-byte file could ask for millions; building 200 000 takes about two seconds.
+_MAX_DNF_SIZE = 200_000
+# VNN-COMP files nest about 6 levels; the readers recurse (up to 2 frames a level) below Python's 1000.
+_MAX_DEPTH = 100
+# The exact decimal of every float64 has at most 1075 digits (the smallest subnormal written out).
+_MAX_DIGITS = 1100
+# Decimal exponents beyond float64's range (about 1e-324..1.8e308), with room for digits that shift it back.
+_MAX_EXPONENT = 1100
+# Bits of numerator plus denominator of any exact value: one number needs at most about 11 000,
+# a product of two twice that.
+_MAX_BITS = 32_768
 _LARGEST = Fraction(np.finfo(np.float64).max)
 _LARGEST_EXACT_INTEGER = 2**53
 _VNNCOMP_WORDS = {
@@ -133,6 +153,12 @@ def _render(expr) -> str:
     return "(" + " ".join(_render(item) for item in expr.items) + ")"
 
 
+def _shown(expr, width: int = 80) -> str:
+    """`expr` as written, cut to `width` characters: enough to find it in a message that stays one short line."""
+    text = expr if isinstance(expr, str) else _render(expr)
+    return text if len(text) <= width else f"{text[:width - 3]}..."
+
+
 def _fail(where: str, line: int, message: str) -> VnnlibError:
     return VnnlibError(f"{where}:{line}: {message}")
 
@@ -160,6 +186,10 @@ def _read_sexprs(text: str, where: str) -> list:
         elif token[0] == ";":
             continue
         elif token == "(":
+            if len(open_lines) == _MAX_DEPTH:
+                message = f"nesting deeper than {_MAX_DEPTH} levels; VNN-LIB properties nest a few levels, " \
+                          "flatten the formula or split the file"
+                raise _fail(where, line, message)
             stack.append([])
             open_lines.append(line)
         elif token == ")":
@@ -204,7 +234,7 @@ class _Reader:
 
     def command(self, command) -> None:
         if not isinstance(command, _List) or command.head is None:
-            raise self.fail(command.line, f"expected a command such as (assert ...), got {_render(command)}")
+            raise self.fail(command.line, f"expected a command such as (assert ...), got {_shown(command)}")
         if command.head == "declare-const":
             self._declare(command)
         elif command.head == "assert":
@@ -213,19 +243,21 @@ class _Reader:
             self._conjoin(self._dnf(command.items[1]), command.line)
         else:
             raise self.fail(
-                command.line, f"unsupported command ({command.head} ...); certfsm reads declare-const and assert"
+                command.line,
+                f"unsupported command ({_shown(command.head)} ...); certfsm reads declare-const and assert",
             )
 
     def _declare(self, command: _List) -> None:
         items = command.items
         if len(items) != 3 or not all(isinstance(item, _Atom) for item in items):
-            raise self.fail(command.line, f"expected (declare-const NAME Real), got {_render(command)}")
+            raise self.fail(command.line, f"expected (declare-const NAME Real), got {_shown(command)}")
         name, sort = items[1].text, items[2].text
         match = _VARIABLE.match(name)
         if match is None:
-            raise self.fail(command.line, f"unknown variable name {name}; VNN-LIB names inputs X_i and outputs Y_j")
+            raise self.fail(command.line,
+                            f"unknown variable name {_shown(name)}; VNN-LIB names inputs X_i and outputs Y_j")
         if sort != "Real":
-            raise self.fail(command.line, f"{name} has sort {sort}; VNN-LIB variables are Real")
+            raise self.fail(command.line, f"{name} has sort {_shown(sort)}; VNN-LIB variables are Real")
         kind, index = match.group(1), int(match.group(2))
         if index in self.declared[kind]:
             first = self.declared[kind][index]
@@ -244,7 +276,8 @@ class _Reader:
         match = _VARIABLE.match(atom.text)
         if match is None or int(match.group(2)) not in self.declared[match.group(1)]:
             raise self.fail(
-                atom.line, f"unknown variable {atom.text}; declare it with (declare-const {atom.text} Real) before use"
+                atom.line, f"unknown variable {_shown(atom.text)}; "
+                f"declare it with (declare-const {_shown(atom.text)} Real) before use"
             )
         return match.group(1), int(match.group(2))
 
@@ -253,7 +286,7 @@ class _Reader:
         if isinstance(expr, _Atom):
             if expr.text in ("true", "false"):
                 return [[]] if expr.text == "true" else []
-            raise self.fail(expr.line, f"expected a formula, got {expr.text}")
+            raise self.fail(expr.line, f"expected a formula, got {_shown(expr.text)}")
         head = expr.head
         if head == "and":
             result = [[]]
@@ -262,23 +295,26 @@ class _Reader:
             return result
         if head == "or":
             result = [disjunct for item in expr.items[1:] for disjunct in self._dnf(item)]
-            if len(result) > _MAX_DISJUNCTS:
+            if len(result) > _MAX_DISJUNCTS or sum(map(len, result)) > _MAX_DNF_SIZE:
                 raise self._too_large(expr.line)
             return result
         if head in _COMPARISONS:
             return [self._comparisons(expr)]
         if head == "=":
             raise self.fail(expr.line, "equality (= ...) is not supported; write it as (<= a b) and (>= a b)")
-        raise self.fail(expr.line, f"unsupported formula ({head} ...); certfsm reads and, or, <=, >=, <, >")
+        raise self.fail(expr.line,
+                        f"unsupported formula ({_shown(str(head))} ...); certfsm reads and, or, <=, >=, <, >")
 
     def _too_large(self, line: int) -> VnnlibError:
         return self.fail(
-            line, f"the formula expands to more than {_MAX_DISJUNCTS} disjuncts; split the property into several files"
+            line, f"the formula expands to more than {_MAX_DISJUNCTS} disjuncts or {_MAX_DNF_SIZE} constraints "
+                  "in disjunctive normal form; split the property into several files"
         )
 
     def _product(self, left: list, right: list, line: int) -> list:
         """The conjunction of two DNFs (extends `left` in place when `right` is a single disjunct)."""
-        if len(left) * len(right) > _MAX_DISJUNCTS:
+        size = sum(map(len, left)) * len(right) + len(left) * sum(map(len, right))
+        if len(left) * len(right) > _MAX_DISJUNCTS or size > _MAX_DNF_SIZE:
             raise self._too_large(line)
         if len(right) == 1:
             for disjunct in left:
@@ -310,53 +346,94 @@ class _Reader:
         kinds = {kind for kind, _ in coefficients}
         if kinds == {"X", "Y"}:
             raise self.fail(
-                line, f"{text} mixes inputs X and outputs Y; VNN-LIB constrains inputs by bounds and outputs separately"
+                line,
+                f"{_shown(text)} mixes inputs X and outputs Y; VNN-LIB constrains inputs by bounds and outputs separately",
             )
         kind = kinds.pop() if kinds else ""
         if kind == "X" and len(coefficients) > 1:
             raise self.fail(
                 line,
-                f"{text} constrains several inputs; "
+                f"{_shown(text)} constrains several inputs; "
                 "certfsm supports an input box (one X_i against a number per comparison)",
             )
+        for value in (constant, *coefficients.values()):
+            self._exact(value, line, text)
         pairs = tuple(sorted((index, value) for (_, index), value in coefficients.items()))
+        if kind == "X" and abs(constant / pairs[0][1]) > _LARGEST:
+            raise self.fail(line, f"{_shown(text)} bounds X_{pairs[0][0]} by a number beyond the float64 range "
+                                  "(above 1.8e308 in magnitude); use a finite bound")
         return _Constraint(kind, pairs, constant, line, text, strict)
+
+    def _exact(self, value: Fraction, line: int, source) -> Fraction:
+        """`value` unchanged, once it fits float64's range and is small enough to compute with exactly.
+
+        `source` (the term, or the comparison's text) names it in the message.
+        """
+        if abs(value) > _LARGEST:
+            raise self.fail(line, f"{_shown(source)} has a coefficient or constant beyond the float64 range "
+                                  "(above 1.8e308 in magnitude); use smaller numbers")
+        if value.numerator.bit_length() + value.denominator.bit_length() > _MAX_BITS:
+            raise self.fail(line, f"{_shown(source)} has a coefficient or constant that needs more than {_MAX_BITS} "
+                                  "bits to hold exactly; write its numbers with fewer digits")
+        return value
+
+    def _number(self, atom: _Atom) -> Fraction:
+        """The exact value of a numeral; its digits and exponent are checked before the Fraction is built.
+
+        Building ``Fraction("1e-999999999")`` would compute a billion-digit
+        power of ten, so the text is measured first.
+        """
+        match = _NUMBER.match(atom.text)
+        mantissa, exponent = match["mantissa"], match["exponent"] or "0"
+        digits = len(mantissa) - mantissa.count(".")
+        if digits > _MAX_DIGITS:
+            raise self.fail(atom.line, f"{_shown(atom.text, 40)} has {digits} digits; certfsm reads numbers of at "
+                                       f"most {_MAX_DIGITS} digits (enough to write any float64 exactly), "
+                                       "use fewer digits")
+        magnitude = exponent.lstrip("+-").lstrip("0")
+        if len(magnitude) > len(str(_MAX_EXPONENT)) or int(magnitude or "0") > _MAX_EXPONENT:
+            raise self.fail(atom.line, f"{_shown(atom.text, 40)} has the exponent {_shown(exponent, 20)}, outside "
+                                       f"-{_MAX_EXPONENT}..{_MAX_EXPONENT} (float64 spans about 1e-324 to 1.8e308); "
+                                       "write the number with an exponent in that range")
+        value = Fraction(atom.text)
+        if abs(value) > _LARGEST:
+            raise self.fail(atom.line, f"{_shown(atom.text, 40)} is beyond the float64 range; use a finite bound")
+        return value
 
     def _linear(self, expr) -> tuple[dict, Fraction]:
         """A linear term as ({(kind, index): coefficient}, constant), exactly."""
         if isinstance(expr, _Atom):
             if _NUMBER.match(expr.text):
-                value = Fraction(expr.text)
-                if abs(value) > _LARGEST:
-                    raise self.fail(expr.line, f"{expr.text} is beyond the float64 range; use a finite bound")
-                return {}, value
+                return {}, self._number(expr)
             return {self._variable(expr): Fraction(1)}, Fraction(0)
         head, operands = expr.head, expr.items[1:]
         terms = [self._linear(item) for item in operands]
-        if head == "+" and terms:
-            return _combine(terms, [1] * len(terms))
-        if head == "-" and len(terms) == 1:
-            return _combine(terms, [-1])
-        if head == "-" and terms:
-            return _combine(terms, [1] + [-1] * (len(terms) - 1))
+        if head in ("+", "-") and terms:
+            signs = [-1] if head == "-" and len(terms) == 1 else [1] + [-1 if head == "-" else 1] * (len(terms) - 1)
+            coefficients, constant = _combine(terms, signs)
+            for value in (constant, *coefficients.values()):
+                self._exact(value, expr.line, expr)
+            return coefficients, constant
         if head == "*" and terms:
             variable_terms = [term for term in terms if term[0]]
             if len(variable_terms) > 1:
                 raise self.fail(
                     expr.line,
-                    f"{_render(expr)} is a non-linear term; "
+                    f"{_shown(expr)} is a non-linear term; "
                     "certfsm supports linear constraints (a number times a variable)",
                 )
             factor = Fraction(1)
             for coefficients, constant in terms:
                 if not coefficients:
-                    factor *= constant
+                    factor = self._exact(factor * constant, expr.line, expr)
             if not variable_terms:
                 return {}, factor
             coefficients, constant = variable_terms[0]
-            return {variable: value * factor for variable, value in coefficients.items()}, constant * factor
+            scaled = {variable: self._exact(value * factor, expr.line, expr)
+                      for variable, value in coefficients.items()}
+            return scaled, self._exact(constant * factor, expr.line, expr)
         raise self.fail(
-            expr.line, f"unsupported term {_render(expr)}; certfsm reads numbers, X_i, Y_j, +, - and * by a number"
+            expr.line, f"unsupported term {_shown(expr)}; certfsm reads numbers, X_i, Y_j, +, - and * by a number"
         )
 
     def properties(self, stem: str) -> list[Property]:
@@ -407,8 +484,12 @@ class _Reader:
         scale = math.lcm(*(value.denominator for _, value in coefficients))
         scaled = tuple((index, value * scale) for index, value in coefficients)
         if any(abs(value) > _LARGEST_EXACT_INTEGER for _, value in scaled):
-            raise self.fail(constraint.line, f"{constraint.text} has coefficients that no float64 holds exactly, "
-                                             "even scaled to integers; write them with fewer digits")
+            raise self.fail(constraint.line, f"{_shown(constraint.text)} has coefficients that no float64 holds "
+                                             "exactly, even scaled to integers; write them with fewer digits")
+        if abs(bound * scale) > _LARGEST:
+            raise self.fail(constraint.line, f"{_shown(constraint.text)}, scaled to make its coefficients "
+                                             "float64 integers, has a right-hand side beyond the float64 range; "
+                                             "write the coefficients with fewer digits")
         return scaled, bound * scale, constraint.strict
 
     def _count(self, kind: str) -> int:
@@ -417,11 +498,11 @@ class _Reader:
         if not declared:
             raise self.fail(1, f"declares no {what}; add (declare-const {kind}_0 Real) and the rest")
         count = max(declared) + 1
-        missing = sorted(set(range(count)) - set(declared))
+        missing = next(index for index in range(count + 1) if index not in declared)  # at most len(declared) steps
         names = f"{kind}_0..{kind}_{count - 1}"
-        if missing:
+        if missing < count:
             raise self.fail(
-                declared[count - 1], f"declares {kind}_{count - 1} but not {kind}_{missing[0]}; declare {names}"
+                declared[count - 1], f"declares {kind}_{count - 1} but not {kind}_{missing}; declare {names}"
             )
         limit = self.limits[kind]
         if limit is not None and count != limit:
@@ -439,7 +520,7 @@ class _Reader:
         for constraint in disjunct:
             if constraint.kind == "":
                 if constraint.constant > 0 or (constraint.strict and constraint.constant == 0):
-                    raise _EmptyDisjunct(constraint.line, f"{constraint.text} is false")
+                    raise _EmptyDisjunct(constraint.line, f"{_shown(constraint.text)} is false")
                 continue
             if constraint.kind != "X":
                 continue
@@ -456,10 +537,6 @@ class _Reader:
                         self.declared["X"][index],
                         f"input X_{index} has no {side} bound; add (assert ({bound_kind} X_{index} <number>))",
                     )
-                if abs(values[index][0]) > _LARGEST:
-                    line = (lower_line if side == "lower" else upper_line)[index]
-                    raise self.fail(line, f"the {side} bound of X_{index} is beyond the float64 range; "
-                                          "use a finite bound")
             (low, low_open), (high, high_open) = lower[index], upper[index]
             if low > high or (low == high and (low_open or high_open)):
                 raise _EmptyDisjunct(

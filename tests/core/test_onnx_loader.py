@@ -389,7 +389,55 @@ BAD_MODELS = [
         lambda: _tiny([helper.make_node("Gemm", ["x", "missing"], ["y"], name="g", transB=1)]),
         r"is not a valid ONNX model \(onnx\.checker: .*\); re-export it so that onnx\.checker\.check_model passes$",
     ),
+    # what onnx.checker passes but fuzzing showed the loader must refuse itself
+    (
+        "unknown data type",
+        lambda: _tiny([_dense()], inits=[_retyped(_init("W", np.ones((2, 3))), 119)]),
+        r"tensor 'W' has data_type 119 \(not an ONNX data type\); certfsm reads FLOAT, DOUBLE, FLOAT16, INT64, ",
+    ),
+    (
+        "dims that the data does not fill",
+        lambda: _tiny([_dense()], inits=[_redimensioned(_init("W", np.ones((2, 3))), [2, 2])]),
+        r"tensor 'W' declares dims \[2, 2\] \(4 values\), which its stored data does not fill exactly \(cannot "
+        r"reshape array of size 6 into shape \(2,2\)\); the file is damaged, re-export the model$",
+    ),
+    (
+        "input wider than a controller",
+        lambda: _tiny([_dense()], inputs=[_float_input("x", ("N", 10**12))]),
+        r"input 'x' declares shape \[1, 1000000000000\], 1000000000000 features, more than the 1024 certfsm supports ",
+    ),
+    (
+        "layer wider than a controller",
+        lambda: _tiny([_dense()], inits=[_init("W", np.ones((2000, 3)))]),
+        r"node 'dense' gives 2000 values, more than the 1024 a layer may have in certfsm ",
+    ),
+    (
+        "zero outputs",
+        lambda: _tiny([_dense()], inits=[_init("W", np.ones((0, 3)))]),
+        r"dense gives 0 values, so the network would have a layer without neurons or no outputs; fix the model's ",
+    ),
+    (
+        "integer weights",
+        lambda: _tiny([_dense()], inits=[_init("W", np.ones((2, 3)), dtype=np.int64)]),
+        r"initializer 'W' used by node 'dense' holds int64 values; certfsm needs float weights ",
+    ),
+    (
+        "name that is not UTF-8",
+        lambda: _tiny([_dense()]).replace(b"\x1a\x05dense", b"\x1a\x05\xa3ense"),
+        r"node #0 has the name b'\\xa3ense', which is not UTF-8 text \(ONNX names are UTF-8\); ",
+    ),
 ]
+
+
+def _retyped(tensor: onnx.TensorProto, data_type: int) -> onnx.TensorProto:
+    tensor.data_type = data_type
+    return tensor
+
+
+def _redimensioned(tensor: onnx.TensorProto, dims: list[int]) -> onnx.TensorProto:
+    del tensor.dims[:]
+    tensor.dims.extend(dims)
+    return tensor
 
 
 @pytest.mark.parametrize("build, message", [case[1:] for case in BAD_MODELS], ids=[case[0] for case in BAD_MODELS])

@@ -339,6 +339,16 @@ BAD_SPECS = [
      r"^spec\.json: inputs\[0\]\.min: nan is not a finite number \(JSON has no NaN or Infinity\); give a finite number$"),
     ("huge-int", text('{"limit": 1' + "0" * 400 + "}"),
      r"^spec\.json: limit: 10{56}\.\.\. is too large for a float64; give a smaller number$"),
+    # limits checked before the work they bound (fuzzing found each of these crashing or hanging)
+    ("integer-beyond-the-digit-limit", text('{"limit": 9' + "9" * 5000 + "}"),
+     r"^spec\.json: limit: 9{57}\.\.\. is too large for a float64; give a smaller number$"),
+    ("real-beyond-float64", text('{"inputs": [{"max": -1.5e400}]}'),
+     r"^spec\.json: inputs\[0\]\.max: -1\.5e400 is too large for a float64; give a smaller number$"),
+    ("deep-nesting", text('{\n"name": "x",\n"zz": ' + "[" * 3000 + "]" * 3000 + "}"),
+     r"^spec\.json: line 3: nesting deeper than 32 levels; a controller spec nests 5 levels, remove the extra "),
+    ("too-many-values", set_at(("overrides", "overridable"), [1.5] * 100_001),
+     r"^spec\.json: overrides\.overridable\[\d+\]: value number 10001 of the spec, more than the 10000 a controller "
+     r"spec may hold; shorten its long lists or objects \('bins' replaces long edges\)$"),
     # schema
     ("not-an-object", text("[]"), r"^spec\.json: top level: \[\] is not of type 'object'; expected: A neural controller"),
     ("bins-minimum", set_at(("inputs", 2, "bins"), -1),
@@ -467,6 +477,21 @@ def test_spec_that_is_not_utf8(workdir):
     (workdir / "spec.json").write_bytes(b'{"name": "\xff"}')
     with pytest.raises(SpecError, match=r"^spec\.json: byte 10 is not UTF-8 text; save the spec as UTF-8 JSON$"):
         load_spec("spec.json")
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(workdir):
+    write_spec(workdir, dict(VALID, description='[{"' * 3000))
+    assert load_spec("spec.json").description == '[{"' * 3000
+
+
+def test_in_memory_deep_nesting_is_refused_before_anything_recurses_into_it():
+    bad = doc()
+    bad["description"] = deep = []
+    for _ in range(5000):
+        deep.append([])
+        deep = deep[0]
+    with pytest.raises(SpecError, match=r"^mem\.json: description(\[0\]){32}: nesting deeper than 32 levels; "):
+        spec_from_dict(bad, "mem.json", require_model=False)
 
 
 def test_in_memory_nan_is_rejected_with_its_path():

@@ -191,6 +191,32 @@ BAD_FILES = [
     ("empty box", _lines("(assert (>= X_0 2))"), {},
      r"9: the unsafe set is empty \(X_0 >= 2\.0 \(line 9\) and X_0 <= 1\.0 \(line 6\)\), so the property would hold vacuously; "),
     ("not a number", _lines("(assert (<= Y_0 1e999))"), {}, r"9: 1e999 is beyond the float64 range; "),
+    # limits checked before the work they bound (fuzzing found each of these crashing or hanging)
+    ("deep nesting", _lines("(assert " + "(and " * 150 + "(<= Y_0 1)" + ")" * 151), {},
+     r"9: nesting deeper than 100 levels; VNN-LIB properties nest a few levels, flatten the formula or split "),
+    ("long number", _lines(f"(assert (<= Y_0 {'1' * 5000}))"), {},
+     r"9: 1{37}\.\.\. has 5000 digits; certfsm reads numbers of at most 1100 digits "),
+    ("huge exponent", _lines("(assert (<= Y_0 1e-999999999))"), {},
+     r"9: 1e-999999999 has the exponent -999999999, outside -1100\.\.1100 \(float64 spans "),
+    ("long exponent", _lines(f"(assert (<= Y_0 1e{'9' * 3000}))"), {},
+     r"9: 1e9{35}\.\.\. has the exponent 9{17}\.\.\., outside "),
+    ("leading zeros of an exponent", _lines(f"(assert (<= Y_0 1e{'0' * 3000}1200))"), {},
+     r"9: 1e0{35}\.\.\. has the exponent 0{17}\.\.\., outside "),
+    ("product overflow", _lines("(assert (>= (* 1e300 1e300 Y_0) 1))"), {},
+     r"9: \(\* 1e300 1e300 Y_0\) has a coefficient or constant beyond the float64 range \(above 1\.8e308 "),
+    ("difference overflow", _lines("(assert (<= (- Y_0 1e308) 1e308))"), {},
+     r"9: \(<= \(- Y_0 1e308\) 1e308\) has a coefficient or constant beyond the float64 range "),
+    ("input bound overflow", _lines("(assert (<= (* 1e-300 X_0) 1e10))"), {},
+     r"9: \(<= \(\* 1e-300 X_0\) 1e10\) bounds X_0 by a number beyond the float64 range \(above 1\.8e308 "
+     r"in magnitude\); use a finite bound$"),
+    ("scaled right-hand side overflow", _lines("(assert (<= (* 1e-400 Y_0) 1e300))"), {},
+     r"9: \(<= \(\* 1e-400 Y_0\) 1e300\), scaled to make its coefficients float64 integers, has a right-hand "),
+    ("too many bits", _lines("(assert (<= (* " + "1e-1000 " * 10 + "Y_0) 1))"), {},
+     r"9: \(\* (1e-1000 )+1e\.\.\. has a coefficient or constant that needs more than 32768 bits to hold exactly; "),
+    ("exponential formula", _lines("(assert (and " + "(or (<= Y_0 1) (<= Y_1 1)) " * 20 + "))"), {},
+     r"9: the formula expands to more than 100000 disjuncts or 200000 constraints in disjunctive normal form; "),
+    ("long name", _lines(f"(declare-const X_{'9' * 5000} Real)"), {},
+     r"9: unknown variable name X_9{75}\.\.\.; VNN-LIB names inputs X_i and outputs Y_j$"),
 ]
 
 
@@ -200,6 +226,18 @@ def test_bad_files_name_the_file_and_line(tmp_path, text, kwargs, message):
     path.write_text(text)
     with pytest.raises(VnnlibError, match=rf"^{re.escape(str(path))}:{message}"):
         parse_vnnlib(path, **kwargs)
+
+
+def test_numbers_at_the_limits_are_still_read_exactly(tmp_path):
+    from decimal import Decimal
+
+    tiny = format(Decimal(5e-324), "f")  # the exact decimal of the smallest subnormal: 1075 digits
+    largest = format(Decimal(np.finfo(np.float64).max), "f")
+    text = _lines(f"(assert (<= Y_0 {tiny}))", f"(assert (<= Y_1 (* {largest} 1e-1100)))",
+                  f"(assert (>= Y_1 (- {largest})))")
+    (prop,) = parse_vnnlib(_write(tmp_path, text))
+    assert prop.unsafe[0].exact_b == (Fraction(5e-324), Fraction(np.finfo(np.float64).max) / 10**1100,
+                                      Fraction(np.finfo(np.float64).max))
 
 
 def test_missing_file(tmp_path):

@@ -1,0 +1,101 @@
+"""The files that once crashed or hung the parsers (../shared/benchmarks/bad-inputs), answered as the README promises.
+
+Each must give one line on stderr naming the file, exit code 2, no
+traceback, within a few seconds, and leave what was already written
+untouched. The folder is read in place ($CERTFSM_BAD_INPUTS, else
+../shared/benchmarks/bad-inputs beside the checkout); the tests are skipped
+with the reason when it is absent. Its bad inputs are the files named
+vnn_*, spec_* and onnx_*; coadapt.onnx is the model the specs name.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from certfsm._errors import ModelError, SpecError, VnnlibError
+from parse_contract import Parser
+
+BAD_INPUTS = Path(os.environ.get("CERTFSM_BAD_INPUTS")
+                  or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "bad-inputs")
+ACASXU_NETWORK = BAD_INPUTS.parent / "acasxu" / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx"
+TIME_LIMIT = 10.0
+"""Seconds for one CLI run, start-up included (the parsers answer in well under one)."""
+
+PARSERS = {"vnn_": ("certfsm.verify._vnnlib.parse_vnnlib", VnnlibError),
+           "spec_": ("certfsm._spec.load_spec", SpecError),
+           "onnx_": ("certfsm._onnx.load_onnx", ModelError)}
+
+FILES = sorted(path.name for path in BAD_INPUTS.glob("*") if path.name.startswith(tuple(PARSERS))) or [
+    pytest.param(None, marks=pytest.mark.skip(reason=f"bad inputs not found at {BAD_INPUTS}; "
+                                                     "set CERTFSM_BAD_INPUTS to the folder"))]
+
+# A VNN-LIB property over 5 inputs and 5 outputs, the shape of the ACAS Xu networks and of coadapt.onnx.
+PROPERTY = "".join(f"(declare-const X_{i} Real)\n(assert (>= X_{i} 0))\n(assert (<= X_{i} 1))\n" for i in range(5)) \
+    + "".join(f"(declare-const Y_{j} Real)\n" for j in range(5)) + "(assert (>= Y_0 Y_1))\n"
+
+
+def _kind(name: str) -> str:
+    return next(prefix for prefix in PARSERS if name.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def parsers():
+    workers = {prefix: Parser(target) for prefix, (target, _) in PARSERS.items()}
+    yield workers
+    for worker in workers.values():
+        worker.close()
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_parser_refuses_it_in_one_line(name, parsers):
+    path = BAD_INPUTS / name
+    kind, message = parsers[_kind(name)](path)
+    assert kind == PARSERS[_kind(name)][1].__name__, f"{name}: {kind}: {message}"
+    assert "\n" not in message and message.startswith(str(path)), message
+
+
+def _commands(name: str, tmp_path: Path) -> list[list[str]]:
+    """The README's command lines for this file, writing to outputs that already exist."""
+    path = BAD_INPUTS / name
+    report, out = tmp_path / "report", tmp_path / "result.txt"
+    if name.startswith("spec_"):
+        return [["spec", "check", str(path)], ["verify", str(path), "--report", str(report), "--no-progress"]]
+    if name.startswith("vnn_"):
+        network = ACASXU_NETWORK if ACASXU_NETWORK.is_file() else BAD_INPUTS / "coadapt.onnx"
+        return [["vnnlib", str(network), str(path), "--timeout", "5", "--out", str(out), "--report", str(report),
+                 "--no-progress"]]
+    prop = tmp_path / "property.vnnlib"
+    prop.write_text(PROPERTY)
+    return [["vnnlib", str(path), str(prop), "--timeout", "5", "--out", str(out), "--report", str(report),
+             "--no-progress"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FILES)
+def test_the_cli_answers_in_one_line_with_exit_2(name, tmp_path):
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "summary.json").write_text("old and precious")
+    (tmp_path / "result.txt").write_text("old result")
+    for arguments in _commands(name, tmp_path):
+        start = time.monotonic()
+        try:
+            done = subprocess.run([sys.executable, "-m", "certfsm.cli", *arguments], capture_output=True, text=True,
+                                  timeout=TIME_LIMIT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"certfsm {' '.join(arguments)} gave no answer within {TIME_LIMIT} s")
+        seconds = time.monotonic() - start
+        lines = done.stderr.splitlines()
+        assert done.returncode == 2, f"exit {done.returncode}:\n{done.stderr}"
+        assert "Traceback" not in done.stderr
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("certfsm: error: ") and name in lines[0], lines[0]
+        assert seconds < TIME_LIMIT
+    assert (tmp_path / "report" / "summary.json").read_text() == "old and precious"
+    assert (tmp_path / "result.txt").read_text() == "old result"
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["summary.json"]
