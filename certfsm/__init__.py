@@ -3,14 +3,29 @@
 The core, light enough for an embedded target: the controller spec
 (`load_spec`), the network IR (`Network`, `AffineLayer`; `load_onnx`
 imports onnx only when called), the decision rule and confidence gate,
-the artifact format, and the error hierarchy. The heavy parts live in
+the artifact format, the certified machine (`certfsm.machine`: binning,
+table, parameters and the step function, standard library only) and the
+error hierarchy. The heavy parts live in
 the sub-packages: `certfsm.verify` (Marabou, Z3, bounds, reports),
 `certfsm.fsm` (grid, table, state machine and its proofs).
 """
 
-from ._decision import decide, decision_margin, gated_decide, margin_from_probability
 from ._errors import ArtifactError, CertfsmError, EngineError, ModelError, ReportError, SpecError, VnnlibError
-from ._network import AffineLayer, Network
+
+# The numeric parts load on first use (PEP 562), so that `import certfsm.machine`
+# (the runtime's scalar path) needs the standard library alone.
+_LAZY = {"decide": "_decision", "decision_margin": "_decision", "gated_decide": "_decision",
+         "margin_from_probability": "_decision", "AffineLayer": "_network", "Network": "_network"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_onnx(path):

@@ -1,4 +1,10 @@
-"""The grid: the spec's bins, their product cells, and the integer path the hardware uses.
+"""The grid: the spec's bins, their product cells, and the integer path the hardware uses, vectorised.
+
+The distillation bins millions of points at once with numpy; the runtime
+bins one reading at a time with the standard library
+(`certfsm.machine.Machine.cell_of`). Both follow the rule below and share
+the fixed-point thresholds (`certfsm.machine.integer_thresholds`); a test
+holds them equal.
 
 A cell is a product of one bin per input. Every bin is half-open
 [lo, hi) except the last bin of each input, which is closed [lo, max], so
@@ -26,14 +32,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from certfsm._errors import SpecError
-
-OUT_OF_ENVELOPE = -1
-"""What `cell_of` returns for a point outside [min, max] in some input, or with a NaN or inf."""
+from certfsm.machine import OUT_OF_ENVELOPE, integer_envelope, integer_thresholds
 
 _INT64 = np.iinfo(np.int64)
 
@@ -210,8 +213,7 @@ class Grid:
         self._require_fixed_point()
         result = []
         for name, e, f in zip(self.names, self.edges, self.frac_bits):
-            scale = 1 << f
-            thresholds = tuple(math.ceil(Fraction(float(edge)) * scale) for edge in e)
+            thresholds = integer_thresholds(e, f)
             self._require_int64(name, thresholds)
             result.append(thresholds)
         return tuple(result)
@@ -222,8 +224,7 @@ class Grid:
         self._require_fixed_point()
         result = []
         for name, e, f in zip(self.names, self.edges, self.frac_bits):
-            scale = 1 << f
-            limits = (math.ceil(Fraction(float(e[0])) * scale), math.floor(Fraction(float(e[-1])) * scale))
+            limits = integer_envelope(e, f)
             self._require_int64(name, limits)
             result.append(limits)
         return tuple(result)

@@ -1,8 +1,10 @@
 """The state machine around the table: one pure step function, used by everything else.
 
-The runtime, the Verilog reference model, the explicit-state enumeration
-and the replay of every counterexample all call `step`; nothing else
-implements the semantics in Python. (The Z3 encoding in
+The step function itself lives in the core (`certfsm.machine.step`, so
+that the runtime runs it without this package); the runtime, the Verilog
+reference model, the explicit-state enumeration and the replay of every
+counterexample all call it; nothing else implements the semantics in
+Python. (The Z3 encoding in
 `_machine_proofs` is the one other statement of it, and the tests check
 it against `step`.) The machine sees a cell only through two values: the
 table's proposal for the cell and the cell's allowed-token row. That is
@@ -53,164 +55,13 @@ Initial state: the conservative token, no candidate, cooldown 0.
 
 from __future__ import annotations
 
-import enum
-import functools
 from dataclasses import dataclass, field
 
-from certfsm._errors import SpecError
+from certfsm.machine import NO_CANDIDATE, MachineParams, Reason, State, initial_state, step
 from certfsm.verify._result import VERDICTS, VIOLATED
 
-NO_CANDIDATE = -1
-
-
-class Reason(enum.IntEnum):
-    """Why the machine emitted its token this cycle. Stable values (4 bits): hardware outputs them."""
-
-    KEEP_CURRENT = 0
-    SWITCH = 1
-    HOLD_CONFIRMING = 2
-    HOLD_COOLDOWN = 3
-    MOVE_DOWN = 4
-    LEGALITY_PREEMPT = 5
-    FALLBACK_ENVELOPE = 6
-    FALLBACK_SLA = 7
-    OVERRIDE = 8
-    OVERRIDE_WAITING = 9
-    OVERRIDE_REFUSED_NOT_OVERRIDABLE = 10
-    OVERRIDE_REFUSED_FORBIDDEN = 11
-
-
-@dataclass(frozen=True)
-class MachineParams:
-    """What the step function needs to know, by output index (never by name).
-
-    Invariants: 1 <= n_tokens <= 16; `conservative` is in `legal`;
-    `overridable` is a subset of `legal`; `confirm_cycles` >= 1;
-    `cooldown_cycles` >= 0; `codes` holds one distinct 4-bit code per
-    token. `legal` is not used by `step` (the table's proven invariant
-    keeps proposals legal); the properties are stated against it.
-    """
-
-    n_tokens: int
-    conservative: int
-    confirm_cycles: int
-    cooldown_cycles: int
-    overridable: frozenset[int]
-    codes: tuple[int, ...]
-    legal: frozenset[int] = field(default=None)
-
-    def __post_init__(self) -> None:
-        legal = frozenset(range(self.n_tokens)) if self.legal is None else frozenset(int(t) for t in self.legal)
-        object.__setattr__(self, "legal", legal)
-        object.__setattr__(self, "overridable", frozenset(int(t) for t in self.overridable))
-        object.__setattr__(self, "codes", tuple(int(c) for c in self.codes))
-        problems = []
-        if not 1 <= self.n_tokens <= 16:
-            problems.append(f"n_tokens={self.n_tokens} is outside 1..16")
-        if not legal <= set(range(self.n_tokens)):
-            problems.append(f"legal={sorted(legal)} names tokens outside 0..{self.n_tokens - 1}")
-        if self.conservative not in legal:
-            problems.append(f"conservative={self.conservative} is not in legal={sorted(legal)}")
-        if not self.overridable <= legal:
-            problems.append(f"overridable={sorted(self.overridable)} is not a subset of legal={sorted(legal)}")
-        if self.confirm_cycles < 1:
-            problems.append(f"confirm_cycles={self.confirm_cycles} is below 1")
-        if self.cooldown_cycles < 0:
-            problems.append(f"cooldown_cycles={self.cooldown_cycles} is negative")
-        if (len(self.codes) != self.n_tokens or len(set(self.codes)) != len(self.codes)
-                or not all(0 <= c <= 15 for c in self.codes)):
-            problems.append(f"codes={list(self.codes)} is not one distinct 4-bit code per token")
-        if problems:
-            raise SpecError(f"MachineParams: {problems[0]}; build the parameters with MachineParams.from_spec")
-
-    @classmethod
-    def from_spec(cls, spec) -> "MachineParams":
-        return cls(n_tokens=spec.n_outputs, conservative=spec.conservative_index,
-                   confirm_cycles=spec.confirm_cycles, cooldown_cycles=spec.cooldown_cycles,
-                   overridable=frozenset(spec.output_index(t) for t in spec.overridable),
-                   codes=tuple(spec.tokens[t] for t in spec.outputs), legal=frozenset(spec.legal_indices))
-
-    @functools.cached_property
-    def legal_codes(self) -> frozenset[int]:
-        return frozenset(self.codes[t] for t in self.legal)
-
-    def describe(self) -> str:
-        """One line naming every parameter (for SMT-LIB headers and reports)."""
-        return (f"n_tokens={self.n_tokens} conservative={self.conservative} legal={sorted(self.legal)} "
-                f"overridable={sorted(self.overridable)} confirm_cycles={self.confirm_cycles} "
-                f"cooldown_cycles={self.cooldown_cycles} codes={list(self.codes)}")
-
-
-@dataclass(frozen=True, slots=True)
-class State:
-    """The machine's registers: the current token, the candidate being confirmed and its count, the cooldown.
-
-    Reachable states satisfy: candidate == NO_CANDIDATE and count == 0, or
-    candidate is a token and 1 <= count <= confirm_cycles; and
-    0 <= cooldown <= cooldown_cycles.
-    """
-
-    current: int
-    candidate: int = NO_CANDIDATE
-    count: int = 0
-    cooldown: int = 0
-
-
-def initial_state(params: MachineParams) -> State:
-    return State(params.conservative, NO_CANDIDATE, 0, 0)
-
-
-def step(params: MachineParams, state: State, proposal, allowed_row, in_envelope: bool, sla_ok: bool,
-         override=None) -> tuple[State, int, Reason]:
-    """One cycle: (next state, emitted token index, reason). Pure and total.
-
-    `proposal` and `allowed_row` (indexable by token, truthy where the
-    token may be emitted in the cell) are read only when `in_envelope`;
-    pass None for both otherwise. `override` is None or any integer; one
-    that is not an overridable token is refused. Numpy integers are
-    accepted; the returned state and token are Python ints.
-    """
-    conservative = params.conservative
-    restart = params.cooldown_cycles
-    counted_down = state.cooldown - 1 if state.cooldown > 0 else 0
-    if not in_envelope or not sla_ok:
-        reason = Reason.FALLBACK_ENVELOPE if not in_envelope else Reason.FALLBACK_SLA
-        return State(conservative, NO_CANDIDATE, 0, restart), conservative, reason
-    if not allowed_row[state.current]:
-        return State(conservative, NO_CANDIDATE, 0, restart), conservative, Reason.LEGALITY_PREEMPT
-    refusal = None
-    if override is not None:
-        if override not in params.overridable:
-            refusal = Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE
-        elif not allowed_row[override]:
-            refusal = Reason.OVERRIDE_REFUSED_FORBIDDEN
-        else:
-            return _forced(params, state, override, counted_down)
-    next_state, output, reason = _table_path(params, state, proposal, counted_down)
-    return next_state, output, (reason if refusal is None else refusal)
-
-
-def _forced(params: MachineParams, state: State, override: int, counted_down: int) -> tuple[State, int, Reason]:
-    current, override = state.current, int(override)
-    if override == current:
-        return State(current, NO_CANDIDATE, 0, counted_down), current, Reason.OVERRIDE
-    if override == params.conservative or counted_down == 0:
-        return State(override, NO_CANDIDATE, 0, params.cooldown_cycles), override, Reason.OVERRIDE
-    return State(current, NO_CANDIDATE, 0, counted_down), current, Reason.OVERRIDE_WAITING
-
-
-def _table_path(params: MachineParams, state: State, proposal: int, counted_down: int) -> tuple[State, int, Reason]:
-    current, proposal = state.current, int(proposal)
-    if proposal == current:
-        return State(current, NO_CANDIDATE, 0, counted_down), current, Reason.KEEP_CURRENT
-    if proposal == params.conservative:
-        return State(proposal, NO_CANDIDATE, 0, params.cooldown_cycles), proposal, Reason.MOVE_DOWN
-    confirm = params.confirm_cycles
-    count = min(state.count + 1, confirm) if state.candidate == proposal else 1
-    if count >= confirm and counted_down == 0:
-        return State(proposal, NO_CANDIDATE, 0, params.cooldown_cycles), proposal, Reason.SWITCH
-    reason = Reason.HOLD_CONFIRMING if count < confirm else Reason.HOLD_COOLDOWN
-    return State(current, proposal, count, counted_down), current, reason
+__all__ = ["NO_CANDIDATE", "MachineInput", "MachineParams", "Proof", "Reason", "State", "Trace", "TraceStep",
+           "initial_state", "replay", "step"]
 
 
 # ------------------------------------------------------------- traces

@@ -1,0 +1,400 @@
+"""The certified machine, decoded once: binning, table, parameters, state and the one step function.
+
+Everything that runs or re-states the certified machine goes through this
+module: `certfsm.fsm` (distillation, proofs, explicit-state model), the
+runtime, the replay of an audit log and the hardware export. It needs only
+the Python standard library, so an embedded target runs the scalar path
+(`Machine.cell_of`, `Machine.step`) without numpy, onnx or any solver.
+
+`Machine.from_artifact` is the only decoder of an artifact's grid, table
+and machine parameters; nothing else turns an artifact back into a
+machine.
+
+The step function, one cycle in priority order (DESIGN, "State machine,
+one step per cycle"); the first rule that applies decides, and its
+reason code is reported:
+
+1. out of envelope, or SLA violated: emit the conservative token
+   (FALLBACK_ENVELOPE, or FALLBACK_SLA when only the SLA failed);
+2. the current token is not allowed in this cell: switch to the
+   conservative token at once (LEGALITY_PREEMPT);
+3. an override that names an overridable token allowed in this cell is
+   obeyed (OVERRIDE): a move to the conservative token, or staying on the
+   current token, is immediate; a move to any other token still waits for
+   the cooldown to expire (OVERRIDE_WAITING meanwhile), so that switches
+   to non-conservative tokens stay at least `cooldown_cycles` apart
+   whoever asks for them. An override that is not overridable, or
+   forbidden in this cell, is ignored: the table path below decides the
+   token and the reason reports the refusal (OVERRIDE_REFUSED_*);
+4. the table proposes the conservative token while the current token is
+   another: move down at once (MOVE_DOWN);
+5. the table proposes a token t other than the current one: t must be
+   proposed for `confirm_cycles` consecutive cycles and the cooldown must
+   have expired; then SWITCH, else HOLD_CONFIRMING (not yet confirmed) or
+   HOLD_COOLDOWN (confirmed, cooldown running);
+6. otherwise keep the current token (KEEP_CURRENT).
+
+Counting and timing, precisely:
+
+- The cycle in which t is first proposed counts as 1; each following
+  cycle in which the table path sees t again adds 1 (saturating at
+  `confirm_cycles`). Any cycle that does not reach rule 5 with t (a
+  different proposal, a proposal equal to the current token, a fallback,
+  a pre-emption, an obeyed override) clears the candidate.
+- Each cycle first counts the cooldown down by one (never below 0); the
+  switch test (rules 3 and 5) needs the counted-down value to be 0.
+  Rules 1, 2, 4, a switch and an obeyed override that moves away from
+  the current token then restart it at `cooldown_cycles`. So after a
+  restart in cycle k, the earliest switch to a non-conservative token is
+  in cycle k + cooldown_cycles.
+- The emitted token is always the new current token.
+
+Initial state: the conservative token, no candidate, cooldown 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import functools
+import math
+import numbers
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ._errors import SpecError
+
+OUT_OF_ENVELOPE = -1
+"""What `Machine.cell_of` returns for a reading outside [min, max] in some input, or with a NaN or inf."""
+
+NO_CANDIDATE = -1
+
+
+class Reason(enum.IntEnum):
+    """Why the machine emitted its token this cycle. Stable values (4 bits): hardware outputs them."""
+
+    KEEP_CURRENT = 0
+    SWITCH = 1
+    HOLD_CONFIRMING = 2
+    HOLD_COOLDOWN = 3
+    MOVE_DOWN = 4
+    LEGALITY_PREEMPT = 5
+    FALLBACK_ENVELOPE = 6
+    FALLBACK_SLA = 7
+    OVERRIDE = 8
+    OVERRIDE_WAITING = 9
+    OVERRIDE_REFUSED_NOT_OVERRIDABLE = 10
+    OVERRIDE_REFUSED_FORBIDDEN = 11
+
+
+@dataclass(frozen=True)
+class MachineParams:
+    """What the step function needs to know, by output index (never by name).
+
+    Invariants: 1 <= n_tokens <= 16; `conservative` is in `legal`;
+    `overridable` is a subset of `legal`; `confirm_cycles` >= 1;
+    `cooldown_cycles` >= 0; `codes` holds one distinct 4-bit code per
+    token. `legal` is not used by `step` (the table's proven invariant
+    keeps proposals legal); the properties are stated against it.
+    """
+
+    n_tokens: int
+    conservative: int
+    confirm_cycles: int
+    cooldown_cycles: int
+    overridable: frozenset[int]
+    codes: tuple[int, ...]
+    legal: frozenset[int] = field(default=None)
+
+    def __post_init__(self) -> None:
+        legal = frozenset(range(self.n_tokens)) if self.legal is None else frozenset(int(t) for t in self.legal)
+        object.__setattr__(self, "legal", legal)
+        object.__setattr__(self, "overridable", frozenset(int(t) for t in self.overridable))
+        object.__setattr__(self, "codes", tuple(int(c) for c in self.codes))
+        problems = []
+        if not 1 <= self.n_tokens <= 16:
+            problems.append(f"n_tokens={self.n_tokens} is outside 1..16")
+        if not legal <= set(range(self.n_tokens)):
+            problems.append(f"legal={sorted(legal)} names tokens outside 0..{self.n_tokens - 1}")
+        if self.conservative not in legal:
+            problems.append(f"conservative={self.conservative} is not in legal={sorted(legal)}")
+        if not self.overridable <= legal:
+            problems.append(f"overridable={sorted(self.overridable)} is not a subset of legal={sorted(legal)}")
+        if self.confirm_cycles < 1:
+            problems.append(f"confirm_cycles={self.confirm_cycles} is below 1")
+        if self.cooldown_cycles < 0:
+            problems.append(f"cooldown_cycles={self.cooldown_cycles} is negative")
+        if (len(self.codes) != self.n_tokens or len(set(self.codes)) != len(self.codes)
+                or not all(0 <= c <= 15 for c in self.codes)):
+            problems.append(f"codes={list(self.codes)} is not one distinct 4-bit code per token")
+        if problems:
+            raise SpecError(f"MachineParams: {problems[0]}; build the parameters with MachineParams.from_spec")
+
+    @classmethod
+    def from_spec(cls, spec) -> "MachineParams":
+        return cls(n_tokens=spec.n_outputs, conservative=spec.conservative_index,
+                   confirm_cycles=spec.confirm_cycles, cooldown_cycles=spec.cooldown_cycles,
+                   overridable=frozenset(spec.output_index(t) for t in spec.overridable),
+                   codes=tuple(spec.tokens[t] for t in spec.outputs), legal=frozenset(spec.legal_indices))
+
+    @functools.cached_property
+    def legal_codes(self) -> frozenset[int]:
+        return frozenset(self.codes[t] for t in self.legal)
+
+    def describe(self) -> str:
+        """One line naming every parameter (for SMT-LIB headers and reports)."""
+        return (f"n_tokens={self.n_tokens} conservative={self.conservative} legal={sorted(self.legal)} "
+                f"overridable={sorted(self.overridable)} confirm_cycles={self.confirm_cycles} "
+                f"cooldown_cycles={self.cooldown_cycles} codes={list(self.codes)}")
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """The machine's registers: the current token, the candidate being confirmed and its count, the cooldown.
+
+    Reachable states satisfy: candidate == NO_CANDIDATE and count == 0, or
+    candidate is a token and 1 <= count <= confirm_cycles; and
+    0 <= cooldown <= cooldown_cycles.
+    """
+
+    current: int
+    candidate: int = NO_CANDIDATE
+    count: int = 0
+    cooldown: int = 0
+
+
+def initial_state(params: MachineParams) -> State:
+    return State(params.conservative, NO_CANDIDATE, 0, 0)
+
+
+def step(params: MachineParams, state: State, proposal, allowed_row, in_envelope: bool, sla_ok: bool,
+         override=None) -> tuple[State, int, Reason]:
+    """One cycle: (next state, emitted token index, reason). Pure and total.
+
+    `proposal` and `allowed_row` (indexable by token, truthy where the
+    token may be emitted in the cell) are read only when `in_envelope`;
+    pass None for both otherwise. `override` is None or any integer; one
+    that is not an overridable token is refused. Numpy integers are
+    accepted; the returned state and token are Python ints.
+    """
+    conservative = params.conservative
+    restart = params.cooldown_cycles
+    counted_down = state.cooldown - 1 if state.cooldown > 0 else 0
+    if not in_envelope or not sla_ok:
+        reason = Reason.FALLBACK_ENVELOPE if not in_envelope else Reason.FALLBACK_SLA
+        return State(conservative, NO_CANDIDATE, 0, restart), conservative, reason
+    if not allowed_row[state.current]:
+        return State(conservative, NO_CANDIDATE, 0, restart), conservative, Reason.LEGALITY_PREEMPT
+    refusal = None
+    if override is not None:
+        if override not in params.overridable:
+            refusal = Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE
+        elif not allowed_row[override]:
+            refusal = Reason.OVERRIDE_REFUSED_FORBIDDEN
+        else:
+            return _forced(params, state, override, counted_down)
+    next_state, output, reason = _table_path(params, state, proposal, counted_down)
+    return next_state, output, (reason if refusal is None else refusal)
+
+
+def _forced(params: MachineParams, state: State, override: int, counted_down: int) -> tuple[State, int, Reason]:
+    current, override = state.current, int(override)
+    if override == current:
+        return State(current, NO_CANDIDATE, 0, counted_down), current, Reason.OVERRIDE
+    if override == params.conservative or counted_down == 0:
+        return State(override, NO_CANDIDATE, 0, params.cooldown_cycles), override, Reason.OVERRIDE
+    return State(current, NO_CANDIDATE, 0, counted_down), current, Reason.OVERRIDE_WAITING
+
+
+def _table_path(params: MachineParams, state: State, proposal: int, counted_down: int) -> tuple[State, int, Reason]:
+    current, proposal = state.current, int(proposal)
+    if proposal == current:
+        return State(current, NO_CANDIDATE, 0, counted_down), current, Reason.KEEP_CURRENT
+    if proposal == params.conservative:
+        return State(proposal, NO_CANDIDATE, 0, params.cooldown_cycles), proposal, Reason.MOVE_DOWN
+    confirm = params.confirm_cycles
+    count = min(state.count + 1, confirm) if state.candidate == proposal else 1
+    if count >= confirm and counted_down == 0:
+        return State(proposal, NO_CANDIDATE, 0, params.cooldown_cycles), proposal, Reason.SWITCH
+    reason = Reason.HOLD_CONFIRMING if count < confirm else Reason.HOLD_COOLDOWN
+    return State(current, proposal, count, counted_down), current, reason
+
+
+# ------------------------------------------------------------- fixed point
+
+
+def integer_thresholds(edges, frac_bits: int) -> tuple[int, ...]:
+    """ceil(e * 2^f) for every edge e, from the exact rational value of the float edge.
+
+    So an integer reading v (meaning v * 2^-f) satisfies v >= threshold
+    exactly when v * 2^-f >= e: integer binning equals real binning
+    (DESIGN, "Fixed point for hardware").
+    """
+    scale = 1 << frac_bits
+    return tuple(math.ceil(Fraction(float(edge)) * scale) for edge in edges)
+
+
+def integer_envelope(edges, frac_bits: int) -> tuple[int, int]:
+    """(lo, hi) with v inside [min, max] exactly when lo <= v <= hi: ceil(min * 2^f), floor(max * 2^f)."""
+    scale = 1 << frac_bits
+    return math.ceil(Fraction(float(edges[0])) * scale), math.floor(Fraction(float(edges[-1])) * scale)
+
+
+# ------------------------------------------------------------- the machine
+
+
+@dataclass(frozen=True, eq=False)
+class Machine:
+    """A certified table inside its state machine, as the runtime, the replay and the export see it.
+
+    Per input: `names`, `edges` (float bin edges; cells are products of
+    half-open bins [lo, hi), the last bin closed, numbered in C order) and
+    `frac_bits` (None: no fixed-point path). Per cell: `proposal` (output
+    index), `exact` (proved for the whole cell, else conservative) and
+    `allowed` (bitmask over output indices). `tokens` names the outputs;
+    `params` drives `step`. Only the standard library is used.
+    """
+
+    names: tuple[str, ...]
+    edges: tuple[tuple[float, ...], ...]
+    frac_bits: tuple[int | None, ...]
+    tokens: tuple[str, ...]
+    proposal: tuple[int, ...]
+    exact: tuple[bool, ...]
+    allowed: tuple[int, ...]
+    params: MachineParams
+    artifact_sha256: str = ""
+
+    @classmethod
+    def from_artifact(cls, artifact) -> "Machine":
+        """Decode a loaded (checked) `Artifact`: the one place an artifact becomes a machine."""
+        spec = artifact.spec
+        legal = frozenset(spec["outputs"].index(t) for t in spec["legal_tokens"])
+        params = MachineParams(n_tokens=artifact.n_outputs, conservative=artifact.conservative,
+                               confirm_cycles=artifact.confirm_cycles, cooldown_cycles=artifact.cooldown_cycles,
+                               overridable=frozenset(artifact.overridable), codes=tuple(artifact.codes),
+                               legal=legal)
+        return cls(names=tuple(item["name"] for item in spec["inputs"]),
+                   edges=tuple(tuple(float(e) for e in edges) for edges in artifact.edges),
+                   frac_bits=tuple(artifact.frac_bits), tokens=tuple(spec["outputs"]),
+                   proposal=tuple(int(p) for p in artifact.proposal.reshape(-1)),
+                   exact=tuple(bool(e) for e in artifact.exact.reshape(-1)),
+                   allowed=tuple(int(a) for a in artifact.allowed.reshape(-1)),
+                   params=params, artifact_sha256=artifact.sha256)
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.edges)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(e) - 1 for e in self.edges)
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.proposal)
+
+    @functools.cached_property
+    def _interior(self) -> tuple[tuple[float, ...], ...]:
+        return tuple(e[1:-1] for e in self.edges)
+
+    @functools.cached_property
+    def _strides(self) -> tuple[int, ...]:
+        strides, stride = [], 1
+        for bins in reversed(self.shape):
+            strides.append(stride)
+            stride *= bins
+        return tuple(reversed(strides))
+
+    def cell_of(self, reading) -> int:
+        """The flat cell of one reading (one real value per input, in input order), or OUT_OF_ENVELOPE.
+
+        NaN, inf and values outside [min, max] are out of envelope. A
+        reading of the wrong length or type is a clear error naming the
+        inputs (TypeError, ValueError), never a silent fallback.
+        """
+        values = self._checked(reading, "reading")
+        cell = 0
+        for value, edges, interior, stride in zip(values, self.edges, self._interior, self._strides):
+            if not edges[0] <= value <= edges[-1]:
+                return OUT_OF_ENVELOPE
+            cell += bisect.bisect_right(interior, value) * stride
+        return cell
+
+    def _checked(self, reading, what: str, integers: bool = False) -> tuple:
+        """One value per input: floats (None, a missing probe value, becomes NaN) or, for the fixed-point
+        path, integers. A wrong length or a value that is not a number is an error naming the input."""
+        try:
+            values = tuple(reading)
+        except TypeError:
+            raise TypeError(f"{what} {reading!r:.60} is not a sequence; give one value per input "
+                            f"({', '.join(self.names)})") from None
+        if len(values) != self.n_inputs:
+            raise ValueError(f"{what} has {len(values)} values but the machine has {self.n_inputs} inputs "
+                             f"({', '.join(self.names)}); give one value per input, in that order")
+        checked = []
+        for name, value in zip(self.names, values):
+            if value is None and not integers:
+                checked.append(math.nan)
+            elif isinstance(value, (bool, str, bytes)) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{what}: input {name} = {value!r:.40} is not a number")
+            elif integers and not isinstance(value, numbers.Integral):
+                raise TypeError(f"{what}: input {name} = {value!r:.40} is not an integer; the fixed-point path "
+                                "takes integers v meaning v * 2^-frac_bits")
+            else:
+                checked.append(int(value) if integers else float(value))
+        return tuple(checked)
+
+    @functools.cached_property
+    def fixed_point(self) -> tuple[tuple[tuple[int, ...], int, int], ...]:
+        """Per input: the interior integer thresholds and the integer envelope (lo, hi); SpecError without frac_bits."""
+        tables = []
+        for index, (name, edges, bits) in enumerate(zip(self.names, self.edges, self.frac_bits)):
+            if bits is None:
+                raise SpecError(f"inputs[{index}] ({name}) has no frac_bits, so the machine has no fixed-point "
+                                "path; add frac_bits (0..24) to that input in the spec")
+            tables.append((integer_thresholds(edges, bits)[1:-1], *integer_envelope(edges, bits)))
+        return tuple(tables)
+
+    def cell_of_fixed(self, values) -> int:
+        """`cell_of` for fixed-point integers (v means v * 2^-frac_bits), by integer compares only."""
+        integers = self._checked(values, "fixed-point reading", integers=True)
+        cell = 0
+        for value, (interior, low, high), stride in zip(integers, self.fixed_point, self._strides):
+            if not low <= value <= high:
+                return OUT_OF_ENVELOPE
+            cell += bisect.bisect_right(interior, value) * stride
+        return cell
+
+    def allowed_row(self, cell: int) -> tuple[bool, ...]:
+        """Which output indices may be emitted in `cell`."""
+        mask = self.allowed[cell]
+        return tuple(bool(mask >> k & 1) for k in range(self.params.n_tokens))
+
+    @functools.cached_property
+    def _rows(self) -> tuple[tuple[bool, ...], ...]:
+        return tuple(self.allowed_row(cell) for cell in range(self.n_cells))
+
+    def step(self, state: State, cell: int, sla_ok: bool = True, override: int | None = None
+             ) -> tuple[State, int, Reason]:
+        """One cycle of `step` on this machine's table: (next state, token index, reason)."""
+        if cell == OUT_OF_ENVELOPE:
+            return step(self.params, state, None, None, False, sla_ok, override)
+        return step(self.params, state, self.proposal[cell], self._rows[cell], True, sla_ok, override)
+
+    def initial_state(self) -> State:
+        return initial_state(self.params)
+
+    def cell_bounds(self, cell: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(lower, upper) corners of `cell`; upper equal to an input's max means that side is closed."""
+        if not 0 <= cell < self.n_cells:
+            raise ValueError(f"cell {cell} is outside 0..{self.n_cells - 1}; use an index from cell_of")
+        bins = [cell // stride % count for stride, count in zip(self._strides, self.shape)]
+        return (tuple(e[b] for e, b in zip(self.edges, bins)), tuple(e[b + 1] for e, b in zip(self.edges, bins)))
+
+    def describe_cell(self, cell: int) -> str:
+        """Human-readable bounds of a cell, e.g. ``temperature in [85, 95)``."""
+        lower, upper = self.cell_bounds(cell)
+        return ", ".join(f"{name} in [{lo:g}, {hi:g}{']' if hi == e[-1] else ')'}"
+                         for name, lo, hi, e in zip(self.names, lower, upper, self.edges))
+
