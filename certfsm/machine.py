@@ -299,7 +299,8 @@ class Machine:
         return tuple(e[1:-1] for e in self.edges)
 
     @functools.cached_property
-    def _strides(self) -> tuple[int, ...]:
+    def strides(self) -> tuple[int, ...]:
+        """Per input, how far one bin moves the flat cell index (C order: the last input varies fastest)."""
         strides, stride = [], 1
         for bins in reversed(self.shape):
             strides.append(stride)
@@ -315,7 +316,7 @@ class Machine:
         """
         values = self._checked(reading, "reading")
         cell = 0
-        for value, edges, interior, stride in zip(values, self.edges, self._interior, self._strides):
+        for value, edges, interior, stride in zip(values, self.edges, self._interior, self.strides):
             if not edges[0] <= value <= edges[-1]:
                 return OUT_OF_ENVELOPE
             cell += bisect.bisect_right(interior, value) * stride
@@ -360,7 +361,7 @@ class Machine:
         """`cell_of` for fixed-point integers (v means v * 2^-frac_bits), by integer compares only."""
         integers = self._checked(values, "fixed-point reading", integers=True)
         cell = 0
-        for value, (interior, low, high), stride in zip(integers, self.fixed_point, self._strides):
+        for value, (interior, low, high), stride in zip(integers, self.fixed_point, self.strides):
             if not low <= value <= high:
                 return OUT_OF_ENVELOPE
             cell += bisect.bisect_right(interior, value) * stride
@@ -389,7 +390,7 @@ class Machine:
         """(lower, upper) corners of `cell`; upper equal to an input's max means that side is closed."""
         if not 0 <= cell < self.n_cells:
             raise ValueError(f"cell {cell} is outside 0..{self.n_cells - 1}; use an index from cell_of")
-        bins = [cell // stride % count for stride, count in zip(self._strides, self.shape)]
+        bins = [cell // stride % count for stride, count in zip(self.strides, self.shape)]
         return (tuple(e[b] for e, b in zip(self.edges, bins)), tuple(e[b + 1] for e, b in zip(self.edges, bins)))
 
     def describe_cell(self, cell: int) -> str:

@@ -1,1 +1,36 @@
-"""Reserved for a later capability (see DESIGN.md)."""
+"""certfsm.runtime: run a certified controller.
+
+- `load(path) -> Controller`: the artifact through the core loader (hash,
+  canonical form, structure, every required certificate entry proved);
+  anything else is refused with the loader's one-line message.
+- `Controller.step(reading, metrics=..., now=...) -> Decision` one cycle
+  (`step_fixed` for fixed-point integers), `decide_many(readings)` a batch
+  of table decisions, `override(token, cycles)`, `swap(machine)` between
+  two cycles.
+
+Importing this package pulls in neither certfsm.verify, the distillation
+and proof modules of certfsm.fsm, onnx, onnxruntime, maraboupy, z3 nor
+matplotlib: the decisions are `certfsm.machine.Machine.step`, standard
+library only.
+"""
+
+from __future__ import annotations
+
+from certfsm.machine import Machine, Reason, State
+
+from ._controller import Controller, Decision
+
+
+def load(path, *, sla=None, record=None) -> Controller:
+    """A controller for the certified artifact at `path`; ArtifactError (one line) for anything the loader refuses."""
+    return Controller(load_machine(path), sla=sla, record=record)
+
+
+def load_machine(path) -> Machine:
+    """The machine of the certified artifact at `path`, through the core loader (which refuses uncertified files)."""
+    from certfsm._artifact import load_artifact
+
+    return Machine.from_artifact(load_artifact(path))
+
+
+__all__ = ["Controller", "Decision", "Machine", "Reason", "State", "load", "load_machine"]

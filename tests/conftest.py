@@ -37,3 +37,16 @@ def acasxu() -> Path:
     if not all((ACASXU / part).exists() for part in ("onnx", "vnnlib", "instances.csv")):
         pytest.skip(f"ACAS Xu benchmark not found at {ACASXU}; set CERTFSM_ACASXU to its folder")
     return ACASXU
+
+
+@pytest.fixture(scope="session")
+def distilled_example(tmp_path_factory):
+    """The example distilled once per session through the pipeline: (spec, DistillRun, artifact path)."""
+    from certfsm._spec import load_spec
+    from certfsm.fsm._pipeline import distill_controller
+
+    folder = tmp_path_factory.mktemp("distilled-example")
+    spec = load_spec(example_spec_path("coadapt"))
+    run = distill_controller(spec, out=folder / "example.cfsm", report=folder / "report", jobs=1)
+    return spec, run, folder / "example.cfsm"
+

@@ -24,15 +24,9 @@ from certfsm.machine import OUT_OF_ENVELOPE, Machine, Reason
 
 
 @pytest.fixture(scope="module")
-def distilled(tmp_path_factory):
-    """The example distilled through the pipeline: the run (what the proofs covered) and its artifact."""
-    from certfsm._spec import load_spec
-    from certfsm.fsm._pipeline import distill_controller
-
-    folder = tmp_path_factory.mktemp("machine")
-    spec = load_spec(example_spec_path("coadapt"))
-    run = distill_controller(spec, out=folder / "example.cfsm", report=folder / "report", jobs=1)
-    return spec, run, load_artifact(folder / "example.cfsm")
+def distilled(distilled_example):
+    spec, run, path = distilled_example
+    return spec, run, load_artifact(path)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,197 @@
+"""The embedded controller: a certified machine, its current state, one decision per cycle.
+
+Why a class around `certfsm.machine`: the machine is pure (state in,
+state out); a deployment needs the state kept between cycles, the SLA
+monitor's verdict fed in, operator overrides held for a number of cycles,
+hot swaps between two cycles, and all of that safe to call from several
+threads. Every decision is `Machine.step`, the step function the machine
+proofs cover; nothing here restates a rule.
+
+`step` never raises for values: NaN, inf, a missing value (None) and
+readings outside the envelope are the envelope fallback (conservative
+token, FALLBACK_ENVELOPE). A malformed reading (wrong length, not a
+number, an unknown input name in a mapping) is a TypeError or ValueError
+naming the input, raised before anything changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from certfsm._errors import ArtifactError
+from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One cycle's outcome: the token (name, output index, 4-bit code), why, where, and the state after."""
+
+    token: str
+    index: int
+    code: int
+    reason: Reason
+    cell: int
+    state: State
+    sla_ok: bool
+    time: float | None = None
+
+    @property
+    def in_envelope(self) -> bool:
+        return self.cell != OUT_OF_ENVELOPE
+
+
+class Controller:
+    """A certified machine running: `step` one reading per cycle, `decide_many` for batches.
+
+    `sla` is an optional monitor with ``update(metrics, token) -> status``
+    (``status.ok``), `record` an optional callable that receives every
+    `Decision` with its inputs (the audit log). Both are called under the
+    controller's lock, so decisions and records keep one order.
+    """
+
+    def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None) -> None:
+        self._machine = machine
+        self._state = machine.initial_state()
+        self._sla = sla
+        self._record = record
+        self._override: int | None = None
+        self._override_cycles: int | None = None
+        self._last_cell = OUT_OF_ENVELOPE
+        self._lock = threading.Lock()
+
+    @property
+    def machine(self) -> Machine:
+        return self._machine
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def reading_of(self, values) -> tuple:
+        """A reading in input order, from a sequence or from a mapping by input name (every input named)."""
+        if isinstance(values, Mapping):
+            unknown = sorted(set(values) - set(self._machine.names))
+            if unknown:
+                raise ValueError(f"reading names unknown input {unknown[0]!r}; the inputs are "
+                                 f"{', '.join(self._machine.names)}")
+            return tuple(values.get(name) for name in self._machine.names)
+        return tuple(values)
+
+    def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+             ) -> Decision:
+        """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
+        values = self.reading_of(reading)
+        cell = self._machine.cell_of(values)
+        return self._advance(values, cell, metrics, now)
+
+    def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+                   ) -> Decision:
+        """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
+        values = self.reading_of(values)
+        cell = self._machine.cell_of_fixed(values)
+        return self._advance(values, cell, metrics, now)
+
+    def _advance(self, values, cell: int, metrics, now) -> Decision:
+        with self._lock:
+            machine = self._machine
+            sla_ok = True
+            if self._sla is not None:
+                sla_ok = bool(self._sla.update(metrics or {}, machine.tokens[self._state.current]).ok)
+            override = self._take_override()
+            state, index, reason = machine.step(self._state, cell, sla_ok, override)
+            self._state, self._last_cell = state, cell
+            decision = Decision(machine.tokens[index], index, machine.params.codes[index], Reason(reason), cell,
+                                state, sla_ok, now)
+            if self._record is not None:
+                self._record(decision, values, metrics, override)
+            return decision
+
+    def _take_override(self) -> int | None:
+        if self._override is None:
+            return None
+        override = self._override
+        if self._override_cycles is not None:
+            self._override_cycles -= 1
+            if self._override_cycles <= 0:
+                self._override = self._override_cycles = None
+        return override
+
+    def override(self, token: str | None, cycles: int | None = None) -> None:
+        """Ask for `token` (None clears) for `cycles` cycles (None: until cleared).
+
+        Only the spec's overridable tokens can be asked for; the step
+        function still lets fallback and legality pre-emption win, and
+        reports a refusal in the reason.
+        """
+        with self._lock:
+            if token is None:
+                self._override = self._override_cycles = None
+                return
+            if token not in self._machine.tokens:
+                raise ValueError(f"override token {token!r} is not a token of this controller; the tokens are "
+                                 f"{', '.join(self._machine.tokens)}")
+            index = self._machine.tokens.index(token)
+            if index not in self._machine.params.overridable:
+                names = [self._machine.tokens[k] for k in sorted(self._machine.params.overridable)]
+                raise ValueError(f"override token {token!r} is not overridable; the spec allows "
+                                 f"{', '.join(names) or 'none'}")
+            if cycles is not None and (not isinstance(cycles, int) or cycles < 1):
+                raise ValueError(f"override cycles={cycles!r} is not a positive number of cycles; give e.g. 10 or None")
+            self._override, self._override_cycles = index, cycles
+
+    def swap(self, machine: Machine) -> tuple[str, str]:
+        """Replace the machine between two cycles, atomically; returns (old, new) artifact hashes.
+
+        The new machine must have the same inputs and tokens. The current
+        token is kept only where the new table allows it in the cell of
+        the last reading; otherwise (or before any reading) the state
+        restarts at the conservative token. The candidate being confirmed
+        is dropped, and the cooldown keeps running (capped at the new
+        machine's `cooldown_cycles`).
+        """
+        with self._lock:
+            old = self._machine
+            if (machine.names, machine.tokens, machine.params.codes) != (old.names, old.tokens, old.params.codes):
+                raise ArtifactError(f"artifact {machine.artifact_sha256[:12]} has other inputs or tokens than the "
+                                    f"running one ({old.artifact_sha256[:12]}); a hot swap keeps both the same")
+            current = self._state.current
+            cell = self._last_cell
+            if cell == OUT_OF_ENVELOPE or not machine.allowed[cell] >> current & 1:
+                current = machine.params.conservative
+            self._state = State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles))
+            self._machine = machine
+            return old.artifact_sha256, machine.artifact_sha256
+
+    def decide_many(self, readings):
+        """Table decisions for a batch of readings (rows in input order): no state, no SLA, no override.
+
+        Each row gets its cell's proposal, or the conservative token out of
+        the envelope (NaN, inf, outside [min, max]). Returns output
+        indices (numpy int64). Vectorised with numpy.
+        """
+        import numpy as np
+
+        machine = self._machine
+        rows = np.asarray(readings, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
+            raise ValueError(f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values "
+                             f"({', '.join(machine.names)})")
+        proposal = _proposals(machine)
+        inside = np.ones(rows.shape[0], dtype=bool)
+        flat = np.zeros(rows.shape[0], dtype=np.int64)
+        for column, edges, stride in zip(rows.T, machine.edges, machine.strides):
+            inside &= (column >= edges[0]) & (column <= edges[-1])
+            flat += np.searchsorted(np.asarray(edges[1:-1]), column, side="right") * stride
+        return np.where(inside, proposal[np.where(inside, flat, 0)], machine.params.conservative)
+
+
+def _proposals(machine: Machine):
+    import numpy as np
+
+    cached = getattr(machine, "_proposal_array", None)
+    if cached is None:
+        cached = np.asarray(machine.proposal, dtype=np.int64)
+        object.__setattr__(machine, "_proposal_array", cached)
+    return cached
