@@ -43,9 +43,10 @@ verdict ``unknown``.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
+
+from certfsm.verify import smtlib_text, solve_text, write_proof_query
 
 from ._explicit import (MACHINE_PROPERTIES, PROPERTY_DESCRIPTIONS, alphabet, explore, free_rows, initial_node,
                         next_since, table_rows, transition_violations, violation_trace)
@@ -76,72 +77,16 @@ def invariant_holds(params: MachineParams, state: State, since: int) -> bool:
 # ------------------------------------------------------------- SMT-LIB files and solving
 
 
-def _script(body: list[str], logic: str, status: str) -> str:
-    lines = ["(set-info :smt-lib-version 2.6)", f"(set-logic {logic})", f"(set-info :status {status})"]
-    return "\n".join(lines + body + ["(check-sat)", "(exit)"]) + "\n"
-
-
 def solve_script(body: list[str], logic: str, timeout: float):
     """Solve the script with Z3: (answer, model values by name or None, reason). Answer: sat, unsat or unknown."""
-    import z3
-
-    solver = z3.Solver()
-    solver.set("timeout", max(1, int(timeout * 1000)))
-    try:
-        solver.from_string(_script(body, logic, "unknown"))
-        answer = solver.check()
-    except z3.Z3Exception as error:
-        return "unknown", None, f"z3 error: {error}"
-    if answer == z3.unsat:
-        return "unsat", None, ""
-    if answer == z3.sat:
-        return "sat", _ModelValues(solver.model()), ""
-    return "unknown", None, f"z3 answered unknown ({solver.reason_unknown()})"
-
-
-class _ModelValues:
-    """Values of a Z3 model by constant name; constants the model leaves open get their default."""
-
-    def __init__(self, model) -> None:
-        self.model = model
-
-    def int(self, name: str) -> int:
-        import z3
-
-        return self.model.eval(z3.Int(name), model_completion=True).as_long()
-
-    def bool(self, name: str) -> bool:
-        import z3
-
-        return z3.is_true(self.model.eval(z3.Bool(name), model_completion=True))
+    return solve_text(smtlib_text(body, logic), timeout)
 
 
 def write_proof_file(path, body: list[str], logic: str, *, prop: str, description: str, verdict: str,
                      seconds: float, stable: bool = False, extra: dict | None = None) -> str:
-    """Header + standalone script at `path`, atomically; returns the file's SHA-256 (hex).
-
-    The header follows verify/_smtlib's conventions (``; key: value``
-    lines readable by `read_header`, the status implied by the verdict,
-    re-run hints); `stable` leaves out the time and the tool version.
-    """
-    from certfsm._staging import write_atomically
-    from certfsm.verify._smtlib import STATUS_OF_VERDICT, _one_line, certfsm_version
-
-    path = Path(path)
-    status = STATUS_OF_VERDICT[verdict]
-    header = ["; certfsm SMT-LIB 2.6 query: unsat means the property holds, sat that it is violated"]
-    if not stable:
-        header.append(f"; certfsm-version: {_one_line(certfsm_version())}")
-    header += [f"; property: {_one_line(prop)}", f"; description: {_one_line(description)}",
-               f"; verdict: {verdict}", f"; status: {status}", "; engine: z3"]
-    if not stable:
-        header.append(f"; seconds: {seconds:.3f}")
-    header += [f"; {_one_line(key)}: {_one_line(value)}" for key, value in (extra or {}).items()]
-    header += [f"; rerun: z3 {path.name}", f"; rerun: cvc5 {path.name}",
-               "; rerun: certfsm recheck .  (in the folder that holds this file)"]
-    data = ("\n".join(header) + "\n" + _script(body, logic, status)).encode("utf-8")
-    write_atomically(path, data, what="SMT-LIB file", fix="check that the folder exists and is writable")
-    return hashlib.sha256(data).hexdigest()
+    """Header + standalone script at `path`, atomically; returns the file's SHA-256 (hex)."""
+    return write_proof_query(path, body, logic, prop_name=prop, description=description, verdict=verdict,
+                             seconds=seconds, stable=stable, extra=extra)
 
 
 # ------------------------------------------------------------- the encoding

@@ -169,7 +169,7 @@ def _entry(name: str, proof: Proof) -> dict:
 
 def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate: list[dict]) -> str:
     from certfsm._artifact import write_artifact
-    from certfsm.verify._smtlib import certfsm_version
+    from certfsm.verify import certfsm_version
 
     grid = table.grid
     payload = {

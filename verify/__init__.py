@@ -12,6 +12,10 @@
 - `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs;
   `write_report` writes summary.json, report.md and one SMT-LIB 2.6 file
   per query; `recheck_folder` re-runs them with a stock solver.
+- SMT-LIB and Z3, one door each: `smtlib_text` makes every query script,
+  `write_proof_query` writes every non-network proof file (table and
+  machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`,
+  and `solve_text` hands any query text to Z3.
 
 Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.
@@ -23,14 +27,16 @@ from ._recheck import RecheckRow, recheck_folder
 from ._report import InputNaming, write_report
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._run import VerifyRun, verify_spec, verify_vnnlib, vnncomp_answer
-from ._smtlib import smtlib_script, write_smtlib
+from ._smtlib import certfsm_version, one_line, smtlib_script, smtlib_text, write_proof_query, write_smtlib
 from ._spec_properties import spec_properties
 from ._validate import Validation, validate_counterexample
 from ._vnnlib import format_vnncomp_result, parse_vnnlib
+from ._z3 import solve_text
 
 __all__ = [
     "ENGINES", "PROVED", "UNKNOWN", "VIOLATED", "Conjunction", "InputNaming", "Property", "RecheckRow",
     "Result", "Validation", "VerifyRun", "check", "chosen_conjunction", "format_vnncomp_result",
     "parse_vnnlib", "recheck_folder", "smtlib_script", "spec_properties", "validate_counterexample",
     "verify_spec", "verify_vnnlib", "vnncomp_answer", "write_report", "write_smtlib",
+    "certfsm_version", "one_line", "smtlib_text", "solve_text", "write_proof_query",
 ]

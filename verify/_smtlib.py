@@ -39,7 +39,8 @@ def output_name(j: int) -> str:
     return f"Y_{j}"
 
 
-def _one_line(text) -> str:
+def one_line(text) -> str:
+    """`text` on one line (whitespace runs become one space): what a header value may hold."""
     return " ".join(str(text).split())
 
 
@@ -122,7 +123,7 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
     lines = ["; inputs and outputs"]
     lines += [f"(declare-const {name} Real)" for name in inputs + outputs]
     for index, layer in enumerate(network.layers[:-1]):
-        lines.append(f"; layer {index} ({_one_line(layer.source)}): pre-activation Z_{index}_k, ReLU output H_{index}_k")
+        lines.append(f"; layer {index} ({one_line(layer.source)}): pre-activation Z_{index}_k, ReLU output H_{index}_k")
         lines += [f"(declare-const Z_{index}_{k} Real)" for k in range(layer.n_out)]
         lines += [f"(declare-const H_{index}_{k} Real)" for k in range(layer.n_out)]
     lines.append("; input box")
@@ -136,7 +137,7 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
         is_output = index == len(network.layers) - 1
         kind = "output layer" if is_output else "affine and ReLU"
         exactness = "" if layer.is_exact else ", exact rational weights of a rounded fold"
-        lines.append(f"; layer {index} ({_one_line(layer.source)}): {kind}, {layer.n_out} x {layer.n_in}{exactness}")
+        lines.append(f"; layer {index} ({one_line(layer.source)}): {kind}, {layer.n_out} x {layer.n_in}{exactness}")
         targets = outputs if is_output else [f"Z_{index}_{k}" for k in range(layer.n_out)]
         weights = layer.weight if layer.is_exact else layer.exact_weight()
         biases = layer.bias if layer.is_exact else layer.exact_bias()
@@ -159,14 +160,21 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
     return lines
 
 
-def smtlib_script(network, prop: Property, status: str = "unknown", phases=None) -> str:
-    """A standalone SMT-LIB 2.6 script in QF_LRA; ``unsat`` means the property holds (see `smtlib_body`)."""
+def smtlib_text(body: list[str], logic: str, status: str = "unknown") -> str:
+    """A standalone SMT-LIB 2.6 script: version, logic and status, then `body`, then check-sat.
+
+    Every certfsm query file (network properties here, table and machine
+    proofs in `certfsm.fsm`) is written through this one function.
+    """
     if status not in STATUSES:
         raise ValueError(f"status={status!r} is not one of {STATUSES}")
-    lines = ["(set-info :smt-lib-version 2.6)", "(set-logic QF_LRA)", f"(set-info :status {status})"]
-    lines += smtlib_body(network, prop, phases)
-    lines += ["(check-sat)", "(exit)"]
-    return "\n".join(lines) + "\n"
+    lines = ["(set-info :smt-lib-version 2.6)", f"(set-logic {logic})", f"(set-info :status {status})"]
+    return "\n".join(lines + list(body) + ["(check-sat)", "(exit)"]) + "\n"
+
+
+def smtlib_script(network, prop: Property, status: str = "unknown", phases=None) -> str:
+    """A standalone SMT-LIB 2.6 script in QF_LRA; ``unsat`` means the property holds (see `smtlib_body`)."""
+    return smtlib_text(smtlib_body(network, prop, phases), "QF_LRA", status)
 
 
 def certfsm_version() -> str:
@@ -178,34 +186,67 @@ def certfsm_version() -> str:
         return "unknown"
 
 
-def smtlib_header(file_name: str, network, prop: Property, *, verdict: str, status: str, engine: str,
-                  seconds: float | None, property_text: str = "", tool_version: str | None = None,
-                  extra: dict | None = None) -> list[str]:
-    """The ';' comment lines that open a report file: ``; key: value``, one per line.
+def query_header(file_name: str, *, prop_name: str, description: str = "", verdict: str, status: str, engine: str,
+                 seconds: float | None, network=None, property_text: str = "", tool_version: str | None = None,
+                 extra: dict | None = None) -> list[str]:
+    """The ';' comment lines that open a query file: ``; key: value``, one per line.
 
     `seconds=None` and `tool_version=None` leave those volatile lines out
-    (golden files). Keys and values are single lines, so `read_header`
-    gives them back exactly.
+    (golden files). `network` adds the model's file name and SHA-256.
+    Keys and values are single lines, so `read_header` gives them back
+    exactly.
     """
     lines = ["; certfsm SMT-LIB 2.6 query: unsat means the property holds, sat that it is violated"]
     if tool_version is not None:
-        lines.append(f"; certfsm-version: {_one_line(tool_version)}")
-    lines += [f"; property: {_one_line(prop.name)}"]
-    if prop.description:
-        lines.append(f"; description: {_one_line(prop.description)}")
-    lines += [f"; verdict: {verdict}", f"; status: {status}", f"; engine: {_one_line(engine)}"]
+        lines.append(f"; certfsm-version: {one_line(tool_version)}")
+    lines += [f"; property: {one_line(prop_name)}"]
+    if description:
+        lines.append(f"; description: {one_line(description)}")
+    lines += [f"; verdict: {verdict}", f"; status: {status}", f"; engine: {one_line(engine)}"]
     if seconds is not None:
         lines.append(f"; seconds: {seconds:.3f}")
-    lines += [f"; network: {os.path.basename(network.source_path) or '(in memory)'}",
-              f"; network-sha256: {network.sha256 or '(none)'}"]
+    if network is not None:
+        lines += [f"; network: {os.path.basename(network.source_path) or '(in memory)'}",
+                  f"; network-sha256: {network.sha256 or '(none)'}"]
     for key, value in (extra or {}).items():
-        lines.append(f"; {_header_key(key)}: {_one_line(value)}")
+        lines.append(f"; {_header_key(key)}: {one_line(value)}")
     lines += [f"; rerun: z3 {file_name}", f"; rerun: cvc5 {file_name}",
               "; rerun: certfsm recheck .  (in the folder that holds this file)"]
     if property_text:
         lines.append("; property-text:")
         lines += [f";   {line}".rstrip() for line in property_text.splitlines()]
     return lines
+
+
+def smtlib_header(file_name: str, network, prop: Property, *, verdict: str, status: str, engine: str,
+                  seconds: float | None, property_text: str = "", tool_version: str | None = None,
+                  extra: dict | None = None) -> list[str]:
+    """`query_header` for a network property."""
+    return query_header(file_name, prop_name=prop.name, description=prop.description, verdict=verdict,
+                        status=status, engine=engine, seconds=seconds, network=network, property_text=property_text,
+                        tool_version=tool_version, extra=extra)
+
+
+def write_query(path, header: list[str], script: str) -> str:
+    """Write header + script to `path` atomically and return the file's SHA-256 (hex)."""
+    data = ("\n".join(header) + "\n" + script).encode("utf-8")
+    write_atomically(Path(path), data, what="SMT-LIB file", fix="check that the folder exists and is writable")
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_proof_query(path, body: list[str], logic: str, *, prop_name: str, description: str, verdict: str,
+                      seconds: float, engine: str = "z3", stable: bool = False, extra: dict | None = None) -> str:
+    """A query file for a proof that is not about a network (a table, a state machine); returns its SHA-256.
+
+    The status is the one the verdict implies; `stable` leaves out the
+    time and the tool version (golden files).
+    """
+    path = Path(path)
+    status = STATUS_OF_VERDICT[verdict]
+    header = query_header(path.name, prop_name=prop_name, description=description, verdict=verdict, status=status,
+                          engine=engine, seconds=None if stable else seconds,
+                          tool_version=None if stable else certfsm_version(), extra=extra)
+    return write_query(path, header, smtlib_text(body, logic, status))
 
 
 _HEADER_LINE = re.compile(r"^; ([A-Za-z0-9_-]+): (.*)$")
@@ -258,6 +299,4 @@ def write_smtlib(path, network, prop: Property, *, verdict: str, engine: str, se
         when = seconds
     header = smtlib_header(path.name, network, prop, verdict=verdict, status=status, engine=engine,
                            seconds=when, property_text=property_text, tool_version=version, extra=extra)
-    data = ("\n".join(header) + "\n" + smtlib_script(network, prop, status)).encode("utf-8")
-    write_atomically(path, data, what="SMT-LIB file", fix="check that the folder exists and is writable")
-    return hashlib.sha256(data).hexdigest()
+    return write_query(path, header, smtlib_script(network, prop, status))

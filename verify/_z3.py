@@ -169,6 +169,44 @@ def _solver(z3, context, script: str, seconds: float):
     return solver
 
 
+class ModelValues:
+    """Values of a Z3 model by constant name; constants the model leaves open get their default."""
+
+    def __init__(self, z3, model, context) -> None:
+        self._z3, self._model, self._context = z3, model, context
+
+    def int(self, name: str) -> int:
+        return self._model.eval(self._z3.Int(name, self._context), model_completion=True).as_long()
+
+    def bool(self, name: str) -> bool:
+        return self._z3.is_true(self._model.eval(self._z3.Bool(name, self._context), model_completion=True))
+
+
+def solve_text(script: str, seconds: float) -> tuple[str, ModelValues | None, str]:
+    """Solve an SMT-LIB script with Z3 in a fresh context: (answer, model values or None, reason).
+
+    The one place certfsm hands a query text to Z3 (the network engine
+    above reads its models through `_solve`; table and machine proofs call
+    this). Answer: "sat", "unsat" or "unknown" with the reason (timeout,
+    Z3's own unknown, any Z3 error).
+    """
+    try:
+        z3 = _z3()
+    except ImportError as error:
+        return "unknown", None, f"z3 cannot be imported ({error}); pip install z3-solver"
+    context = z3.Context()
+    try:
+        solver = _solver(z3, context, script, seconds)
+        answer = solver.check()
+    except z3.Z3Exception as error:
+        return "unknown", None, f"z3 error: {' '.join(str(error).split())}"
+    if answer == z3.unsat:
+        return "unsat", None, ""
+    if answer == z3.sat:
+        return "sat", ModelValues(z3, solver.model(), context), ""
+    return "unknown", None, f"z3 answered unknown ({solver.reason_unknown()})"
+
+
 def _solve(z3, solver, n_inputs: int) -> tuple[str, list[Fraction] | None, str]:
     """("sat", exact input values, "") | ("unsat", None, "") | ("unknown", None, why)."""
     answer = solver.check()

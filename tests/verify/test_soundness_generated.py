@@ -27,15 +27,18 @@ import soundness_oracle as oracle
 from soundness_judge import check_api, check_cli, engine_params
 
 TIMEOUT = 10.0
+BOUNDS_TIMEOUT = 3.0  # bounds alone never closes a tie; its unknown after 3 s says as much as after 10 s
 FAST_EXAMPLES = 20
-SLOW_EXAMPLES_PER_FAMILY = 60
+# 300 instances through the default engine, 60 through each other one: the
+# default answers most users' queries, and this keeps the slow suite to minutes.
+SLOW_EXAMPLES_PER_FAMILY = {"auto": 60, "bounds": 12, "z3": 12, "marabou": 12, "both": 12}
 _RUN = dict(derandomize=True, database=None, deadline=None, phases=(Phase.explicit, Phase.generate),
             suppress_health_check=[HealthCheck.too_slow])
 
 def _check(instance, engine: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         onnx_path, vnnlib_path = instance.write(Path(folder))
-        check_api(onnx_path, vnnlib_path, instance.expected, engine, TIMEOUT)
+        check_api(onnx_path, vnnlib_path, instance.expected, engine, BOUNDS_TIMEOUT if engine == "bounds" else TIMEOUT)
 
 
 @pytest.mark.parametrize("engine", engine_params())
@@ -49,11 +52,15 @@ def test_generated_instances_are_never_answered_wrong(engine, instance):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", engine_params())
 @pytest.mark.parametrize("family", soundness_cases.FAMILIES)
-@settings(max_examples=SLOW_EXAMPLES_PER_FAMILY, **_RUN)
-@given(data=st.data())
-def test_many_generated_instances_are_never_answered_wrong(family, engine, data):
-    """300 instances (60 per family) per engine: rare wrong answers need many tries to show."""
-    _check(data.draw(instances((family,)), label="instance"), engine)
+def test_many_generated_instances_are_never_answered_wrong(family, engine):
+    """300 instances (60 per family) through auto, 60 through each other engine: rare wrong answers need many tries."""
+
+    @settings(max_examples=SLOW_EXAMPLES_PER_FAMILY[engine], **_RUN)
+    @given(data=st.data())
+    def run(data):
+        _check(data.draw(instances((family,)), label="instance"), engine)
+
+    run()
 
 
 @pytest.mark.slow

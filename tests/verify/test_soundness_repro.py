@@ -80,7 +80,11 @@ def test_oracle_agrees_with_the_recorded_answer(case):
 @pytest.mark.parametrize("case", ALL)
 def test_api_answer_is_never_wrong_and_its_witness_is_exact(case, engine):
     """verify_vnnlib answers unsat/sat only where that is the exact answer; a sat witness violates exactly."""
-    check_api(case.onnx, case.vnnlib, case.expected, engine, case.timeout)
+    check_api(case.onnx, case.vnnlib, case.expected, engine, min(case.timeout, _ENGINE_SECONDS.get(engine, 15.0)))
+
+
+# bounds alone cannot close a strict tie or a needle: its unknown after 3 s is as final as after 30 s.
+_ENGINE_SECONDS = {"bounds": 3.0}
 
 
 @pytest.mark.slow
