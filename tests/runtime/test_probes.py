@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from certfsm._errors import ProbeError
 from certfsm.runtime._probes import (STANDARD_QUANTITIES, HardwareProbe, ProbeSample, cache_miss_quantity, percent)
 from certfsm.runtime._probes_linux import LinuxProbe
+from certfsm.runtime._probes_trace import TraceProbe
 
 EXAMPLE_INPUTS = ("compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth")
 
@@ -187,6 +189,90 @@ def test_linux_probe_survives_a_folder_where_a_file_should_be(tmp_path):
     assert LinuxProbe(tmp_path).sample(now=0.0).temperature is None
 
 
+# ---------------------------------------------------------------- trace probe
+
+
+def write_trace(tmp_path, text, name="trace.csv"):
+    (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return str(tmp_path / name)
+
+
+def test_trace_replays_rows_with_missing_cells_and_metrics(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_trace(tmp_path, """
+        temperature,queue_depth,latency_ms,compute_util,mem_bw_util,l2_miss_rate
+        60,3,12.5,40,50,10
+        nan, 70 ,,,1e3,-5
+
+        inf,-inf,NaN,0,0,0
+    """)
+    with TraceProbe("trace.csv", EXAMPLE_INPUTS) as probe:
+        assert probe.quantities == frozenset(EXAMPLE_INPUTS) and probe.metric_names == ("latency_ms",)
+        first = probe.sample(now=1.0)
+        assert first.timestamp == 1.0
+        assert first.values == {"temperature": 60.0, "queue_depth": 3.0, "compute_util": 40.0, "mem_bw_util": 50.0,
+                                "l2_miss_rate": 10.0}
+        assert first.metrics == {"latency_ms": 12.5}
+        second = probe.sample(now=2.0)
+        assert math.isnan(second.temperature) and second.queue_depth == 70.0 and second.compute_util is None
+        assert second.get("mem_bw_util") == 1000.0 and second.cache_miss_rate(2) == -5.0, "out of envelope is kept"
+        assert second.metrics == {"latency_ms": None}
+        third = probe.sample(now=3.0)  # the blank line is skipped
+        assert third.temperature == math.inf and third.queue_depth == -math.inf and math.isnan(third.metrics["latency_ms"])
+        with pytest.raises(EOFError):
+            probe.sample()
+        with pytest.raises(EOFError):
+            probe.sample()
+
+
+def test_trace_is_iterable_and_reads_a_bom(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffa,b\n1,2\n3,4\n".encode("utf-8"))
+    samples = list(TraceProbe(path, ["b", "a"]))
+    assert [(s.get("a"), s.get("b")) for s in samples] == [(1.0, 2.0), (3.0, 4.0)]
+    assert all(s.metrics == {} for s in samples) and samples[0].timestamp <= samples[1].timestamp
+
+
+BAD_TRACES = [
+    ("missing-column", "compute_util,mem_bw_util,l2_miss_rate,queue_depth,latency_ms\n1,2,3,4,5\n",
+     r"^trace\.csv:1: the header has no column 'temperature' \(it has 'compute_util', 'mem_bw_util', 'l2_miss_rate', "
+     r"'queue_depth', 'latency_ms'\); add a temperature column, with empty or nan cells where it was not measured$"),
+    ("repeated-column", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,mem_bw_util\n",
+     r"^trace\.csv:1: column 'mem_bw_util' appears twice in the header \(columns 6 and 2\); keep one$"),
+    ("empty", "", r"^trace\.csv: the trace is empty; write a header line naming the columns \(compute_util, "
+                  r"mem_bw_util, l2_miss_rate, temperature, queue_depth\) and one row per reading$"),
+    ("non-numeric", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n1,2,3,hot,5\n",
+     r"^trace\.csv:3: column 4 \(temperature\) = 'hot' is not a number; write a decimal number, nan, or leave the "
+     r"cell empty where nothing was measured$"),
+    ("non-numeric-metric", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms\n1,2,3,4,5,12ms\n",
+     r"^trace\.csv:2: column 6 \(latency_ms\) = '12ms' is not a number;"),
+    ("short-row", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n\n1,2,3,4\n",
+     r"^trace\.csv:4: 4 cells, expected 5 \(one per header column: compute_util, mem_bw_util, l2_miss_rate, "
+     r"temperature, queue_depth\); fix the row \(an empty cell still needs its comma\)$"),
+    ("long-row", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5,6\n",
+     r"^trace\.csv:2: 6 cells, expected 5 "),
+    ("not-utf8", b"compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,\xff\n",
+     r"^trace\.csv:2: byte 9 of the line is not UTF-8; save the trace as UTF-8 CSV$"),
+]
+
+
+@pytest.mark.parametrize("content, pattern", [case[1:] for case in BAD_TRACES], ids=[case[0] for case in BAD_TRACES])
+def test_malformed_trace_is_one_line_naming_file_line_and_column(tmp_path, monkeypatch, content, pattern):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trace.csv").write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ProbeError, match=pattern) as caught:
+        with TraceProbe("trace.csv", EXAMPLE_INPUTS) as probe:
+            list(probe)
+    assert "\n" not in str(caught.value) and isinstance(caught.value, ValueError)
+
+
+def test_missing_trace_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ProbeError, match=r"^absent\.csv: cannot read the trace \(No such file or directory\); "
+                                         r"give the path of a readable CSV file$"):
+        TraceProbe("absent.csv", EXAMPLE_INPUTS)
+
+
 # ---------------------------------------------------------------- standard library only
 
 
@@ -208,10 +294,11 @@ def test_probe_modules_import_with_the_standard_library_alone():
             module = types.ModuleType(name)
             module.__path__ = [folder]
             sys.modules[name] = module
-        from certfsm.runtime import _blob, _probes, _probes_linux
+        from certfsm.runtime import _blob, _calibration, _probes, _probes_linux, _probes_trace
         probe = _probes_linux.LinuxProbe()
         probe.sample()
-        print(len([probe.sample().get(name) for name in {EXAMPLE_INPUTS!r}]))
+        reading = _calibration.Calibration.identity({EXAMPLE_INPUTS!r}).reading(probe.sample())
+        print(len(reading))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
