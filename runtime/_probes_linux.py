@@ -6,9 +6,11 @@ default, so tests can point the probe at a folder of crafted files):
 - compute_util: /proc/stat's aggregate ``cpu`` line. Its counters are
   cumulative since boot, so utilisation is the busy share of the ticks
   that passed *between two samples*: the first sample has none (missing).
-  Busy is everything but idle and iowait. When no tick passed (two calls
-  within one clock tick) the previous utilisation is repeated, since the
-  machine has not moved; counters that went backwards restart the baseline.
+  Busy is everything but idle and iowait. The probe reads the counters
+  when it is built, so its first sample measures the time since then.
+  When no tick passed (two calls within one clock tick) the previous
+  utilisation is repeated, since the machine has not moved; counters that
+  went backwards restart the baseline.
 - queue_depth: /proc/stat's ``procs_running``, the kernel's run queue
   (tasks running or ready to run, the probing thread included). It is the
   same count as the runnable field of /proc/loadavg, but it comes from the
@@ -36,8 +38,12 @@ file, or one it cannot parse, makes the quantities it feeds missing.
 from __future__ import annotations
 
 import glob
+import math
+import numbers
 import os
 import time
+
+from certfsm._errors import ProbeError
 
 from ._probes import (CACHE_LEVELS, COMPUTE_UTIL, MEM_BW_PEAK, MEM_BW_USED, MEM_BW_UTIL, MEM_TOTAL, MEM_USED,
                       MEM_UTIL, QUEUE_DEPTH, STANDARD_QUANTITIES, TEMPERATURE, HardwareProbe, ProbeSample,
@@ -55,17 +61,25 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _is_positive_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < math.inf
+
+
 class LinuxProbe(HardwareProbe):
     """The standard quantities of this Linux machine (see the module docstring for each source)."""
 
     label = "linux"
 
     def __init__(self, root: str | os.PathLike = "/", *, mem_bw_peak: float | None = None) -> None:
+        if mem_bw_peak is not None and not _is_positive_number(mem_bw_peak):
+            raise ProbeError(f"LinuxProbe: mem_bw_peak={mem_bw_peak!r} is not a positive number of bytes/s; "
+                             "give the memory system's peak bandwidth from its data sheet, or None")
         self.root = os.fspath(root)
-        self.mem_bw_peak = mem_bw_peak
+        self.mem_bw_peak = None if mem_bw_peak is None else float(mem_bw_peak)
         self._cpu: tuple[int, int] | None = None  # (busy, total) ticks at the last sample that saw them advance
         self._cpu_util: float | None = None
         self._mbm: tuple[float, int] | None = None  # (timestamp, bytes) at the last sample
+        self._compute_util(_read(self._path("proc", "stat")))
 
     @property
     def quantities(self) -> frozenset[str]:

@@ -76,10 +76,11 @@ def test_hardware_probe_is_abstract():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and /sys of a Linux machine")
 def test_linux_probe_on_this_machine_gives_plausible_values():
     with LinuxProbe() as probe:
+        time.sleep(0.05)  # a few clock ticks on every CPU since the probe read the counters
         first = probe.sample()
-        assert first.compute_util is None, "one sample has no interval to measure utilisation over"
-        time.sleep(0.05)  # a few clock ticks on every CPU
+        time.sleep(0.05)
         second = probe.sample()
+    assert 0.0 <= first.compute_util <= 100.0
     assert probe.quantities == STANDARD_QUANTITIES and set(second.values) == STANDARD_QUANTITIES
     assert second.timestamp > first.timestamp
     assert 0.0 <= second.compute_util <= 100.0
@@ -124,7 +125,7 @@ def fake_root(tmp_path):
 def test_linux_probe_on_a_crafted_root(fake_root):
     probe = LinuxProbe(fake_root, mem_bw_peak=1000.0)
     first = probe.sample(now=10.0)
-    assert first.timestamp == 10.0 and first.compute_util is None
+    assert first.timestamp == 10.0 and first.compute_util is None, "no tick since the probe was built"
     assert first.queue_depth == 3.0
     assert (first.get("mem_total"), first.get("mem_used"), first.get("mem_util")) == (1024000.0, 768000.0, 75.0)
     assert first.temperature == 71.5, "the hottest zone"
@@ -137,9 +138,8 @@ def test_linux_probe_on_a_crafted_root(fake_root):
 
 def test_cpu_utilisation_repeats_when_no_tick_passed_and_restarts_when_counters_go_back(fake_root):
     probe = LinuxProbe(fake_root)
-    probe.sample(now=1.0)
     write(fake_root, "proc/stat", stat_text(200, 50, 800, 50))
-    assert probe.sample(now=2.0).compute_util == 100.0
+    assert probe.sample(now=1.0).compute_util == 100.0, "measured since the probe was built"
     assert probe.sample(now=3.0).compute_util == 100.0, "no tick passed: the machine has not moved"
     write(fake_root, "proc/stat", stat_text(10, 10, 10, 10))
     assert probe.sample(now=4.0).compute_util is None, "counters went back (a reset): no interval to measure"
@@ -157,6 +157,13 @@ def test_memory_bandwidth_from_resctrl_as_a_rate(fake_root):
     assert sample.mem_bw_used == 4000.0 and sample.get("mem_bw_util") == 100.0
     write(fake_root, "sys/fs/resctrl/mon_data/mon_L3_01/mbm_total_bytes", "Unavailable\n")
     assert probe.sample(now=2.0).mem_bw_used is None
+
+
+@pytest.mark.parametrize("peak", [0, -1.0, math.inf, math.nan, "1e9", True])
+def test_a_bad_peak_bandwidth_is_refused_when_the_probe_is_built(peak):
+    with pytest.raises(ProbeError, match=r"^LinuxProbe: mem_bw_peak=.* is not a positive number of bytes/s; give "
+                                         r"the memory system's peak bandwidth from its data sheet, or None$"):
+        LinuxProbe(mem_bw_peak=peak)
 
 
 def test_linux_probe_reports_missing_for_missing_files(tmp_path):
