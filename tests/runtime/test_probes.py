@@ -310,3 +310,33 @@ def test_probe_modules_import_with_the_standard_library_alone():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "5"
+
+
+# ---------------------------------------------------------------- the pieces together
+
+
+def test_trace_calibration_and_blob_compose_for_the_example(tmp_path):
+    """A trace of raw register values (temperature in millidegrees), calibrated, carried in blobs, decoded."""
+    from certfsm._spec import load_spec
+    from certfsm.examples import example_spec_path
+    from certfsm.runtime._blob import BlobLayout
+    from certfsm.runtime._calibration import Calibration
+
+    spec = load_spec(example_spec_path("coadapt"))
+    names = [item.name for item in spec.inputs]
+    trace = write_trace(tmp_path, """
+        compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms
+        40,50,10,61000,3,12.5
+        90,,nan,87250,60,30
+    """)
+    (tmp_path / "cal.json").write_text('{"certfsm_calibration": 1, "inputs": {"temperature": {"scale": 0.001}}}')
+    calibration = Calibration.load(tmp_path / "cal.json", names)
+    layout = BlobLayout.for_inputs(spec.inputs)
+    with TraceProbe(trace, names) as probe:
+        calibration.check_probe(probe)
+        readings = [calibration.reading(sample) for sample in probe]
+    assert readings[0] == (40.0, 50.0, 10.0, 61.0, 3.0)
+    decoded = [layout.decode(layout.encode(reading)) for reading in readings]
+    assert decoded[0] == readings[0]
+    assert decoded[1][0] == 90.0 and decoded[1][1] is None and math.isnan(decoded[1][2])
+    assert decoded[1][3:] == (87.25, 60.0)
