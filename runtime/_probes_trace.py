@@ -61,12 +61,13 @@ class TraceProbe(HardwareProbe):
             self.close()
             raise ProbeError(f"{self.path}:{self._reader.line_num}: {problem}")
         self.metric_names = tuple(name for name in self.columns if name not in self.input_names)
+        self._is_input = tuple(name in self.input_names for name in self.columns)
 
     def _header_problem(self) -> str | None:
         for index, name in enumerate(self.columns):
             if name in self.columns[:index]:
-                return f"column {name!r} appears twice in the header (columns {index + 1} and " \
-                       f"{self.columns.index(name) + 1}); keep one"
+                return f"column {name!r} appears twice in the header (columns {self.columns.index(name) + 1} " \
+                       f"and {index + 1}); keep one"
         for name in self.input_names:
             if name not in self.columns:
                 return (f"the header has no column {name!r} (it has {', '.join(map(repr, self.columns))}); add "
@@ -111,8 +112,8 @@ class TraceProbe(HardwareProbe):
             raise ProbeError(f"{self.path}:{line}: {len(row)} cells, expected {len(self.columns)} (one per header "
                              f"column: {', '.join(self.columns)}); fix the row (an empty cell still needs its comma)")
         values, metrics = {}, {}
-        for index, (name, cell) in enumerate(zip(self.columns, row)):
-            target = values if name in self.input_names else metrics
+        for index, (name, is_input, cell) in enumerate(zip(self.columns, self._is_input, row)):
+            target = values if is_input else metrics
             target[name] = self._number(cell, line, index, name)
         return ProbeSample(time.monotonic() if now is None else now, values, metrics)
 

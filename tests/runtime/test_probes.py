@@ -245,7 +245,7 @@ BAD_TRACES = [
      r"^trace\.csv:1: the header has no column 'temperature' \(it has 'compute_util', 'mem_bw_util', 'l2_miss_rate', "
      r"'queue_depth', 'latency_ms'\); add a temperature column, with empty or nan cells where it was not measured$"),
     ("repeated-column", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,mem_bw_util\n",
-     r"^trace\.csv:1: column 'mem_bw_util' appears twice in the header \(columns 6 and 2\); keep one$"),
+     r"^trace\.csv:1: column 'mem_bw_util' appears twice in the header \(columns 2 and 6\); keep one$"),
     ("empty", "", r"^trace\.csv: the trace is empty; write a header line naming the columns \(compute_util, "
                   r"mem_bw_util, l2_miss_rate, temperature, queue_depth\) and one row per reading$"),
     ("non-numeric", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n1,2,3,hot,5\n",
