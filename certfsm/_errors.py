@@ -40,3 +40,7 @@ class UsageError(CertfsmError, ValueError):
 
 class EngineError(CertfsmError, RuntimeError):
     """A solver back-end is missing or was asked for something it does not support."""
+
+
+class ProbeError(CertfsmError, ValueError):
+    """A probe's input is malformed: a calibration file, a trace file or a reading blob (never a reading's value)."""
