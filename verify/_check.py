@@ -17,9 +17,11 @@ Engines:
   unknown; violated only through a validated counterexample).
 - ``z3``: falsification first (a validated counterexample is a fact),
   then Z3 alone on the whole box, exactly.
-- ``marabou``: the same with Marabou; asked for by name, its proofs are
-  labelled "Marabou alone, not cross-checked" (``stats["cross_checked"]``
-  is False), since maraboupy 2.0 answers UNSAT wrongly on small queries.
+- ``marabou``: the same with Marabou; since maraboupy 2.0 answers UNSAT
+  wrongly on small queries, its UNSAT is ``proved`` only when an exact Z3
+  query on the same box agrees (engine ``marabou+z3``); otherwise the
+  answer is ``unknown``, labelled "Marabou alone, not cross-checked"
+  (``stats["cross_checked"]`` is False).
 - ``both``: Marabou and Z3, each on the whole query (after
   falsification); a proof stands only when both prove, a validated counterexample only when the other did not
   prove; a proved/violated disagreement is ``unknown`` and is reported.
@@ -150,17 +152,45 @@ def _falsify_step(network: Network, prop: Property, budget: float, seed: int, st
     )
 
 
-def _single_engine(name: str, network: Network, prop: Property, deadline: float, started: float) -> Result:
+def _single_engine(name: str, network: Network, prop: Property, deadline: float, started: float,
+                   confirm: bool = True) -> Result:
+    """`name` alone on the whole box; a Marabou UNSAT is confirmed by Z3 unless `confirm` is False (`both`
+    runs Z3 on its own and needs the two answers apart)."""
     module = engine_module(name)
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return Result(UNKNOWN, name, time.monotonic() - started, reason=f"timeout after {deadline - started:.1f} s")
     result = module.check(network, prop, remaining)
-    reason, stats = result.reason, dict(result.stats)
-    if name == "marabou" and result.verdict == PROVED:
-        reason, stats["cross_checked"] = f"{MARABOU_ALONE}: {reason}", False
-    return Result(result.verdict, name, time.monotonic() - started, reason, result.counterexample,
-                  result.outputs, stats)
+    if name == "marabou" and result.verdict == PROVED and confirm:
+        return _confirmed_marabou_proof(network, prop, result, deadline, started)
+    return Result(result.verdict, name, time.monotonic() - started, result.reason, result.counterexample,
+                  result.outputs, result.stats)
+
+
+def _confirmed_marabou_proof(network, prop, result: Result, deadline: float, started: float) -> Result:
+    """Marabou's UNSAT, asked for by name: proved only when Z3 agrees exactly, else unknown, labelled.
+
+    DESIGN: an UNSAT from Marabou alone is not a proof (maraboupy 2.0
+    answers UNSAT wrongly on small queries). So the answer is ``unknown``
+    with the label "Marabou alone, not cross-checked" unless an exact Z3
+    query on the same box agrees in the time left.
+    """
+    stats = {**result.stats, "cross_checked": False}
+    remaining = deadline - time.monotonic()
+    confirmation = _z3.check(network, prop, remaining) if remaining > 0.1 else None
+    if confirmation is not None and confirmation.verdict == PROVED:
+        stats["cross_checked"] = True
+        return Result(PROVED, "marabou+z3", time.monotonic() - started,
+                      reason=f"{result.reason}, confirmed by z3 (exact)", stats=stats)
+    if confirmation is not None and confirmation.verdict == VIOLATED:
+        stats["marabou_wrong_unsat"] = True
+        return Result(VIOLATED, "marabou+z3", time.monotonic() - started,
+                      reason=f"Marabou answered UNSAT wrongly; z3 found a counterexample ({confirmation.reason})",
+                      counterexample=confirmation.counterexample, outputs=confirmation.outputs, stats=stats)
+    why = confirmation.reason if confirmation is not None else "no time left"
+    return Result(UNKNOWN, "marabou", time.monotonic() - started, stats=stats,
+                  reason=f"{MARABOU_ALONE}: {result.reason}; an UNSAT from Marabou alone is not a proof and z3 "
+                         f"could not confirm it ({why})")
 
 
 @dataclass(eq=False)
@@ -423,7 +453,8 @@ def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
     """
     z3 = engine_module("z3")
     share = (deadline - time.monotonic()) / 2
-    first = check(network, prop, "marabou", share, jobs, progress, seed)
+    first = _falsify_step(network, prop, min(FALSIFY_SECONDS, share / 10), seed, started) \
+        or _single_engine("marabou", network, prop, started + share, started, confirm=False)
     remaining = deadline - time.monotonic()
     second = z3.check(network, prop, remaining) if remaining > 0 else Result(UNKNOWN, "z3", 0.0, "z3 got no time")
     sides = {"marabou": _summary(first), "z3": _summary(second)}

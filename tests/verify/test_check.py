@@ -104,10 +104,19 @@ def test_every_engine_gives_the_known_answers(engine):
 
 
 @needs_marabou
-def test_single_engine_runs_that_engine_on_the_whole_box_and_labels_a_marabou_proof():
+def test_single_engine_runs_that_engine_on_the_whole_box_and_has_z3_confirm_a_marabou_proof():
     result = check(XOR, XOR_SAFE, engine="marabou", timeout=30, jobs=1)
     assert result.verdict == "proved"
-    assert result.engine == "marabou"
+    assert result.engine == "marabou+z3" and result.stats["cross_checked"] is True
+
+
+@needs_marabou
+def test_an_unconfirmed_marabou_proof_is_unknown_and_labelled(monkeypatch):
+    from certfsm.verify import _z3
+
+    monkeypatch.setattr(_z3, "check", lambda *args: Result("unknown", "z3", 0.0, "z3 timed out"))
+    result = check(XOR, XOR_SAFE, engine="marabou", timeout=30, jobs=1)
+    assert result.verdict == "unknown" and result.engine == "marabou"
     assert result.reason.startswith("Marabou alone, not cross-checked: ")
     assert result.stats["cross_checked"] is False
 
