@@ -4,8 +4,9 @@ It shares no code with `certfsm.sla`: samples are read with `float` and
 `math.isfinite`, percentiles with `sorted` and a rational ceiling, means
 with `Fraction`, and the breach latch in closed form (no recursion): a
 path is breached in cycle t when some cycle s <= t was over and, for the
-last such s, no run of `recovery_cycles` consecutive good cycles lies in
-s+1 .. t (for recovery_cycles = 0: t == s).
+last such s, no run of `recovery_cycles` consecutive good cycles ends in
+s+1 .. t (for recovery_cycles = 0: t == s). Quadratic in the length of
+the run, which is fine for an oracle.
 """
 
 from __future__ import annotations
@@ -49,13 +50,11 @@ def path_history(path, history):
     violations = [sum(violation[max(0, t - path.window + 1):t + 1]) for t in range(count)]
     over = [v > path.max_violations for v in violations]
     good = [not violation[t] and not over[t] for t in range(count)]
-
-    def run_ending_at(t, start):
-        run = 0
-        while t - run >= start and good[t - run]:
-            run += 1
-        return run
-
+    # run[u]: consecutive good cycles ending at u; an over cycle is not good, so after
+    # the last over cycle s, run[u] never reaches back to s or before
+    run = [0] * count
+    for u in range(count):
+        run[u] = (run[u - 1] + 1 if u else 1) if good[u] else 0
     breached = []
     for t in range(count):
         overs = [s for s in range(t + 1) if over[s]]
@@ -63,15 +62,14 @@ def path_history(path, history):
             breached.append(False)
             continue
         s = overs[-1]
-        longest = max((run_ending_at(u, s + 1) for u in range(s + 1, t + 1)), default=0)
-        recovered = t > s and longest >= path.recovery_cycles
+        recovered = any(run[u] >= path.recovery_cycles for u in range(s + 1, t + 1))
         breached.append(not recovered)
     rows = []
     for t in range(count):
         before = [False] + breached[:t + 1]
         breaches = sum(1 for u in range(1, t + 2) if before[u] and not before[u - 1])
         recoveries = sum(1 for u in range(1, t + 2) if before[u - 1] and not before[u])
-        recovery_count = run_ending_at(t, 0) if breached[t] else 0
+        recovery_count = run[t] if breached[t] else 0
         rows.append((applies[t], statistic[t], violation[t], violations[t], breached[t], recovery_count,
                      breaches, recoveries))
     return rows

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,11 +36,11 @@ MISSING = [None, math.nan, math.inf, -math.inf]
 
 
 @st.composite
-def sla_paths(draw):
+def sla_paths(draw, longest_window=8):
     count = draw(st.integers(1, 3))
     paths = []
     for k in range(count):
-        window = draw(st.integers(1, 8))
+        window = draw(st.integers(1, longest_window))
         scoped = draw(st.booleans())
         tokens = tuple(t for t in TOKENS if draw(st.booleans())) if scoped else None
         paths.append(SlaPath(
@@ -51,7 +52,7 @@ def sla_paths(draw):
 
 
 @st.composite
-def histories(draw, paths):
+def histories(draw, paths, shortest=1, longest=40):
     """A run whose metric values come from a small palette, so that repeats and exact ties are common.
 
     The palette usually holds one path's limit and its two float
@@ -63,7 +64,7 @@ def histories(draw, paths):
         palette += [limit, math.nextafter(limit, math.inf), math.nextafter(limit, -math.inf)]
     cycle = st.tuples(st.dictionaries(st.sampled_from(METRICS), st.sampled_from(palette), max_size=2),
                       st.sampled_from(TOKENS))
-    return draw(st.lists(cycle, min_size=1, max_size=40))
+    return draw(st.lists(cycle, min_size=shortest, max_size=longest))
 
 
 def observed(status):
@@ -75,7 +76,18 @@ def observed(status):
 @given(data=st.data(), paths=sla_paths(), restarts=st.sets(st.integers(0, 40), max_size=3),
        copies=st.sets(st.integers(0, 40), max_size=3))
 def test_monitor_agrees_with_the_reference_on_every_cycle(data, paths, restarts, copies):
-    history = data.draw(histories(paths), label="history")
+    check_against_reference(paths, data.draw(histories(paths), label="history"), restarts, copies)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), paths=sla_paths(longest_window=64), restarts=st.sets(st.integers(0, 300), max_size=4),
+       copies=st.sets(st.integers(0, 300), max_size=4))
+def test_monitor_agrees_with_the_reference_on_long_runs_and_wide_windows(data, paths, restarts, copies):
+    check_against_reference(paths, data.draw(histories(paths, shortest=100, longest=300), label="history"), restarts, copies)
+
+
+def check_against_reference(paths, history, restarts, copies):
     expected = reference(paths, history)
     monitor = SlaMonitor(paths, tokens=TOKENS)
     for t, (metrics, token) in enumerate(history):
