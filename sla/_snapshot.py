@@ -79,7 +79,7 @@ def _object(value: Any, where: str, keys: tuple[str, ...]) -> dict:
 def check_snapshot(document: Any, path_monitors, fingerprint: str) -> tuple[int, list[tuple]]:
     """Check `document` against the monitor's paths; returns the cycle and, per path, what to load."""
     _object(document, "the document", ("certfsm_sla_snapshot", "paths_sha256", "cycle", "paths"))
-    if document["certfsm_sla_snapshot"] != SNAPSHOT_FORMAT:
+    if type(document["certfsm_sla_snapshot"]) is not int or document["certfsm_sla_snapshot"] != SNAPSHOT_FORMAT:
         raise _fail(f"certfsm_sla_snapshot={document['certfsm_sla_snapshot']!r} is not format {SNAPSHOT_FORMAT}; "
                     "restore it with the certfsm version that wrote it")
     if document["paths_sha256"] != fingerprint:

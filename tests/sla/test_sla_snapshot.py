@@ -92,6 +92,7 @@ BAD_SNAPSHOTS = [
     ("extra-key", set_at("extra", 1), r"^SLA snapshot: the document has \['certfsm_sla_snapshot', 'cycle', 'extra', "),
     ("format", set_at("certfsm_sla_snapshot", 2),
      r"^SLA snapshot: certfsm_sla_snapshot=2 is not format 1; restore it with the certfsm version that wrote it$"),
+    ("format-bool", set_at("certfsm_sla_snapshot", True), r"^SLA snapshot: certfsm_sla_snapshot=True is not format 1; "),
     ("cycle", set_at("cycle", -1), r"^SLA snapshot: cycle=-1 is not an integer >= 0; "),
     ("paths-length", edit(lambda s: s["paths"].pop()), r"^SLA snapshot: paths is not a list of 2 path states; "),
     ("name", set_at("paths", 0, "name", "other"), r"^SLA snapshot: paths\[0\]\.name='other' differs from this monitor's path 'lat'$"),
