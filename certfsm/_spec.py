@@ -79,9 +79,22 @@ class LegalityRule:
     forbid: tuple[str, ...]
 
 
+SLA_STATISTICS = ("value", "p50", "p95", "p99", "mean")
+"""What an SLA path compares with its limit; the windowed ones are defined in `certfsm.sla`."""
+
+
 @dataclass(frozen=True)
 class SlaPath:
-    """A monitored path: `metric` <= `limit`, at most `max_violations` violations per `window` cycles."""
+    """A monitored path: `statistic` of `metric` <= `limit` on the cycles of `tokens`, with at most
+    `max_violations` violations per `window` cycles, healthy again after `recovery_cycles` good cycles.
+
+    `tokens` lists the decision paths the SLA applies to: legal tokens, in
+    output order; None means every token (a list naming every legal token
+    is stored as None too, so that equal meaning gives equal specs and
+    equal artifact bytes).
+    `statistic` is one of `SLA_STATISTICS`. The exact meaning of a
+    violation, a breach and a recovery is stated once, in `certfsm.sla`.
+    """
 
     name: str
     metric: str
@@ -89,6 +102,8 @@ class SlaPath:
     window: int
     max_violations: int
     recovery_cycles: int
+    tokens: tuple[str, ...] | None = None
+    statistic: str = "value"
 
 
 @dataclass(frozen=True)
@@ -225,8 +240,18 @@ def _input_json(item: InputSpec) -> dict[str, Any]:
 
 
 def _sla_json(path: SlaPath) -> dict[str, Any]:
-    return {"name": path.name, "metric": path.metric, "limit": path.limit, "window": path.window,
-            "max_violations": path.max_violations, "recovery_cycles": path.recovery_cycles}
+    """A path's canonical form; the optional fields only when they differ from their defaults.
+
+    Leaving the defaults out keeps the bytes, and so the hash, of every
+    artifact distilled before `tokens` and `statistic` existed.
+    """
+    document: dict[str, Any] = {"name": path.name, "metric": path.metric, "limit": path.limit, "window": path.window,
+                                "max_violations": path.max_violations, "recovery_cycles": path.recovery_cycles}
+    if path.tokens is not None:
+        document["tokens"] = list(path.tokens)
+    if path.statistic != "value":
+        document["statistic"] = path.statistic
+    return document
 
 
 # ---------------------------------------------------------------- reading
@@ -280,8 +305,10 @@ def check_spec(path: str | os.PathLike) -> list[str]:
     lines.append(f"hysteresis: confirm {spec.confirm_cycles} cycles, cooldown {spec.cooldown_cycles} cycles")
     lines.append(f"SLA paths ({len(spec.sla_paths)}):")
     for sla in spec.sla_paths:
-        lines.append(f"  {sla.name}: {sla.metric} <= {show_number(sla.limit)}, at most {sla.max_violations} violations "
-                     f"per {sla.window} cycles, recovery {sla.recovery_cycles} cycles")
+        measured = sla.metric if sla.statistic == "value" else f"{sla.statistic}({sla.metric})"
+        scope = "" if sla.tokens is None else f", on {', '.join(sla.tokens)} only"
+        lines.append(f"  {sla.name}: {measured} <= {show_number(sla.limit)}, at most {sla.max_violations} violations "
+                     f"per {sla.window} cycles, recovery {sla.recovery_cycles} cycles{scope}")
     lines.append(f"overridable: {', '.join(spec.overridable) or 'none'}")
     cells = math.prod(item.n_bins for item in spec.inputs)
     lines.append(f"grid: {' x '.join(str(item.n_bins) for item in spec.inputs)} = {cells} cells")

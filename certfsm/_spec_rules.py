@@ -7,7 +7,7 @@ gives it). The checks run in document order and raise SpecError on the
 first problem, as one line naming the file, the JSON path, the value and
 the fix: envelopes and bin edges, unique names and 4-bit codes, token
 names that must refer to the outputs, the confidence gate, rule boxes
-against the envelope, SLA windows and the ONNX file on disk. What passes
+against the envelope, SLA windows and tokens, and the ONNX file on disk. What passes
 is built into a `ControllerSpec` with the invariants stated in
 `certfsm._spec`.
 """
@@ -60,7 +60,7 @@ class SpecBuilder:
             margin=margin, probability=probability, rules=rules,
             confirm_cycles=int(hysteresis.get("confirm_cycles", 1)),
             cooldown_cycles=int(hysteresis.get("cooldown_cycles", 0)),
-            sla_paths=self.sla_paths(), overridable=overridable,
+            sla_paths=self.sla_paths(outputs, legal, known), overridable=overridable,
         )
 
     def require_known(self, where: str, token: str, outputs: tuple[str, ...], known: str) -> None:
@@ -185,7 +185,7 @@ class SpecBuilder:
             result.append(LegalityRule(rule["name"], tuple(lower), tuple(upper), forbid))
         return tuple(result)
 
-    def sla_paths(self) -> tuple[SlaPath, ...]:
+    def sla_paths(self, outputs, legal, known: str) -> tuple[SlaPath, ...]:
         result, seen = [], {}
         for j, item in enumerate(self.data.get("sla", {}).get("paths", [])):
             at = f"sla.paths[{j}]"
@@ -194,8 +194,18 @@ class SpecBuilder:
                 raise self.fail(f"{at}.max_violations={item['max_violations']} is not below {at}.window="
                                 f"{item['window']}, so the path could never be violated; lower max_violations "
                                 "or widen the window")
+            tokens = None
+            if "tokens" in item:
+                for k, token in enumerate(item["tokens"]):
+                    self.require_known(f"{at}.tokens[{k}]", token, outputs, known)
+                    if token not in legal:
+                        raise self.fail(f"{at}.tokens[{k}]={token!r} is not in legal_tokens ({', '.join(legal)}), "
+                                        "so the path would never apply; name tokens the machine can emit")
+                tokens = tuple(t for t in outputs if t in item["tokens"])
             result.append(SlaPath(item["name"], item["metric"], float(item["limit"]), int(item["window"]),
-                                  int(item["max_violations"]), int(item["recovery_cycles"])))
+                                  int(item["max_violations"]), int(item["recovery_cycles"]),
+                                  tokens=None if tokens == legal else tokens,
+                                  statistic=item.get("statistic", "value")))
         return tuple(result)
 
     def overridable(self, outputs, legal, known: str) -> tuple[str, ...]:

@@ -192,6 +192,33 @@ def test_to_json_round_trips_through_load(workdir, gate):
     assert canonical["legality_rules"][2]["forbid"] == ["FUSE_CONV", "OFFLOAD_CPU"]
 
 
+def test_sla_tokens_and_statistic_round_trip_and_leave_defaults_out(workdir):
+    paths = [
+        {"name": "int4", "metric": "latency_ms", "limit": 25, "window": 8, "max_violations": 1, "recovery_cycles": 4,
+         "tokens": ["INT4", "FUSE_CONV"], "statistic": "p95"},
+        {"name": "all", "metric": "latency_ms", "limit": 30, "window": 8, "max_violations": 1, "recovery_cycles": 0,
+         "tokens": ["OFFLOAD_CPU", "INT4", "KEEP", "FUSE_CONV"], "statistic": "value"},
+        {"name": "mean", "metric": "energy_mj", "limit": 2.5, "window": 4, "max_violations": 0, "recovery_cycles": 2,
+         "statistic": "mean"},
+    ]
+    spec = load_spec(write_spec(workdir, doc(sla={"paths": paths})))
+    int4, every, mean = spec.sla_paths
+    assert (int4.tokens, int4.statistic) == (("FUSE_CONV", "INT4"), "p95")
+    assert (every.tokens, every.statistic) == (None, "value")
+    assert (mean.tokens, mean.statistic) == (None, "mean")
+    canonical = spec.to_json()["sla"]["paths"]
+    assert canonical[0]["tokens"] == ["FUSE_CONV", "INT4"] and canonical[0]["statistic"] == "p95"
+    assert "tokens" not in canonical[1] and "statistic" not in canonical[1]
+    assert "tokens" not in canonical[2] and canonical[2]["statistic"] == "mean"
+    again = load_spec(write_spec(workdir, spec.to_json(), "again.json"))
+    assert dataclasses.replace(again, path=spec.path) == spec
+    assert load_spec(write_spec(workdir, VALID)).to_json()["sla"] == VALID["sla"]
+    lines = check_spec("again.json")
+    assert ("  int4: p95(latency_ms) <= 25, at most 1 violations per 8 cycles, recovery 4 cycles, "
+            "on FUSE_CONV, INT4 only") in lines
+    assert "  all: latency_ms <= 30, at most 1 violations per 8 cycles, recovery 0 cycles" in lines
+
+
 def test_list_order_of_token_sets_does_not_matter(workdir):
     first = load_spec(write_spec(workdir, VALID))
     shuffled = doc(legal_tokens=["OFFLOAD_CPU", "INT4", "KEEP", "FUSE_CONV"],
@@ -389,6 +416,14 @@ BAD_SPECS = [
      r"^spec\.json: confidence_gate\.margin: -0\.1 is less than the minimum of 0; expected: Logit margin"),
     ("sla-limit", set_at(("sla", "paths", 0, "limit"), 0),
      r"^spec\.json: sla\.paths\[0\]\.limit: 0 is less than or equal to the minimum of 0; expected: Largest acceptable value"),
+    ("sla-statistic", set_at(("sla", "paths", 0, "statistic"), "p90"),
+     r"^spec\.json: sla\.paths\[0\]\.statistic: 'p90' is not one of \['value', 'p50', 'p95', 'p99', 'mean'\]; expected: Optional\. What is compared with limit"),
+    ("sla-tokens-empty", set_at(("sla", "paths", 0, "tokens"), []),
+     r"^spec\.json: sla\.paths\[0\]\.tokens: needs at least 1 entries, got 0; expected: Optional\. The decision paths the SLA applies to"),
+    ("sla-tokens-repeated", set_at(("sla", "paths", 0, "tokens"), ["INT4", "INT4"]),
+     r"^spec\.json: sla\.paths\[0\]\.tokens: 'INT4' appears more than once; list each entry once$"),
+    ("sla-tokens-not-a-list", set_at(("sla", "paths", 0, "tokens"), "INT4"),
+     r"^spec\.json: sla\.paths\[0\]\.tokens: 'INT4' is not of type 'array'; expected: A list of distinct token names"),
     ("unknown-range-key", set_at(("legality_rules", 0, "when", "temperature"), {"mn": 85}),
      r"^spec\.json: legality_rules\[0\]\.when\.temperature\.mn: unknown field; remove it or fix the spelling \(allowed here: min, max\)$"),
     ("first-error-in-document-order", edit(lambda d: (d["inputs"][2].update(bins=0), d.update(decision="max"))),
@@ -442,6 +477,10 @@ BAD_SPECS = [
      r"^spec\.json: sla\.paths\[1\]\.name='inference' repeats sla\.paths\[0\]\.name; give each one its own name$"),
     ("max-violations-not-below-window", set_at(("sla", "paths", 0, "max_violations"), 16),
      r"^spec\.json: sla\.paths\[0\]\.max_violations=16 is not below sla\.paths\[0\]\.window=16, so the path could never be violated; "),
+    ("sla-tokens-unknown", set_at(("sla", "paths", 0, "tokens"), ["INT4", "INT8"]),
+     r"^spec\.json: sla\.paths\[0\]\.tokens\[1\]='INT8' is not a known token \(known: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); use a name from outputs$"),
+    ("sla-tokens-illegal", set_at(("sla", "paths", 0, "tokens"), ["SPARSE_2_4"]),
+     r"^spec\.json: sla\.paths\[0\]\.tokens\[0\]='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\), so the path would never apply; name tokens the machine can emit$"),
     ("overridable-unknown", set_at(("overrides", "overridable"), ["BOOST"]),
      r"^spec\.json: overrides\.overridable\[0\]='BOOST' is not a known token \(known: KEEP, "),
     ("overridable-illegal", set_at(("overrides", "overridable"), ["KEEP", "SPARSE_2_4"]),

@@ -1,0 +1,154 @@
+"""The SLA monitor: every path of a spec, one `update` per machine cycle, one `sla_ok` out.
+
+The monitor is the boundary between measured metrics and the certified
+machine: it checks what it is given (metric types, the token name)
+before it changes anything, so a refused update leaves the state as it
+was; then it advances each path (`certfsm.sla._path`, where violation,
+breach and recovery are defined) and reports `SlaStatus.ok`, which the
+caller passes to the machine's step as `sla_ok` in the same cycle.
+
+It reads no clock and no environment: time enters only as the sequence of
+updates, and metrics only as arguments, so the same inputs give the same
+statuses in a live run, a replay and a restored copy. It is not
+thread-safe by itself; the runtime calls it under the lock of its step.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from certfsm._errors import SpecError
+
+from ._path import PathMonitor, check_path
+from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_fingerprint
+from ._status import SlaStatus
+
+
+def read_metric(name: str, value: Any) -> float | None:
+    """The sample a metric value gives: a finite float64, or None when missing (None, NaN, +-inf).
+
+    -0.0 is read as 0.0, so that equal samples are identical floats. A
+    value that is not a real number (a string, a bool, ...) is a caller's
+    mistake, refused with TypeError rather than counted as missing.
+    """
+    if value is None:
+        return None
+    if type(value) is not float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"metrics[{name!r}]={value!r} is a {type(value).__name__}, not a number; "
+                            "give a float, or None when the metric was not measured")
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond float64 is not a finite sample
+            return None
+    if not math.isfinite(value):
+        return None
+    return value + 0.0
+
+
+class SlaMonitor:
+    """Monitors the SLA paths of a spec; `update` once per cycle gives the `sla_ok` of that cycle.
+
+    Build it with `SlaMonitor.from_spec(spec)`, or from paths (objects with
+    the fields of `certfsm._spec.SlaPath`) and optionally the token names
+    the machine can emit; with `tokens` given, an update naming another
+    token is refused (a typo would otherwise make every scoped path
+    silently not apply). Path names are unique; statuses list the paths
+    in the given order.
+    """
+
+    __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok")
+
+    def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
+        self.paths = tuple(paths)
+        self.tokens = None if tokens is None else frozenset(tokens)
+        seen: dict[str, int] = {}
+        for index, path in enumerate(self.paths):
+            check_path(path, index, self.tokens)
+            if path.name in seen:
+                raise SpecError(f"sla path {path.name!r} (paths[{index}]): name repeats paths[{seen[path.name]}]; "
+                                "give each path its own name")
+            seen[path.name] = index
+        self._monitors = tuple(PathMonitor(path) for path in self.paths)
+        self._metrics = tuple(dict.fromkeys(path.metric for path in self.paths))
+        self._fingerprint = paths_fingerprint(self.paths)
+        self.cycle = 0
+        self._ok = True
+
+    @classmethod
+    def from_spec(cls, spec) -> SlaMonitor:
+        """The monitor of a `ControllerSpec`'s `sla_paths`, accepting the spec's output token names."""
+        return cls(spec.sla_paths, tokens=spec.outputs)
+
+    @property
+    def ok(self) -> bool:
+        """The `ok` of the last update (True before the first: no path starts breached)."""
+        return self._ok
+
+    def update(self, metrics: Mapping[str, Any] | None, token: str) -> SlaStatus:
+        """Advance every path by one cycle; returns the status whose `ok` is this cycle's `sla_ok`.
+
+        `metrics` maps metric names to this cycle's measurements (None, NaN
+        or infinite: not measured; names no path uses are ignored; None for
+        the whole mapping: nothing measured). `token` names the decision
+        path the metrics were measured on: the token in force while the
+        measured work ran. Raises TypeError or ValueError, changing nothing,
+        for a non-numeric metric or an unknown token.
+        """
+        if type(metrics) is not dict:
+            if metrics is None:
+                metrics = {}
+            elif not isinstance(metrics, Mapping):
+                raise TypeError(f"metrics={metrics!r} is a {type(metrics).__name__}, not a mapping; "
+                                "give a dict from metric name to value")
+        samples = {}
+        for name in self._metrics:
+            value = metrics.get(name)
+            # The common case first: a finite float (x - x is 0.0 exactly when x is finite).
+            samples[name] = value + 0.0 if type(value) is float and value - value == 0.0 else read_metric(name, value)
+        if type(token) is not str and not isinstance(token, str):
+            raise TypeError(f"token={token!r} is a {type(token).__name__}, not a token name; give the name of the token")
+        if self.tokens is not None and token not in self.tokens:
+            raise ValueError(f"token={token!r} is not a token of this monitor (known: {', '.join(sorted(self.tokens))}); "
+                             "give the name of the token the metrics were measured on")
+        self.cycle += 1
+        statuses = tuple([monitor.update(samples[monitor.metric], token) for monitor in self._monitors])
+        ok = True
+        for status in statuses:
+            if status.breached:
+                ok = False
+                break
+        self._ok = ok
+        return SlaStatus(self.cycle, ok, statuses)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state as a JSON-ready document (format in `certfsm.sla._snapshot`); `restore` takes it back."""
+        return {"certfsm_sla_snapshot": SNAPSHOT_FORMAT, "paths_sha256": self._fingerprint, "cycle": self.cycle,
+                "paths": [path_state(monitor) for monitor in self._monitors]}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Continue from `snapshot` (taken from a monitor of the same paths); on SnapshotError nothing changes."""
+        cycle, loads = check_snapshot(snapshot, self._monitors, self._fingerprint)
+        fresh = tuple(PathMonitor(path) for path in self.paths)
+        for monitor, (violations, samples, breached, recovery_count, breaches, recoveries) in zip(fresh, loads):
+            monitor.violations.load(violations)
+            monitor.statistic.load(samples)
+            monitor.breached, monitor.recovery_count = breached, recovery_count
+            monitor.breaches, monitor.recoveries = breaches, recoveries
+        self._monitors, self.cycle = fresh, cycle
+        self._ok = not any(monitor.breached for monitor in fresh)
+
+    def copy(self) -> SlaMonitor:
+        """An independent monitor in the same state (what-if runs, a replay checking a live one)."""
+        clone = SlaMonitor.__new__(SlaMonitor)
+        clone.paths, clone.tokens, clone.cycle = self.paths, self.tokens, self.cycle
+        clone._metrics, clone._fingerprint, clone._ok = self._metrics, self._fingerprint, self._ok
+        clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
+        return clone
+
+    def __repr__(self) -> str:
+        names = ", ".join(path.name for path in self.paths) or "no paths"
+        return f"SlaMonitor({names}; cycle {self.cycle}, {'ok' if self._ok else 'breached'})"

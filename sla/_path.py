@@ -1,0 +1,140 @@
+"""One SLA path's monitor: violations, the breach latch and its recovery, cycle by cycle.
+
+The definitions, for a path with metric m, limit L, `window` W,
+`max_violations` M, `recovery_cycles` R, `tokens` T and `statistic` S; the
+cycles are numbered 1, 2, ... (one `update` each):
+
+- the path *applies* in cycle t when T is None (every token) or the
+  cycle's token is in T;
+- the *sample* x_t is m's value in cycle t when the path applies and the
+  value is a finite number; otherwise there is none. A metric that is
+  absent, None, NaN or infinite is *missing*;
+- the *statistic* s_t is x_t for ``value``; for the windowed statistics it
+  is taken over the samples of cycles t-W+1 .. t (those of cycles before
+  the first do not exist): the nearest-rank percentile (the ceil(q n /
+  100)-th smallest of n samples) or the exact mean;
+- cycle t is a *violation* when the path applies and either its metric is
+  missing or s_t > L (a tie is within the SLA: metric <= limit);
+- v_t is the number of violations among cycles t-W+1 .. t, and the path
+  is *over* in cycle t when v_t > M;
+- cycle t is *good* when it is neither a violation nor over;
+- the path is *breached* in cycle t when it is over, or when it was
+  breached in cycle t-1 and fewer than R consecutive good cycles end at
+  t. It is not breached before cycle 1. So a breach starts in the very
+  cycle the (M+1)-th violation of a window arrives, and the path is
+  healthy again in the R-th consecutive good cycle after it (R = 0: as
+  soon as it is no longer over); any violation during recovery starts
+  the count again;
+- a *breach* (counted in `breaches`) is a cycle that is breached after
+  one that was not; a *recovery* (`recoveries`) the reverse.
+
+A cycle where the path does not apply is never a violation and is good
+unless the window is over: while the machine has fallen back to the
+conservative token, a path scoped to other tokens recovers by itself,
+after the violations leave its window and R more cycles.
+
+Nothing here reads a clock or any state outside the path: a run is a
+function of the (sample, token) sequence, so a replay reproduces it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from certfsm._errors import SpecError
+
+from ._statistic import STATISTICS, make_statistic
+from ._status import PathStatus
+from ._window import ViolationWindow
+
+
+def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
+    """Refuse a path the monitor cannot run, as a spec would (the spec loader already checked spec paths).
+
+    Paths built in code skip the spec's checks, so the monitor repeats the
+    ones its logic relies on; `known_tokens` is the token set of the
+    monitor, or None when it accepts any token name.
+    """
+    name = getattr(path, "name", None)
+    where = f"sla path {name!r} (paths[{index}])" if isinstance(name, str) else f"paths[{index}]"
+
+    def fail(text: str) -> SpecError:
+        return SpecError(f"{where}: {text}")
+
+    if not isinstance(name, str) or not name:
+        raise fail(f"name={name!r} is not a non-empty string; give the path a name")
+    if not isinstance(path.metric, str) or not path.metric:
+        raise fail(f"metric={path.metric!r} is not a non-empty string; name the metric, e.g. 'latency_ms'")
+    limit = path.limit
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not math.isfinite(limit):
+        raise fail(f"limit={limit!r} is not a finite number; give the largest acceptable value of {path.metric}")
+    for field, lowest in (("window", 1), ("max_violations", 0), ("recovery_cycles", 0)):
+        value = getattr(path, field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            raise fail(f"{field}={value!r} is not an integer >= {lowest}; fix the path")
+    if path.statistic not in STATISTICS:
+        raise fail(f"statistic={path.statistic!r} is not one of {', '.join(STATISTICS)}; use one of those")
+    tokens = path.tokens
+    if tokens is None:
+        return
+    if isinstance(tokens, str) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise fail(f"tokens={tokens!r} is not a non-empty list of token names; list the tokens or give None for all")
+    if known_tokens is not None:
+        for k, token in enumerate(tokens):
+            if token not in known_tokens:
+                raise fail(f"tokens[{k}]={token!r} is not a token of this monitor (known: {', '.join(sorted(known_tokens))}); "
+                           "use one of those names")
+
+
+class PathMonitor:
+    """The state of one path; `update` advances it by one cycle (see the module docstring)."""
+
+    __slots__ = ("path", "name", "metric", "every_token", "tokens", "statistic", "violations", "max_violations",
+                 "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries")
+
+    def __init__(self, path) -> None:
+        self.path = path
+        self.name, self.metric = path.name, path.metric
+        self.every_token = path.tokens is None
+        self.tokens = frozenset(path.tokens or ())
+        self.statistic = make_statistic(path.statistic, float(path.limit), path.window)
+        self.violations = ViolationWindow(path.window)
+        self.max_violations = path.max_violations
+        self.recovery_cycles = path.recovery_cycles
+        self.breached = False
+        self.recovery_count = 0
+        self.breaches = 0
+        self.recoveries = 0
+
+    def update(self, sample: float | None, token: str) -> PathStatus:
+        """Advance one cycle with this cycle's sample (None: missing) measured on the decision path `token`."""
+        applies = self.every_token or token in self.tokens
+        if applies:
+            statistic, exceeds = self.statistic.observe(sample)
+            violation = sample is None or exceeds
+        else:
+            self.statistic.skip()
+            statistic, violation = None, False
+        count = self.violations.push(violation)
+        if count > self.max_violations:
+            if not self.breached:
+                self.breached = True
+                self.breaches += 1
+            self.recovery_count = 0
+        elif self.breached:
+            self.recovery_count = 0 if violation else self.recovery_count + 1
+            if self.recovery_count >= self.recovery_cycles:
+                self.breached = False
+                self.recovery_count = 0
+                self.recoveries += 1
+        return PathStatus(self.name, applies, statistic, violation, count, self.breached, self.recovery_count,
+                          self.breaches, self.recoveries)
+
+    def copy(self) -> PathMonitor:
+        clone = PathMonitor.__new__(PathMonitor)
+        for slot in PathMonitor.__slots__:
+            setattr(clone, slot, getattr(self, slot))
+        clone.statistic = self.statistic.copy()
+        clone.violations = self.violations.copy()
+        return clone
