@@ -21,9 +21,22 @@ from certfsm.machine import Machine, Reason, State
 from ._controller import Controller, Decision
 
 
-def load(path, *, sla=None, record=None) -> Controller:
-    """A controller for the certified artifact at `path`; ArtifactError (one line) for anything the loader refuses."""
-    return Controller(load_machine(path), sla=sla, record=record)
+def load(path, *, sla=True, record=None) -> Controller:
+    """A controller for the certified artifact at `path`; ArtifactError (one line) for anything the loader refuses.
+
+    `sla`: True monitors the SLA paths of the artifact's own spec
+    (`certfsm.sla`; none when the spec has none), False monitors nothing,
+    or give a monitor. `record` receives every decision (the audit log).
+    """
+    from certfsm._artifact import load_artifact
+
+    artifact = load_artifact(path)
+    if sla is True:
+        from certfsm.sla import SlaMonitor
+
+        monitor = SlaMonitor.from_document(artifact.spec)
+        sla = monitor if monitor.paths else None
+    return Controller(Machine.from_artifact(artifact), sla=sla or None, record=record)
 
 
 def load_machine(path) -> Machine:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from certfsm._errors import SpecError
@@ -82,6 +83,17 @@ class SlaMonitor:
     def from_spec(cls, spec) -> SlaMonitor:
         """The monitor of a `ControllerSpec`'s `sla_paths`, accepting the spec's output token names."""
         return cls(spec.sla_paths, tokens=spec.outputs)
+
+    @classmethod
+    def from_document(cls, spec: Mapping[str, Any]) -> SlaMonitor:
+        """The monitor of a spec document as an artifact stores it (``ControllerSpec.to_json()``).
+
+        The runtime reads specs from artifacts this way, without the spec
+        loader (which needs jsonschema); the paths get the same checks.
+        """
+        paths = tuple(DocumentPath(**{"tokens": None, "statistic": "value", **dict(path)})
+                      for path in (spec.get("sla") or {}).get("paths", ()))
+        return cls(paths, tokens=tuple(spec["outputs"]))
 
     @property
     def ok(self) -> bool:
@@ -152,3 +164,22 @@ class SlaMonitor:
     def __repr__(self) -> str:
         names = ", ".join(path.name for path in self.paths) or "no paths"
         return f"SlaMonitor({names}; cycle {self.cycle}, {'ok' if self._ok else 'breached'})"
+
+
+@dataclass(frozen=True)
+class DocumentPath:
+    """An SLA path read from a spec document: the fields of `certfsm._spec.SlaPath`, nothing more."""
+
+    name: str
+    metric: str
+    limit: float
+    window: int
+    max_violations: int
+    recovery_cycles: int
+    tokens: tuple[str, ...] | None = None
+    statistic: str = "value"
+
+    def __post_init__(self) -> None:
+        if self.tokens is not None:
+            object.__setattr__(self, "tokens", tuple(self.tokens))
+

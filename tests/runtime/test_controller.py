@@ -161,3 +161,14 @@ def test_a_hot_swap_keeps_the_token_only_where_the_new_table_allows_it(artifact_
     if decision.cell != OUT_OF_ENVELOPE and machine.allowed[decision.cell] >> decision.index & 1:
         assert state.current == decision.index
     assert state.candidate == -1
+
+
+def test_the_artifacts_own_sla_paths_make_the_machine_fall_back_in_the_breach_cycle(artifact_path):
+    """The example's spec: latency_ms <= 20, at most 2 violations per 16 cycles, 32 good cycles to recover."""
+    controller = runtime.load(artifact_path)
+    row = [50.0, 50.0, 50.0, 50.0, 10.0]
+    reasons = [controller.step(row, metrics={"latency_ms": 50.0}).reason for _ in range(3)]
+    assert reasons[:2] != [Reason.FALLBACK_SLA] * 2 and reasons[2] == Reason.FALLBACK_SLA
+    assert not controller.step(row, metrics={"latency_ms": 1.0}).sla_ok
+    unmonitored = runtime.load(artifact_path, sla=False)
+    assert all(unmonitored.step(row, metrics={"latency_ms": 50.0}).sla_ok for _ in range(5))
