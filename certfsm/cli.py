@@ -329,6 +329,58 @@ def inspect(
     raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
 
 
+@app.command()
+def run(
+    artifact: Path = typer.Argument(..., help="A certified .cfsm artifact."),
+    probe: str = typer.Option(..., "--probe", help="linux, or trace:FILE.csv (columns named after the inputs)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Stop after this many cycles."),
+    period_ms: float = typer.Option(0.0, "--period-ms", help="Milliseconds per cycle (0: as fast as possible)."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Per-input scale and offset (JSON)."),
+) -> None:
+    """Run a certified controller against live probes or a recorded trace; SIGHUP reloads, SIGINT/SIGTERM stop."""
+    import signal
+
+    from certfsm import runtime
+    from certfsm.runtime._calibration import Calibration
+    from certfsm.runtime._run import open_probe, run as run_loop
+
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps {steps} is not a positive number of cycles; give e.g. --steps 1000")
+    if not (math.isfinite(period_ms) and period_ms >= 0):
+        raise UsageError(f"--period-ms {period_ms:g} is not a number of milliseconds >= 0; give e.g. --period-ms 10")
+    controller = runtime.load(artifact)
+    names = controller.machine.names
+    calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
+    flags = {"stop": False, "reload": False}
+
+    def stop(*_):
+        flags["stop"] = True
+
+    def reload_requested(*_):
+        flags["reload"] = True
+
+    def take_reload() -> bool:
+        requested, flags["reload"] = flags["reload"], False
+        return requested
+
+    previous = {sig: signal.signal(sig, handler) for sig, handler in
+                ((signal.SIGINT, stop), (signal.SIGTERM, stop), (signal.SIGHUP, reload_requested))}
+    try:
+        with open_probe(probe, names) as source:
+            summary = run_loop(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
+                               should_stop=lambda: flags["stop"], should_reload=take_reload,
+                               reload=lambda: runtime.load_machine(artifact))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    typer.echo(f"{summary.steps} cycles; tokens: " + ", ".join(f"{t} {n}" for t, n in summary.tokens.most_common()))
+    typer.echo("reasons: " + ", ".join(f"{r} {n}" for r, n in summary.reasons.most_common()))
+    for old, new in summary.swaps:
+        typer.echo(f"hot swap: {old[:12]} -> {new[:12]}")
+    for refusal in summary.refused_reloads:
+        typer.echo(f"reload refused, kept running the old artifact: {refusal}", err=True)
+
+
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
