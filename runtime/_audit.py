@@ -189,18 +189,17 @@ class AuditWriter:
             self._write_out(sync=True)
 
     def close(self) -> None:
-        """Append the close record, write out, fsync and close. Idempotent; after an I/O error it only closes the file."""
+        """Append the close record, write out, fsync and close. Idempotent; after an I/O error only closes."""
         with self._lock:
             if self._fd is None:
                 return
-            if self._failure is not None:
+            try:
+                if self._failure is None:
+                    self._commit(close_body(self._index, self._time, continues=False))
+                    self._write_out(sync=True)
+            finally:
                 os.close(self._fd)
                 self._fd = None
-                return
-            self._commit(close_body(self._index, self._time, continues=False))
-            self._write_out(sync=True)
-            os.close(self._fd)
-            self._fd = None
 
     def __enter__(self) -> "AuditWriter":
         return self
@@ -208,7 +207,8 @@ class AuditWriter:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    # ------------------------------------------------------------- internals (called with the lock held)
+    # ------------------------------------------------------------- internals (_values and _explain are pure;
+    # the others touch the chain or the file and run under the lock)
 
     def _values(self, reading, metrics) -> list:
         values = list(reading)
@@ -278,13 +278,13 @@ class AuditWriter:
         self._index += 1
 
     def _write_out(self, sync: bool) -> None:
+        data = bytes(self._buffer)
+        self._buffer.clear()
         try:
-            view = memoryview(self._buffer)
-            while view:
-                view = view[os.write(self._fd, view):]
-            view.release()
-            self._file_bytes += len(self._buffer)
-            self._buffer.clear()
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            self._file_bytes += written
             if sync:
                 os.fsync(self._fd)
                 self._unsynced = 0
@@ -298,7 +298,11 @@ class AuditWriter:
         os.close(self._fd)
         self._fd = None
         self._file_number += 1
-        self._open_file()
+        try:
+            self._open_file()
+        except (OSError, AuditLogError) as error:
+            self._failure = error
+            raise
 
     def _open_file(self) -> None:
         """Create file k with its header, written and fsynced at once (with its folder) so it is never torn late."""

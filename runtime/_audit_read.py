@@ -60,7 +60,8 @@ class LogVerification:
             return (f"{where}: intact, {self.records} records in {len(self.files)} file(s), {ending}; "
                     f"head {self.head}")
         if self.torn:
-            return f"{where}: torn tail at record {self.first_bad}: {self.reason}; the {self.records} records before it verify"
+            return (f"{where}: torn tail at record {self.first_bad}: {self.reason}; "
+                    f"the {self.records} records before it verify")
         return f"{where}: record {self.first_bad} is bad: {self.reason}; the {self.records} records before it verify"
 
 
@@ -175,8 +176,13 @@ class _Walk:
                 chain, index, pos = stored, index + 1, pos + size
         if continues:
             following = rotated_path(self.files[0], len(self.files))
-            self._finish(index, chain, f"{self.files[-1]} says the log continues in {following}, which is missing "
-                         "(the writer stopped while rotating, or the file was removed)", torn=True)
+            beyond = rotated_path(self.files[0], len(self.files) + 1)
+            if beyond.exists():
+                self._finish(index, chain, f"{self.files[-1]} says the log continues in {following}, which is "
+                             f"missing while {beyond} exists: a file was removed")
+            else:
+                self._finish(index, chain, f"{self.files[-1]} says the log continues in {following}, which is "
+                             "missing (the writer stopped while rotating, or the file was removed)", torn=True)
             return
         self._finish(index, chain, "", closed=continues is False)
 
