@@ -650,3 +650,24 @@ def test_an_io_error_stops_the_writer_and_leaves_a_verifying_prefix(tmp_path, mo
     writer.close()
     verification = verify_log(tmp_path / "log")
     assert verification.ok and verification.records == 3 and not verification.closed
+
+
+def test_a_failed_background_fsync_stops_the_writer(tmp_path, monkeypatch):
+    """Under fsync_every=N the fsync runs in a thread; its error surfaces at the next hand-off, not never."""
+    writer = AuditWriter(tmp_path / "log", SHA_A, INPUTS, METRICS, fsync_every=2)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if fd == writer._fd:
+            raise OSError(5, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        for k in range(6):
+            writer.append_step(*step_args(k))
+    with pytest.raises(AuditLogError, match=r"the writer stopped after an I/O error"):
+        writer.append_step(*step_args(9))
+    writer.close()
+    monkeypatch.undo()
+    assert verify_log(tmp_path / "log").ok
