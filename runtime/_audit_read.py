@@ -12,8 +12,11 @@ shape of a crash, reported as such, with every record before it intact.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import mmap
+import os
 import re
 import struct
 from collections.abc import Iterator
@@ -87,6 +90,17 @@ def _is_log(path: Path) -> bool:
         return handle.read(len(MAGIC)) == MAGIC
 
 
+@contextlib.contextmanager
+def _mapped(path: Path):
+    """The file's bytes, memory-mapped read-only (an empty file, which mmap refuses, as b"")."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
 def read_header(path) -> LogHeader:
     """The header of the log's first file (names, artifact, version); AuditLogError if unreadable or torn."""
     first = log_files(path)[0]
@@ -98,98 +112,113 @@ def read_header(path) -> LogHeader:
 
 
 class _Walk:
-    """One verifying pass over a log; `frames()` yields what verifies, then `verification` holds the verdict."""
+    """One verifying pass over a log; `frames()` yields what verifies, then `verification` holds the verdict.
+
+    Files are memory-mapped, so verifying a long log needs no memory in
+    proportion to it.
+    """
 
     def __init__(self, path, on_header=None) -> None:
         self.files = log_files(path)
         self.on_header = on_header
         self.verification: LogVerification | None = None
+        self._index, self._chain, self._artifact, self._continues = 0, GENESIS, None, None
+        self._first: LogHeader | None = None
 
     def frames(self) -> Iterator[tuple[FrameLayout, bytes, bytes]]:
         """Yield (layout, body, chain hash) for each frame that verifies, in log order."""
-        index, chain, first, artifact, layout, continues = 0, GENESIS, None, None, None, None
-        sha256 = hashlib.sha256
         for number, path in enumerate(self.files):
-            is_last = number == len(self.files) - 1
-            if continues is False:
-                self._finish(index, chain, f"{path} follows a log that was closed at record {index - 1}")
+            if self._continues is False:
+                self._finish(f"{path} follows a log that was closed at record {self._index - 1}")
                 return
-            data = path.read_bytes()
-            try:
-                header = decode_header(data, str(path))
-            except AuditLogError as error:
-                if number == 0:
-                    raise
-                self._finish(index, chain, str(error))
-                return
-            if header is None:
-                self._finish(index, chain, f"{path}: the header is torn (the writer stopped while creating the file)",
-                             torn=is_last)
-                return
-            if number == 0:
-                if header.file_number != 0:
-                    raise AuditLogError(f"{path}: this is file {header.file_number} of a rotated log; "
-                                        "give the path of its first file")
-                first, artifact = header, header.artifact_sha256
+            with _mapped(path) as data:
+                header = self._enter(path, data, number)
+                if header is None:
+                    return
                 layout = FrameLayout(header.input_names, header.metric_names)
-            else:
-                problem = self._link_problem(path, header, number, index, chain, first, artifact)
-                if problem:
-                    self._finish(index, chain, problem)
+                if not (yield from self._file_frames(path, data, layout, header.size, number)):
                     return
-            if self.on_header is not None:
-                self.on_header(path, header)
-            chain, pos, continues = bytes.fromhex(header.chain_start), header.size, None
-            sizes, end = layout.frame_sizes, len(data)
-            while pos < end:
-                if continues is not None:
-                    self._finish(index, chain, f"{path}: bytes follow the close record at byte {pos}")
-                    return
-                kind, stored_index = data[pos], None
-                size = sizes.get(kind)
-                if size is None or pos + size > end:
-                    is_torn = is_last and (size is not None or not any(data[pos:]))
-                    what = (f"{end - pos} bytes of a {KIND_NAMES[kind]} record of {size}" if size is not None
-                            else f"unknown record kind {kind}" if any(data[pos:]) else f"{end - pos} zero bytes")
-                    self._finish(index, chain, f"{path} ends with {what} at byte {pos}", torn=is_torn)
-                    return
-                _, stored_index = _KIND_AND_INDEX.unpack_from(data, pos)
-                body, stored = data[pos:pos + size - 32], data[pos + size - 32:pos + size]
-                if stored_index != index:
-                    self._finish(index, chain, f"the {KIND_NAMES[kind]} record at this position carries index "
-                                 f"{stored_index}: records were removed, inserted or reordered here")
-                    return
-                if sha256(chain + body).digest() != stored:
-                    self._finish(index, chain, f"the {KIND_NAMES[kind]} record does not match its chain hash: "
-                                 "its bytes were changed")
-                    return
-                if kind == KIND_SWAP:
-                    record = layout.decode(body, stored)
-                    if record.old_sha256 != artifact:
-                        self._finish(index, chain, f"the swap record replaces artifact {record.old_sha256}, but "
-                                     f"{artifact} was in force")
-                        return
-                    artifact = record.new_sha256
-                elif kind == KIND_CLOSE:
-                    continues = bool(body[-1])
-                yield layout, body, stored
-                chain, index, pos = stored, index + 1, pos + size
-        if continues:
-            following = rotated_path(self.files[0], len(self.files))
-            beyond = rotated_path(self.files[0], len(self.files) + 1)
-            if beyond.exists():
-                self._finish(index, chain, f"{self.files[-1]} says the log continues in {following}, which is "
-                             f"missing while {beyond} exists: a file was removed")
-            else:
-                self._finish(index, chain, f"{self.files[-1]} says the log continues in {following}, which is "
-                             "missing (the writer stopped while rotating, or the file was removed)", torn=True)
-            return
-        self._finish(index, chain, "", closed=continues is False)
+        following = rotated_path(self.files[0], len(self.files))
+        beyond = rotated_path(self.files[0], len(self.files) + 1)
+        if self._continues and beyond.exists():
+            self._finish(f"{self.files[-1]} says the log continues in {following}, which is missing "
+                         f"while {beyond} exists: a file was removed")
+        elif self._continues:
+            self._finish(f"{self.files[-1]} says the log continues in {following}, which is missing "
+                         "(the writer stopped while rotating, or the file was removed)", torn=True)
+        else:
+            self._finish("", closed=self._continues is False)
 
-    @staticmethod
-    def _link_problem(path, header: LogHeader, number: int, index: int, chain: bytes, first: LogHeader,
-                      artifact: str) -> str:
+    def _enter(self, path: Path, data, number: int) -> LogHeader | None:
+        """Check file `number`'s header and its link to the log so far; the header, or None after _finish."""
+        try:
+            header = decode_header(data, str(path))
+        except AuditLogError as error:
+            if number == 0:
+                raise
+            self._finish(str(error))
+            return None
+        if header is None:
+            self._finish(f"{path}: the header is torn (the writer stopped while creating the file)",
+                         torn=number == len(self.files) - 1)
+            return None
+        if number == 0:
+            if header.file_number != 0:
+                raise AuditLogError(f"{path}: this is file {header.file_number} of a rotated log; "
+                                    "give the path of its first file")
+            self._first, self._artifact = header, header.artifact_sha256
+        else:
+            problem = self._link_problem(path, header, number)
+            if problem:
+                self._finish(problem)
+                return None
+        if self.on_header is not None:
+            self.on_header(path, header)
+        self._chain, self._continues = bytes.fromhex(header.chain_start), None
+        return header
+
+    def _file_frames(self, path: Path, data, layout: FrameLayout, pos: int, number: int):
+        """Yield one file's verified frames from byte `pos` on; return True when the whole file verified."""
+        is_last, sha256 = number == len(self.files) - 1, hashlib.sha256
+        sizes, end = layout.frame_sizes, len(data)
+        while pos < end:
+            if self._continues is not None:
+                self._finish(f"{path}: bytes follow the close record at byte {pos}")
+                return False
+            kind = data[pos]
+            size = sizes.get(kind)
+            if size is None or pos + size > end:
+                rest_is_zero = not any(data[pos:])
+                what = (f"{end - pos} bytes of a {KIND_NAMES[kind]} record of {size}" if size is not None
+                        else f"{end - pos} zero bytes" if rest_is_zero else f"unknown record kind {kind}")
+                self._finish(f"{path} ends with {what} at byte {pos}",
+                             torn=is_last and (size is not None or rest_is_zero))
+                return False
+            _, stored_index = _KIND_AND_INDEX.unpack_from(data, pos)
+            body, stored = data[pos:pos + size - 32], data[pos + size - 32:pos + size]
+            if stored_index != self._index:
+                self._finish(f"the {KIND_NAMES[kind]} record at this position carries index {stored_index}: "
+                             "records were removed, inserted or reordered here")
+                return False
+            if sha256(self._chain + body).digest() != stored:
+                self._finish(f"the {KIND_NAMES[kind]} record does not match its chain hash: its bytes were changed")
+                return False
+            if kind == KIND_SWAP:
+                record = layout.decode(body, stored)
+                if record.old_sha256 != self._artifact:
+                    self._finish(f"the swap record replaces artifact {record.old_sha256}, but {self._artifact} "
+                                 "was in force")
+                    return False
+                self._artifact = record.new_sha256
+            elif kind == KIND_CLOSE:
+                self._continues = bool(body[-1])
+            yield layout, body, stored
+            self._chain, self._index, pos = stored, self._index + 1, pos + size
+        return True
+
+    def _link_problem(self, path: Path, header: LogHeader, number: int) -> str:
         """Why file `number`'s header does not continue the log so far ('' when it does)."""
+        index, chain, first, artifact = self._index, self._chain, self._first, self._artifact
         if header.file_number != number:
             return f"{path}: the header says file {header.file_number}, expected file {number} of the rotation"
         if header.first_index != index:
@@ -203,10 +232,12 @@ class _Walk:
             return f"{path}: the header names artifact {header.artifact_sha256}, but {artifact} was in force"
         return ""
 
-    def _finish(self, index: int, chain: bytes, reason: str, torn: bool = False, closed: bool = False) -> None:
+    def _finish(self, reason: str, torn: bool = False, closed: bool = False) -> None:
+        """Record the verdict at the current index (`reason` empty when the log verified)."""
+        index = self._index
         self.verification = LogVerification(
             ok=not reason, records=index, first_bad=index if reason else None, reason=reason, torn=torn,
-            closed=closed, head=chain.hex(), files=tuple(str(p) for p in self.files))
+            closed=closed, head=self._chain.hex(), files=tuple(str(p) for p in self.files))
 
 
 def verify_log(path) -> LogVerification:
