@@ -1,7 +1,7 @@
 """The audit log writer: one chained binary frame per step, buffered, fsynced by policy, rotated by size.
 
 Why a SHA-256 chain per record rather than per block: on this class of
-machine hashing one ~100-byte frame costs about 0.5 microseconds in
+machine hashing one ~120-byte frame costs about 0.5 microseconds in
 CPython, a small share of an append (bench/audit_log.py prints the
 figures), and a per-record chain locates any change to its record and
 finds a torn tail at record granularity with no second per-record digest.
@@ -20,8 +20,8 @@ Durability: a record is committed when `append_*` returns under
 `fsync_every=1` (it was written and fsynced before the return). Under
 `fsync_every=N` every N-th append writes the buffer out and hands the
 fsync to one background thread, so the stepping thread does not wait for
-the disk (an fsync costs milliseconds on a virtual disk, more than a
-thousand appends); it waits only when the previous fsync still runs, so
+the disk (an fsync costs 1 to 4 ms on this project's virtual disks, as
+much as a thousand appends); it waits only when the previous fsync still runs, so
 at most 2N records are ever uncommitted. `sync` and `close` commit
 everything before they return. A process crash (SIGKILL) loses only what
 was still in the writer's buffer, a power cut at most the uncommitted
