@@ -1,13 +1,15 @@
 """Benchmark: the audit log (`certfsm.runtime._audit`), per append and per verified record.
 
 Rows, all in one process on the shipped example's shape (5 inputs, one
-metric `latency_ms`, states and reasons as `fsm.step` produces them):
+metric `latency_ms`, states and reasons as the machine step produces them):
 
 - append, fsync every record / every 1000 records / on close only:
   microseconds per `AuditWriter.append_step` (median of 5 runs; the
   every-record row runs fewer records, it waits for the disk);
-- step + append (fsync every 1000): `certfsm.fsm.step` on a precomputed
-  stream of proposals and allowed rows, plus the append, per cycle;
+- step + append (fsync every 1000): `certfsm.machine.step`, the step
+  function the runtime calls, on a precomputed stream of proposals and
+  allowed rows, plus the append, per cycle (binning a reading to its
+  cell is the runtime's and is not included);
 - the single-input onnxruntime inference of the example network (one
   thread), the per-call cost the issue's target compares with;
 - SHA-256 of one step frame alone (the cost of chaining per record);
@@ -55,7 +57,7 @@ def stream(n: int, seed: int = 7) -> list[tuple]:
 
 def time_appends(folder: Path, cycles, fsync_every: int, runs: int = 5) -> float:
     """Median microseconds per append_step over `runs` fresh logs (close excluded: it is paid once)."""
-    from certfsm.fsm import State
+    from certfsm.machine import State
 
     state = State(0, -1, 0, 3)
     results = []
@@ -71,8 +73,8 @@ def time_appends(folder: Path, cycles, fsync_every: int, runs: int = 5) -> float
 
 
 def time_step_and_append(folder: Path, cycles, runs: int = 5) -> tuple[float, float]:
-    """Median microseconds per cycle of fsm.step alone, and of fsm.step followed by append_step (fsync every 1000)."""
-    from certfsm.fsm import MachineParams, initial_state, step
+    """Median microseconds per cycle of the machine step alone, and of it followed by append_step (fsync every 1000)."""
+    from certfsm.machine import MachineParams, initial_state, step
 
     params = MachineParams(n_tokens=5, conservative=0, confirm_cycles=3, cooldown_cycles=8,
                            overridable=frozenset({0, 3}), codes=(0, 1, 2, 3, 4), legal=frozenset({0, 1, 2, 3}))
@@ -150,7 +152,7 @@ def main() -> None:
                 ("append, fsync every 1000 records", time_appends(folder, cycles, 1000), args.records),
                 ("append, fsync on close only", time_appends(folder, cycles, 0), args.records)]
         alone, logged = time_step_and_append(folder, cycles)
-        rows += [("fsm.step alone", alone, args.records), ("fsm.step + append, fsync every 1000", logged, args.records)]
+        rows += [("machine step alone", alone, args.records), ("machine step + append, fsync every 1000", logged, args.records)]
         ort = time_onnxruntime()
         if ort is not None:
             rows.append(("onnxruntime, one single-input inference", ort, 20000))

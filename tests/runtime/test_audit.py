@@ -671,3 +671,18 @@ def test_a_failed_background_fsync_stops_the_writer(tmp_path, monkeypatch):
     writer.close()
     monkeypatch.undo()
     assert verify_log(tmp_path / "log").ok
+
+
+def test_a_log_is_written_and_verified_with_numpy_and_the_solvers_blocked(tmp_path):
+    """What an embedded target without numpy can do: write, verify and read a log."""
+    script = (
+        "import sys\n"
+        "for name in ('numpy', 'onnx', 'onnxruntime', 'z3', 'maraboupy', 'jsonschema', 'matplotlib'):\n"
+        "    sys.modules[name] = None\n"
+        "from certfsm.runtime._audit import AuditWriter\n"
+        "from certfsm.runtime._audit_format import LoggedState\n"
+        "from certfsm.runtime._audit_read import read_log, verify_log\n"
+        "with AuditWriter(sys.argv[1], 'a1' * 32, ['x'], ['m']) as writer:\n"
+        "    writer.append_step(0.0, [1.0], {'m': 2.0}, 3, 1, 1, 0, LoggedState(1, -1, 0, 0), True)\n"
+        "assert verify_log(sys.argv[1]).ok and len(list(read_log(sys.argv[1]))) == 2\n")
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "log")], check=True)
