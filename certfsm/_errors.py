@@ -44,3 +44,7 @@ class EngineError(CertfsmError, RuntimeError):
 
 class ProbeError(CertfsmError, ValueError):
     """A probe's input is malformed: a calibration file, a trace file or a reading blob (never a reading's value)."""
+
+
+class AuditLogError(CertfsmError, ValueError):
+    """An audit log cannot be read (not a log, corrupt or unknown-version header), fails verification, or was given a bad record."""

@@ -1,0 +1,258 @@
+"""The audit log's byte layout: a header per file, then chained fixed-size frames.
+
+Everything is little-endian and packed with `struct` (standard library
+only: the runtime's scalar path must import without numpy).
+
+File header (one per file, written in one piece when the file is created)::
+
+    offset size
+    0      8    magic b"CFSMAUDT"
+    8      2    u16  format version (1)
+    10     2    u16  header length H in bytes, digest included
+    12     4    u32  file number k in the rotation (0 for the first file)
+    16     8    u64  index of the file's first record in the whole log
+    24     32   artifact SHA-256 in force when the file was opened
+    56     32   chain hash of the last record of file k-1 (32 zero bytes for k = 0)
+    88     2    u16  number of inputs n
+    90     2    u16  number of metrics m
+    92     ...  n input names, then m metric names, each u16 length + UTF-8
+    H-32   32   SHA-256 of bytes 0..H-32: the header digest
+
+Frames follow the header back to back. A frame is its body followed by a
+32-byte chain hash; every body starts with kind (u8), index (u64, the
+frame's position in the whole log, counted across files) and time (f64,
+seconds, given by the caller)::
+
+    step      kind=1  index time | n x f64 reading | m x f64 metrics (NaN = missing)
+                      | i32 cell (-1 out of envelope) | u8 token index | u8 token code
+                      | u8 reason | u8 flags (bit 0 sla_ok, bit 1 override requested)
+                      | i32 override (0 when none) | u8 current | i8 candidate | u32 count | u32 cooldown
+    swap      kind=2  index time | 32 old artifact SHA-256 | 32 new artifact SHA-256
+                      | u8 current | i8 candidate | u32 count | u32 cooldown  (state the runtime continues from)
+    override  kind=3  index time | u8 flags (bit 0 token given, bit 1 cycles given) | i32 token | u64 cycles
+    close     kind=4  index time | u8 continues (1: the log goes on in file k+1; 0: the log ends here)
+
+The chain: c(-1) of a file is its header digest; frame i stores
+c(i) = SHA-256(c(i-1) || body(i)). The header of file k+1 names c of file
+k's last frame (its close record), so the chain runs through the
+rotation. A frame's size follows from its kind and the header alone, so
+a reader finds a torn (short) last frame without any length field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from certfsm._errors import AuditLogError
+
+MAGIC = b"CFSMAUDT"
+FORMAT_VERSION = 1
+GENESIS = bytes(32)
+"""What the header of the first file names as the previous chain hash."""
+HASH_SIZE = 32
+
+KIND_STEP, KIND_SWAP, KIND_OVERRIDE, KIND_CLOSE = 1, 2, 3, 4
+KIND_NAMES = {KIND_STEP: "step", KIND_SWAP: "swap", KIND_OVERRIDE: "override", KIND_CLOSE: "close"}
+
+FLAG_SLA_OK, FLAG_OVERRIDE = 1, 2
+FLAG_TOKEN, FLAG_CYCLES = 1, 2
+
+PREFIX = struct.Struct("<BQd")
+"""kind, index, time: the start of every body."""
+STATE_FORMAT = "BbII"
+_HEADER_FIXED = struct.Struct("<8sHHIQ32s32sHH")
+_NAME_LENGTH = struct.Struct("<H")
+_SWAP = struct.Struct("<BQd32s32s" + STATE_FORMAT)
+_OVERRIDE = struct.Struct("<BQdBiQ")
+_CLOSE = struct.Struct("<BQdB")
+MAX_HEADER = 0xFFFF
+
+
+def step_payload(n_inputs: int, n_metrics: int) -> struct.Struct:
+    """A step body after its PREFIX: reading, metrics, cell, token, code, reason, flags, override, state."""
+    return struct.Struct(f"<{n_inputs + n_metrics}diBBBBi{STATE_FORMAT}")
+
+
+class LoggedState(NamedTuple):
+    """The machine state after a step, with the attribute names of `certfsm.fsm.State`, so either can be logged."""
+
+    current: int
+    candidate: int
+    count: int
+    cooldown: int
+
+
+@dataclass(frozen=True)
+class LogHeader:
+    """One file's header. `chain_start` (hex) is the header digest, the chain value before the file's first frame."""
+
+    format_version: int
+    file_number: int
+    first_index: int
+    artifact_sha256: str
+    previous_chain: str
+    input_names: tuple[str, ...]
+    metric_names: tuple[str, ...]
+    size: int
+    chain_start: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One step. `metrics` maps every metric named in the header to its value, NaN where it was missing."""
+
+    index: int
+    time: float
+    reading: tuple[float, ...]
+    metrics: dict[str, float]
+    cell: int
+    token: int
+    code: int
+    reason: int
+    sla_ok: bool
+    override: int | None
+    state: LoggedState
+    chain: str
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRecord:
+    """A hot swap between two steps: the artifact hashes before and after, and the state the runtime went on from."""
+
+    index: int
+    time: float
+    old_sha256: str
+    new_sha256: str
+    state: LoggedState
+    chain: str
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideRecord:
+    """An operator's override request: `token` None clears the override; `cycles` None means until cleared."""
+
+    index: int
+    time: float
+    token: int | None
+    cycles: int | None
+    chain: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRecord:
+    """The last frame of a file: `continues` when the writer rotated to the next file, else the log was closed."""
+
+    index: int
+    time: float
+    continues: bool
+    chain: str
+
+
+Record = StepRecord | SwapRecord | OverrideRecord | CloseRecord
+
+
+# ------------------------------------------------------------- header
+
+
+def encode_header(*, file_number: int, first_index: int, artifact: bytes, previous: bytes,
+                  input_names, metric_names) -> bytes:
+    """The header bytes, digest included; the digest (its last 32 bytes) starts the file's chain."""
+    names = b"".join(_NAME_LENGTH.pack(len(raw)) + raw
+                     for raw in (name.encode("utf-8") for name in (*input_names, *metric_names)))
+    size = _HEADER_FIXED.size + len(names) + HASH_SIZE
+    if size > MAX_HEADER:
+        raise AuditLogError(f"audit log header: the input and metric names take {size} bytes, "
+                            f"more than the format's {MAX_HEADER}; use shorter names")
+    body = _HEADER_FIXED.pack(MAGIC, FORMAT_VERSION, size, file_number, first_index, artifact, previous,
+                              len(input_names), len(metric_names)) + names
+    return body + hashlib.sha256(body).digest()
+
+
+def decode_header(data: bytes, where: str) -> LogHeader | None:
+    """The header at the start of `data`, or None when `data` ends inside it (a torn header).
+
+    Raises AuditLogError, naming `where`, when the bytes are not an audit
+    log, have another format version, or do not match their digest.
+    """
+    if len(data) < _HEADER_FIXED.size:
+        if MAGIC.startswith(data[:len(MAGIC)]):
+            return None
+        raise AuditLogError(f"{where}: not a certfsm audit log (no {MAGIC!r} magic); give the path of an audit log")
+    magic, version, size, file_number, first_index, artifact, previous, n_inputs, n_metrics = \
+        _HEADER_FIXED.unpack_from(data)
+    if magic != MAGIC:
+        raise AuditLogError(f"{where}: not a certfsm audit log (no {MAGIC!r} magic); give the path of an audit log")
+    if version != FORMAT_VERSION:
+        raise AuditLogError(f"{where}: audit log format version={version}, this certfsm reads version "
+                            f"{FORMAT_VERSION}; read it with the certfsm that wrote it")
+    if size < _HEADER_FIXED.size + HASH_SIZE:
+        raise AuditLogError(f"{where}: corrupt audit log header (header length={size} is too small)")
+    if len(data) < size:
+        return None
+    digest = hashlib.sha256(data[:size - HASH_SIZE]).digest()
+    if digest != data[size - HASH_SIZE:size]:
+        raise AuditLogError(f"{where}: corrupt audit log header (its SHA-256 does not match its bytes)")
+    names, pos = [], _HEADER_FIXED.size
+    for _ in range(n_inputs + n_metrics):
+        (length,) = _NAME_LENGTH.unpack_from(data, pos)
+        names.append(data[pos + 2:pos + 2 + length].decode("utf-8"))
+        pos += 2 + length
+    return LogHeader(version, file_number, first_index, artifact.hex(), previous.hex(), tuple(names[:n_inputs]),
+                     tuple(names[n_inputs:]), size, digest.hex())
+
+
+# ------------------------------------------------------------- frames
+
+
+class FrameLayout:
+    """Sizes and decoders of the four frame kinds for one header's input and metric counts."""
+
+    def __init__(self, input_names, metric_names) -> None:
+        self.input_names, self.metric_names = tuple(input_names), tuple(metric_names)
+        self.step_payload = step_payload(len(self.input_names), len(self.metric_names))
+        body_sizes = {KIND_STEP: PREFIX.size + self.step_payload.size, KIND_SWAP: _SWAP.size,
+                      KIND_OVERRIDE: _OVERRIDE.size, KIND_CLOSE: _CLOSE.size}
+        self.frame_sizes = {kind: size + HASH_SIZE for kind, size in body_sizes.items()}
+
+    def decode(self, body: bytes, chain: bytes) -> Record:
+        """The record of one verified frame body (its kind byte is known to be valid)."""
+        kind, index, time = PREFIX.unpack_from(body)
+        if kind == KIND_STEP:
+            values = self.step_payload.unpack_from(body, PREFIX.size)
+            n, m = len(self.input_names), len(self.metric_names)
+            cell, token, code, reason, flags, override = values[n + m:n + m + 6]
+            return StepRecord(index, time, values[:n], dict(zip(self.metric_names, values[n:n + m])), cell, token,
+                              code, reason, bool(flags & FLAG_SLA_OK), override if flags & FLAG_OVERRIDE else None,
+                              LoggedState(*values[n + m + 6:]), chain.hex())
+        if kind == KIND_SWAP:
+            _, _, _, old, new, *state = _SWAP.unpack(body)
+            return SwapRecord(index, time, old.hex(), new.hex(), LoggedState(*state), chain.hex())
+        if kind == KIND_OVERRIDE:
+            _, _, _, flags, token, cycles = _OVERRIDE.unpack(body)
+            return OverrideRecord(index, time, token if flags & FLAG_TOKEN else None,
+                                  cycles if flags & FLAG_CYCLES else None, chain.hex())
+        return CloseRecord(index, time, bool(_CLOSE.unpack(body)[3]), chain.hex())
+
+
+def swap_body(index: int, time: float, old: bytes, new: bytes, state) -> bytes:
+    return _SWAP.pack(KIND_SWAP, index, time, old, new, state.current, state.candidate, state.count, state.cooldown)
+
+
+def override_body(index: int, time: float, token: int | None, cycles: int | None) -> bytes:
+    flags = (FLAG_TOKEN if token is not None else 0) | (FLAG_CYCLES if cycles is not None else 0)
+    return _OVERRIDE.pack(KIND_OVERRIDE, index, time, flags, token or 0, cycles or 0)
+
+
+def close_body(index: int, time: float, continues: bool) -> bytes:
+    return _CLOSE.pack(KIND_CLOSE, index, time, int(continues))
+
+
+def json_float(value: float):
+    """A float as strict JSON: NaN (a missing value) as null, infinities as the strings "inf" and "-inf"."""
+    if math.isfinite(value):
+        return value
+    return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
