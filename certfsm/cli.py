@@ -25,6 +25,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="certfsm: prove a neural controller safe, distil it into a certified state machine, run it.")
 spec_app = typer.Typer(no_args_is_help=True, help="Work with controller spec files.")
 app.add_typer(spec_app, name="spec")
+audit_app = typer.Typer(no_args_is_help=True, help="Check and export audit logs written by certfsm run.")
+app.add_typer(audit_app, name="audit")
 
 _state = {"debug": False}
 
@@ -336,6 +338,8 @@ def run(
     steps: Optional[int] = typer.Option(None, "--steps", help="Stop after this many cycles."),
     period_ms: float = typer.Option(0.0, "--period-ms", help="Milliseconds per cycle (0: as fast as possible)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Per-input scale and offset (JSON)."),
+    audit: Optional[Path] = typer.Option(None, "--audit", help="Append every decision to this audit log (new file)."),
+    fsync_every: int = typer.Option(1000, "--fsync-every", help="fsync the audit log every N records (1: each)."),
 ) -> None:
     """Run a certified controller against live probes or a recorded trace; SIGHUP reloads, SIGINT/SIGTERM stop."""
     import signal
@@ -348,8 +352,11 @@ def run(
         raise UsageError(f"--steps {steps} is not a positive number of cycles; give e.g. --steps 1000")
     if not (math.isfinite(period_ms) and period_ms >= 0):
         raise UsageError(f"--period-ms {period_ms:g} is not a number of milliseconds >= 0; give e.g. --period-ms 10")
+    if fsync_every < 0:
+        raise UsageError(f"--fsync-every {fsync_every} is negative; give 1 (every record), N, or 0 (on close)")
     controller = runtime.load(artifact)
     names = controller.machine.names
+    writer = runtime.open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
     calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
     flags = {"stop": False, "reload": False}
 
@@ -373,12 +380,61 @@ def run(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if writer is not None:
+            writer.close()
     typer.echo(f"{summary.steps} cycles; tokens: " + ", ".join(f"{t} {n}" for t, n in summary.tokens.most_common()))
     typer.echo("reasons: " + ", ".join(f"{r} {n}" for r, n in summary.reasons.most_common()))
     for old, new in summary.swaps:
         typer.echo(f"hot swap: {old[:12]} -> {new[:12]}")
     for refusal in summary.refused_reloads:
         typer.echo(f"reload refused, kept running the old artifact: {refusal}", err=True)
+    if writer is not None:
+        typer.echo(f"audit log {audit}: {writer.records} records, head {writer.head[:16]}")
+
+
+@audit_app.command("verify")
+def audit_verify(log: Path = typer.Argument(..., help="An audit log (its first file, or its folder).")) -> None:
+    """Check the log's SHA-256 chain; exit 0 only for an intact log, else name the first bad record."""
+    from certfsm.runtime import verify_log
+
+    verification = verify_log(log)
+    typer.echo(verification.describe())
+    raise typer.Exit(EXIT_OK if verification.ok else EXIT_FAILED)
+
+
+@audit_app.command("export")
+def audit_export(log: Path = typer.Argument(..., help="An audit log."),
+                 out: Optional[Path] = typer.Option(None, "--out", help="Write JSON Lines here (default: stdout).")
+                 ) -> None:
+    """The log as JSON Lines: a header line per file, a line per record, and the verification last."""
+    from certfsm.runtime import export_jsonl
+
+    if out is None:
+        verification = export_jsonl(log, sys.stdout)
+    else:
+        with open(out, "w", encoding="utf-8") as handle:
+            verification = export_jsonl(log, handle)
+    raise typer.Exit(EXIT_OK if verification.ok else EXIT_FAILED)
+
+
+@app.command()
+def replay(
+    log: Path = typer.Argument(..., help="An audit log written by certfsm run."),
+    artifact: list[Path] = typer.Option(..., "--artifact", help="The artifact(s) the log names (repeat for swaps)."),
+) -> None:
+    """Re-execute every logged step; exit 0 only when every decision is reproduced, else print the first divergence."""
+    from certfsm import runtime
+
+    machines = {machine.artifact_sha256: machine for machine in map(runtime.load_machine, artifact)}
+    monitors = {runtime.load_machine(path).artifact_sha256: path for path in artifact}
+    outcome = runtime.replay_log(log, machines, sla_of=lambda machine: runtime.sla_monitor_of(
+        monitors[machine.artifact_sha256]))
+    if outcome.ok:
+        typer.echo(f"{outcome.steps} steps replayed; every decision reproduced" +
+                   (f" ({outcome.reason})" if outcome.reason else ""))
+        raise typer.Exit(EXIT_OK)
+    typer.echo(f"divergence at record {outcome.first_divergence}: {outcome.reason}")
+    raise typer.Exit(EXIT_FAILED)
 
 
 @spec_app.command("check")

@@ -3,6 +3,10 @@
 - `load(path) -> Controller`: the artifact through the core loader (hash,
   canonical form, structure, every required certificate entry proved);
   anything else is refused with the loader's one-line message.
+- the audit log: `open_audit(controller, path)` appends every step, swap
+  and override request to a SHA-256-chained binary log; `verify_log`,
+  `read_log`, `export_jsonl`; `replay_log` re-executes a log and shows
+  every decision reproduced.
 - `Controller.step(reading, metrics=..., now=...) -> Decision` one cycle
   (`step_fixed` for fixed-point integers), `decide_many(readings)` a batch
   of table decisions, `override(token, cycles)`, `swap(machine)` between
@@ -18,7 +22,10 @@ from __future__ import annotations
 
 from certfsm.machine import Machine, Reason, State
 
+from ._audit import AuditWriter
+from ._audit_read import export_jsonl, read_log, verify_log
 from ._controller import Controller, Decision
+from ._replay import ReplayOutcome, replay_log
 
 
 def load(path, *, sla=True, record=None) -> Controller:
@@ -46,4 +53,22 @@ def load_machine(path) -> Machine:
     return Machine.from_artifact(load_artifact(path))
 
 
-__all__ = ["Controller", "Decision", "Machine", "Reason", "State", "load", "load_machine"]
+def open_audit(controller: Controller, path, **options) -> AuditWriter:
+    """Start an audit log at `path` for `controller` (its artifact, inputs and SLA metrics) and attach it."""
+    writer = AuditWriter(path, controller.machine.artifact_sha256, controller.machine.names,
+                         controller.metric_names, **options)
+    controller.attach_audit(writer)
+    return writer
+
+
+def sla_monitor_of(artifact_path):
+    """A fresh SLA monitor for the spec inside the artifact at `artifact_path` (None when it has no SLA paths)."""
+    from certfsm._artifact import load_artifact
+    from certfsm.sla import SlaMonitor
+
+    monitor = SlaMonitor.from_document(load_artifact(artifact_path).spec)
+    return monitor if monitor.paths else None
+
+
+__all__ = ["AuditWriter", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
+           "load", "load_machine", "open_audit", "read_log", "replay_log", "sla_monitor_of", "verify_log"]

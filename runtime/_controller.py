@@ -17,11 +17,15 @@ naming the input, raised before anything changes.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from certfsm._errors import ArtifactError
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
+
+
+_QUEUED = object()  # take the override from the operator's queue (`Controller.override`)
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,18 @@ class Controller:
 
     `sla` is an optional monitor with ``update(metrics, token) -> status``
     (``status.ok``), `record` an optional callable that receives every
-    `Decision` with its inputs (the audit log). Both are called under the
-    controller's lock, so decisions and records keep one order.
+    `Decision` with its inputs. `audit` is an optional
+    `runtime._audit.AuditWriter`: every step, swap and override request
+    is appended to it (a step without `now` is stamped with `clock()`).
+    All are called under the controller's lock, so decisions and records
+    keep one order.
     """
 
-    def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None) -> None:
+    def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None, audit=None,
+                 clock: Callable[[], float] = time.time) -> None:
         self._machine = machine
+        self._audit = audit
+        self._clock = clock
         self._state = machine.initial_state()
         self._sla = sla
         self._record = record
@@ -64,6 +74,17 @@ class Controller:
     @property
     def machine(self) -> Machine:
         return self._machine
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The metrics the SLA monitor reads (what an audit log must keep for a replay)."""
+        paths = getattr(self._sla, "paths", ())
+        return tuple(dict.fromkeys(path.metric for path in paths))
+
+    def attach_audit(self, writer) -> None:
+        """Append every later step, swap and override request to `writer` (an `AuditWriter`)."""
+        with self._lock:
+            self._audit = writer
 
     @property
     def state(self) -> State:
@@ -93,19 +114,27 @@ class Controller:
         cell = self._machine.cell_of_fixed(values)
         return self._advance(values, cell, metrics, now)
 
-    def _advance(self, values, cell: int, metrics, now) -> Decision:
+    def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
+        """One cycle with the override given as logged (an output index or None), for `replay`."""
+        values = self.reading_of(reading)
+        return self._advance(values, self._machine.cell_of(values), metrics, now, override)
+
+    def _advance(self, values, cell: int, metrics, now, logged_override=_QUEUED) -> Decision:
         with self._lock:
             machine = self._machine
             sla_ok = True
             if self._sla is not None:
                 sla_ok = bool(self._sla.update(metrics or {}, machine.tokens[self._state.current]).ok)
-            override = self._take_override()
+            override = self._take_override() if logged_override is _QUEUED else logged_override
             state, index, reason = machine.step(self._state, cell, sla_ok, override)
             self._state, self._last_cell = state, cell
             decision = Decision(machine.tokens[index], index, machine.params.codes[index], Reason(reason), cell,
                                 state, sla_ok, now)
             if self._record is not None:
                 self._record(decision, values, metrics, override)
+            if self._audit is not None:
+                self._audit.append_step(self._clock() if now is None else now, values, metrics or {}, cell, index,
+                                        decision.code, int(decision.reason), state, sla_ok, override)
             return decision
 
     def _take_override(self) -> int | None:
@@ -128,6 +157,8 @@ class Controller:
         with self._lock:
             if token is None:
                 self._override = self._override_cycles = None
+                if self._audit is not None:
+                    self._audit.append_override(self._clock(), None, None)
                 return
             if token not in self._machine.tokens:
                 raise ValueError(f"override token {token!r} is not a token of this controller; the tokens are "
@@ -140,6 +171,8 @@ class Controller:
             if cycles is not None and (not isinstance(cycles, int) or cycles < 1):
                 raise ValueError(f"override cycles={cycles!r} is not a positive number of cycles; give e.g. 10 or None")
             self._override, self._override_cycles = index, cycles
+            if self._audit is not None:
+                self._audit.append_override(self._clock(), index, cycles)
 
     def swap(self, machine: Machine) -> tuple[str, str]:
         """Replace the machine between two cycles, atomically; returns (old, new) artifact hashes.
@@ -162,6 +195,8 @@ class Controller:
                 current = machine.params.conservative
             self._state = State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles))
             self._machine = machine
+            if self._audit is not None:
+                self._audit.append_swap(self._clock(), old.artifact_sha256, machine.artifact_sha256, self._state)
             return old.artifact_sha256, machine.artifact_sha256
 
     def decide_many(self, readings):

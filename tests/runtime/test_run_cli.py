@@ -1,0 +1,115 @@
+"""certfsm run, audit verify, audit export and replay: what happened can be proved afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+INPUTS = ("compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth")
+
+
+def run_cli(*args, timeout=300):
+    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    """A recorded trace of the example's inputs with a latency metric that breaches the SLA now and then."""
+    rng = np.random.default_rng(11)
+    path = tmp_path_factory.mktemp("trace") / "trace.csv"
+    rows = ["compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms"]
+    for k in range(3000):
+        values = [rng.uniform(0, 100), rng.uniform(0, 100), rng.uniform(0, 100), rng.uniform(20, 110),
+                  rng.uniform(0, 64)]
+        cells = [f"{v:.3f}" for v in values]
+        if k % 97 == 5:
+            cells[3] = "nan"
+        latency = "" if k % 211 == 7 else f"{30.0 if (k // 50) % 7 == 3 else 4.0}"
+        rows.append(",".join(cells + [latency]))
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_recorded_run_verifies_replays_and_exports(distilled_example, trace, tmp_path):
+    artifact = distilled_example[2]
+    log = tmp_path / "run.log"
+    code, out, err = run_cli("run", artifact, "--probe", f"trace:{trace}", "--audit", log)
+    assert code == 0, err
+    assert out.startswith("3000 cycles; tokens: ") and "FALLBACK_SLA" in out and "FALLBACK_ENVELOPE" in out
+    code, out, _ = run_cli("audit", "verify", log)
+    assert code == 0 and "intact, 3001 records" in out
+    code, out, _ = run_cli("replay", log, "--artifact", artifact)
+    assert code == 0 and out.startswith("3000 steps replayed; every decision reproduced")
+    code, out, _ = run_cli("audit", "export", log)
+    lines = [json.loads(line) for line in out.splitlines()]
+    steps = [line for line in lines if line["kind"] == "step"]
+    assert code == 0 and len(steps) == 3000 and set(steps[0]["reading"]) == set(INPUTS)
+
+
+def test_a_changed_record_is_found_at_its_index_and_the_replay_stops_there(distilled_example, trace, tmp_path):
+    artifact = distilled_example[2]
+    log = tmp_path / "run.log"
+    assert run_cli("run", artifact, "--probe", f"trace:{trace}", "--audit", log, "--steps", "500")[0] == 0
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    log.write_bytes(bytes(data))
+    code, out, _ = run_cli("audit", "verify", log)
+    index = int(out.split("record ")[1].split()[0])
+    assert code == 1 and 200 <= index <= 300
+    code, out, _ = run_cli("replay", log, "--artifact", artifact)
+    assert code == 1 and out.startswith(f"divergence at record {index}: ")
+
+
+def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(distilled_example, tmp_path):
+    artifact = distilled_example[2]
+    log = tmp_path / "live.log"
+    process = subprocess.Popen([sys.executable, "-m", "certfsm.cli", "run", str(artifact), "--probe", "linux",
+                                "--period-ms", "5", "--audit", str(log), "--fsync-every", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while (not log.exists() or log.stat().st_size < 2000) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "hot swap: " in out
+    code, verified, _ = run_cli("audit", "verify", log)
+    assert code == 0 and ", closed;" in verified
+    code, replayed, _ = run_cli("replay", log, "--artifact", artifact)
+    assert code == 0, replayed
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--probe", "nowhere"), r"^certfsm: error: --probe nowhere is not a probe; "),
+    (("--probe", "linux", "--steps", "0"), r"^certfsm: error: --steps 0 is not a positive number of cycles"),
+    (("--probe", "linux", "--period-ms", "-3"), r"^certfsm: error: --period-ms -3 is not a number of milliseconds"),
+])
+def test_bad_run_flags_are_one_line_and_exit_2(distilled_example, args, message):
+    import re
+
+    code, _, err = run_cli("run", distilled_example[2], *args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.match(message, lines[0]), err
+
+
+def test_an_existing_log_is_never_overwritten(distilled_example, trace, tmp_path):
+    log = tmp_path / "kept.log"
+    log.write_bytes(b"earlier records")
+    code, _, err = run_cli("run", distilled_example[2], "--probe", f"trace:{trace}", "--audit", log, "--steps", "3")
+    assert code == 2 and "Traceback" not in err and log.read_bytes() == b"earlier records"
+    assert len(err.strip().splitlines()) == 1 and os.fspath(log.name) in err
