@@ -334,7 +334,8 @@ def inspect(
 @app.command()
 def run(
     artifact: Path = typer.Argument(..., help="A certified .cfsm artifact."),
-    probe: str = typer.Option(..., "--probe", help="linux, or trace:FILE.csv (columns named after the inputs)."),
+    probe: str = typer.Option(..., "--probe", help="linux, trace:FILE.csv (columns named after the inputs), or "
+                                                   "example-trace (the example's recorded trace)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Stop after this many cycles."),
     period_ms: float = typer.Option(0.0, "--period-ms", help="Milliseconds per cycle (0: as fast as possible)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Per-input scale and offset (JSON)."),

@@ -36,16 +36,21 @@ class RunSummary:
 
 
 def open_probe(text: str, input_names):
-    """The probe a ``--probe`` value names: ``linux``, or ``trace:FILE.csv``."""
+    """The probe a ``--probe`` value names: ``linux``, ``trace:FILE.csv``, or ``example-trace`` (the shipped one)."""
     if text == "linux":
         from ._probes_linux import LinuxProbe
 
         return LinuxProbe()
+    if text == "example-trace":
+        from certfsm.examples import example_trace_path
+        from ._probes_trace import TraceProbe
+
+        return TraceProbe(example_trace_path(), input_names)
     if text.startswith("trace:") and len(text) > len("trace:"):
         from ._probes_trace import TraceProbe
 
         return TraceProbe(text[len("trace:"):], input_names)
-    raise UsageError(f"--probe {text} is not a probe; give --probe linux or --probe trace:FILE.csv")
+    raise UsageError(f"--probe {text} is not a probe; give --probe linux, --probe trace:FILE.csv or --probe example-trace")
 
 
 def run(controller: Controller, probe, *, steps: int | None = None, period_ms: float = 0.0,

@@ -183,3 +183,12 @@ def test_regeneration_is_byte_identical_to_the_shipped_files(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
         f"{name}{suffix}" for name in EXAMPLE_NAMES for suffix in (".onnx", ".spec.json")
     )
+
+
+def test_the_shipped_trace_is_what_make_trace_writes():
+    """The recorded trace is generated, not edited by hand: the script reproduces the shipped file byte for byte."""
+    from certfsm.examples import example_trace_path
+    from certfsm.examples.make_trace import COLUMNS, rows
+
+    expected = ",".join(COLUMNS) + "\n" + "".join(",".join(cells) + "\n" for cells in rows())
+    assert example_trace_path().read_text(encoding="utf-8") == expected

@@ -95,7 +95,7 @@ def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(d
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--probe", "nowhere"), r"^certfsm: error: --probe nowhere is not a probe; "),
+    (("--probe", "nowhere"), r"^certfsm: error: --probe nowhere is not a probe; give --probe linux, "),
     (("--probe", "linux", "--steps", "0"), r"^certfsm: error: --steps 0 is not a positive number of cycles"),
     (("--probe", "linux", "--period-ms", "-3"), r"^certfsm: error: --period-ms -3 is not a number of milliseconds"),
 ])
