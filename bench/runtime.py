@@ -1,0 +1,108 @@
+"""Benchmark: the embedded runtime against a single onnxruntime call of the same network, side by side.
+
+Distils the example once (into a temporary folder), then measures in one
+process, interleaved in rounds so that load on the machine hits every
+figure alike:
+
+- `Controller.step` (binning, table, state machine, SLA monitor), per call;
+- the same with the audit log on, fsync every record / every 1 000 / on close;
+- `Controller.decide_many` on a batch of 1 000 000 readings (decisions per second);
+- one onnxruntime inference of the example's network on one input (the
+  per-call cost of running the network itself, with no certfsm).
+
+Prints a Markdown table: p50 and p99 per call in microseconds, and the
+ratio of onnxruntime's p50 to each. Targets (issue: runtime): step at
+least 5x faster than onnxruntime; decide_many at least 5 million per
+second; step with logging (fsync every 1 000) no slower than onnxruntime.
+
+    python bench/runtime.py [--calls 20000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _timed(function, arguments) -> list[float]:
+    """Seconds per call of `function` over `arguments`, one measurement per call."""
+    times = []
+    clock = time.perf_counter
+    for argument in arguments:
+        started = clock()
+        function(argument)
+        times.append(clock() - started)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+
+    import onnxruntime
+
+    from certfsm import runtime
+    from certfsm._spec import load_spec
+    from certfsm.examples import example_spec_path
+    from certfsm.fsm._pipeline import distill_controller
+
+    folder = Path(tempfile.mkdtemp(prefix="certfsm-bench-runtime-"))
+    spec = load_spec(example_spec_path("coadapt"))
+    distill_controller(spec, out=folder / "example.cfsm", report=folder / "report", jobs=2)
+    artifact = folder / "example.cfsm"
+
+    rng = np.random.default_rng(0)
+    lower = np.array([item.min for item in spec.inputs])
+    upper = np.array([item.max for item in spec.inputs])
+    readings = rng.uniform(lower, upper, size=(options.calls, len(lower)))
+    rows = readings.tolist()
+    metrics = {"latency_ms": 4.0}
+
+    options_ort = onnxruntime.SessionOptions()
+    options_ort.intra_op_num_threads = options_ort.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(spec.model_path), options_ort, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    singles = [row.astype(np.float32)[None] for row in readings]
+
+    plain = runtime.load(artifact)
+    logged = {}
+    for label, every in (("fsync every record", 1), ("fsync every 1 000", 1000), ("fsync on close", 0)):
+        controller = runtime.load(artifact)
+        writer = runtime.open_audit(controller, folder / f"{every}.log", fsync_every=every)
+        logged[label] = (controller, writer)
+
+    samples: dict[str, list[float]] = {key: [] for key in ("onnxruntime, one input", "step", *logged)}
+    batch = rng.uniform(lower, upper, size=(1_000_000, len(lower)))
+    batch_seconds = []
+    for _ in range(options.rounds):
+        samples["onnxruntime, one input"] += _timed(lambda x: session.run(None, {name: x}), singles)
+        samples["step"] += _timed(lambda r: plain.step(r, metrics, 0.0), rows)
+        for label, (controller, _) in logged.items():
+            count = 500 if label == "fsync every record" else len(rows)
+            samples[label] += _timed(lambda r, c=controller: c.step(r, metrics, 0.0), rows[:count])
+        started = time.perf_counter()
+        plain.decide_many(batch)
+        batch_seconds.append(time.perf_counter() - started)
+    for _, writer in logged.values():
+        writer.close()
+
+    reference = statistics.median(samples["onnxruntime, one input"])
+    print("| what | p50 (us) | p99 (us) | onnxruntime p50 / this p50 |")
+    print("|---|---:|---:|---:|")
+    for label, values in samples.items():
+        p50, p99 = statistics.median(values), float(np.percentile(values, 99))
+        print(f"| {label} | {p50 * 1e6:.2f} | {p99 * 1e6:.2f} | {reference / p50:.1f} |")
+    rate = 1_000_000 / statistics.median(batch_seconds)
+    print(f"\ndecide_many: {rate / 1e6:.2f} million decisions per second (median of {options.rounds} batches "
+          f"of 1 000 000)")
+
+
+if __name__ == "__main__":
+    main()
