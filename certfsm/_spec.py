@@ -37,6 +37,7 @@ import numpy as np
 
 from ._errors import SpecError
 from ._readonly import ReadOnlyDict
+from ._sla_path import SLA_STATISTICS, SlaPath
 from ._spec_schema import check_plain_json, check_schema, read_json, show_number
 
 
@@ -79,31 +80,7 @@ class LegalityRule:
     forbid: tuple[str, ...]
 
 
-SLA_STATISTICS = ("value", "p50", "p95", "p99", "mean")
 """What an SLA path compares with its limit; the windowed ones are defined in `certfsm.sla`."""
-
-
-@dataclass(frozen=True)
-class SlaPath:
-    """A monitored path: `statistic` of `metric` <= `limit` on the cycles of `tokens`, with at most
-    `max_violations` violations per `window` cycles, healthy again after `recovery_cycles` good cycles.
-
-    `tokens` lists the decision paths the SLA applies to: legal tokens, in
-    output order; None means every token (a list naming every legal token
-    is stored as None too, so that equal meaning gives equal specs and
-    equal artifact bytes).
-    `statistic` is one of `SLA_STATISTICS`. The exact meaning of a
-    violation, a breach and a recovery is stated once, in `certfsm.sla`.
-    """
-
-    name: str
-    metric: str
-    limit: float
-    window: int
-    max_violations: int
-    recovery_cycles: int
-    tokens: tuple[str, ...] | None = None
-    statistic: str = "value"
 
 
 @dataclass(frozen=True)

@@ -11,46 +11,10 @@ table's proposal for the cell and the cell's allowed-token row. That is
 what lets every proof replace the cells by their distinct
 (proposal, allowed row) classes.
 
-One cycle, in priority order (DESIGN, "State machine, one step per
-cycle"); the first rule that applies decides, and its reason code is
-reported:
-
-1. out of envelope, or SLA violated: emit the conservative token
-   (FALLBACK_ENVELOPE, or FALLBACK_SLA when only the SLA failed);
-2. the current token is not allowed in this cell: switch to the
-   conservative token at once (LEGALITY_PREEMPT);
-3. an override that names an overridable token allowed in this cell is
-   obeyed (OVERRIDE): a move to the conservative token, or staying on the
-   current token, is immediate; a move to any other token still waits for
-   the cooldown to expire (OVERRIDE_WAITING meanwhile), so that switches
-   to non-conservative tokens stay at least `cooldown_cycles` apart
-   whoever asks for them. An override that is not overridable, or
-   forbidden in this cell, is ignored: the table path below decides the
-   token and the reason reports the refusal (OVERRIDE_REFUSED_*);
-4. the table proposes the conservative token while the current token is
-   another: move down at once (MOVE_DOWN);
-5. the table proposes a token t other than the current one: t must be
-   proposed for `confirm_cycles` consecutive cycles and the cooldown must
-   have expired; then SWITCH, else HOLD_CONFIRMING (not yet confirmed) or
-   HOLD_COOLDOWN (confirmed, cooldown running);
-6. otherwise keep the current token (KEEP_CURRENT).
-
-Counting and timing, precisely:
-
-- The cycle in which t is first proposed counts as 1; each following
-  cycle in which the table path sees t again adds 1 (saturating at
-  `confirm_cycles`). Any cycle that does not reach rule 5 with t (a
-  different proposal, a proposal equal to the current token, a fallback,
-  a pre-emption, an obeyed override) clears the candidate.
-- Each cycle first counts the cooldown down by one (never below 0); the
-  switch test (rules 3 and 5) needs the counted-down value to be 0.
-  Rules 1, 2, 4, a switch and an obeyed override that moves away from
-  the current token then restart it at `cooldown_cycles`. So after a
-  restart in cycle k, the earliest switch to a non-conservative token is
-  in cycle k + cooldown_cycles.
-- The emitted token is always the new current token.
-
-Initial state: the conservative token, no candidate, cooldown 0.
+The rules, their priority order, the counting and timing and the initial
+state are stated once, in `certfsm.machine`'s docstring. This module adds
+what the proofs need around `step`: machine inputs, traces and their
+replay, and the `Proof` record.
 """
 
 from __future__ import annotations

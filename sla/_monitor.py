@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from certfsm._errors import SpecError
+from certfsm._sla_path import SlaPath
 
 from ._path import PathMonitor, check_path
 from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_fingerprint
@@ -91,7 +91,7 @@ class SlaMonitor:
         The runtime reads specs from artifacts this way, without the spec
         loader (which needs jsonschema); the paths get the same checks.
         """
-        paths = tuple(DocumentPath(**{"tokens": None, "statistic": "value", **dict(path)})
+        paths = tuple(SlaPath(**{**dict(path), **({"tokens": tuple(path["tokens"])} if path.get("tokens") else {})})
                       for path in (spec.get("sla") or {}).get("paths", ()))
         return cls(paths, tokens=tuple(spec["outputs"]))
 
@@ -164,22 +164,3 @@ class SlaMonitor:
     def __repr__(self) -> str:
         names = ", ".join(path.name for path in self.paths) or "no paths"
         return f"SlaMonitor({names}; cycle {self.cycle}, {'ok' if self._ok else 'breached'})"
-
-
-@dataclass(frozen=True)
-class DocumentPath:
-    """An SLA path read from a spec document: the fields of `certfsm._spec.SlaPath`, nothing more."""
-
-    name: str
-    metric: str
-    limit: float
-    window: int
-    max_violations: int
-    recovery_cycles: int
-    tokens: tuple[str, ...] | None = None
-    statistic: str = "value"
-
-    def __post_init__(self) -> None:
-        if self.tokens is not None:
-            object.__setattr__(self, "tokens", tuple(self.tokens))
-
