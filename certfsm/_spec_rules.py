@@ -221,8 +221,14 @@ class SpecBuilder:
     def model(self, require_model: bool) -> Path:
         given = self.data["model"]
         model_path = Path(os.path.abspath(self.path.parent / given))
-        if require_model and not model_path.is_file():
-            reason = "is not a file" if model_path.exists() else "does not exist"
+        try:
+            is_file = model_path.is_file()
+            exists = is_file or model_path.exists()
+        except OSError as error:  # a name too long for the file system, a path through a file, ...
+            raise self.fail(f"model={given[:80]!r} cannot be looked up ({error.strerror}); "
+                            "give the path of an ONNX file") from None
+        if require_model and not is_file:
+            reason = "is not a file" if exists else "does not exist"
             raise self.fail(f"model={given!r} resolves to {model_path}, which {reason}; put the ONNX file there "
                             f"or fix the model path (a relative path starts at the spec file's folder {self.path.parent})")
         return model_path

@@ -487,6 +487,8 @@ BAD_SPECS = [
      r"^spec\.json: overrides\.overridable\[1\]='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\); an override may force only legal tokens$"),
     ("model-missing", set_at(("model",), "missing.onnx"),
      r"^spec\.json: model='missing\.onnx' resolves to /.*/missing\.onnx, which does not exist; put the ONNX file there or fix the model path"),
+    ("model-name-too-long", set_at(("model",), "[" * 5000 + "coadapt.onnx"),
+     r"^spec\.json: model='\[{80}' cannot be looked up \(File name too long\); give the path of an ONNX file$"),
     ("model-is-a-folder", set_at(("model",), "."),
      r"^spec\.json: model='\.' resolves to /.*, which is not a file; "),
 ]
