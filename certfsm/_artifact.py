@@ -60,6 +60,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
+from ._artifact_trust import certificate_problem
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
 from ._readonly import ReadOnlyDict
@@ -280,10 +281,11 @@ def _check_canonical(data: bytes, document: dict, label: str) -> None:
 
 
 def _check_certificate(artifact: Artifact, label: str) -> None:
-    for index, entry in enumerate(artifact.certificate):
-        if entry.required and not entry.is_proved:
-            raise ArtifactError(f"{label}: certificate[{index}] {entry.property!r} has verdict {entry.verdict!r}, "
-                                f"but the runtime needs it proved; {_RERUN} or fix the spec")
+    """The certificate is exactly what certfsm distill proves for the artifact's spec, all required, all proved, each
+    by an engine that can prove it (`certfsm._artifact_trust.certificate_problem`)."""
+    refusal = certificate_problem(artifact.certificate, artifact.spec, bool(artifact.exact.any()))
+    if refusal is not None:
+        raise ArtifactError(f"{label}: {refusal.text}; {refusal.fix}")
 
 
 def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None) -> Artifact:
