@@ -35,8 +35,13 @@ reformatted file is refused even when its payload is intact); the
 structure (`certfsm._artifact_checks`: types, ranges, lengths, the grid
 and machine agree with the spec, every cell allows the conservative token
 and only legal tokens, every proposal is allowed in its cell, every
-conservative cell holds the conservative token); the certificate (every
-required entry proved). The writer runs the same structural checks, so it
+conservative cell holds the conservative token) and what the loader
+re-derives from the payload's own spec (`certfsm._artifact_trust`: edges
+from min and max, well-formed legality rules, every allowed mask equal to
+the rules', a consistent gate); the certificate (exactly the properties
+certfsm distill proves, each required, proved, by an engine that can
+prove it). What needs the model or a signature is not re-derived here;
+`certfsm._artifact_trust` lists it. The writer runs the same structural checks, so it
 cannot write what the loader refuses (except for unproved entries: an
 uncertified artifact may be written so that ``certfsm inspect``
 (`certfsm._inspect`) can show why the runtime refuses it).

@@ -4,7 +4,9 @@ Both run the same checks, so the writer cannot write what the loader
 refuses. They cover types, ranges and lengths, and the cross-references:
 the grid and machine agree with the spec, every cell allows the
 conservative token and only legal tokens, every proposal is allowed in
-its cell, and every conservative cell holds the conservative token. The
+its cell, every conservative cell holds the conservative token, and what
+`certfsm._artifact_trust` re-derives from the spec (edges, rules, allowed
+masks equal to the rules', the gate). The
 first failure raises one ArtifactError naming the JSON path, the value
 and the rule; the caller supplies the file label and the fix, because a
 damaged file and a buggy producer need different advice.
@@ -71,7 +73,8 @@ class _Structure:
     the spec against grid and machine, table, certificate. In the table:
     the three lengths, then each list's values, then the cells in order
     (at one cell: conservative token allowed, only legal tokens allowed,
-    proposal allowed, conservative cell holds the conservative token).
+    proposal allowed, conservative cell holds the conservative token, the
+    mask is the one the spec's legality rules give).
     """
 
     def __init__(self, payload: Any, label: str, fix: str) -> None:
