@@ -35,8 +35,13 @@ reformatted file is refused even when its payload is intact); the
 structure (`certfsm._artifact_checks`: types, ranges, lengths, the grid
 and machine agree with the spec, every cell allows the conservative token
 and only legal tokens, every proposal is allowed in its cell, every
-conservative cell holds the conservative token); the certificate (every
-required entry proved). The writer runs the same structural checks, so it
+conservative cell holds the conservative token) and what the loader
+re-derives from the payload's own spec (`certfsm._artifact_trust`: edges
+from min and max, well-formed legality rules, every allowed mask equal to
+the rules', a consistent gate); the certificate (exactly the properties
+certfsm distill proves, each required, proved, by an engine that can
+prove it). What needs the model or a signature is not re-derived here;
+`certfsm._artifact_trust` lists it. The writer runs the same structural checks, so it
 cannot write what the loader refuses (except for unproved entries: an
 uncertified artifact may be written so that ``certfsm inspect``
 (`certfsm._inspect`) can show why the runtime refuses it).
@@ -60,6 +65,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
+from ._artifact_trust import certificate_problem
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
 from ._readonly import ReadOnlyDict
@@ -280,10 +286,11 @@ def _check_canonical(data: bytes, document: dict, label: str) -> None:
 
 
 def _check_certificate(artifact: Artifact, label: str) -> None:
-    for index, entry in enumerate(artifact.certificate):
-        if entry.required and not entry.is_proved:
-            raise ArtifactError(f"{label}: certificate[{index}] {entry.property!r} has verdict {entry.verdict!r}, "
-                                f"but the runtime needs it proved; {_RERUN} or fix the spec")
+    """The certificate is exactly what certfsm distill proves for the artifact's spec, all required, all proved, each
+    by an engine that can prove it (`certfsm._artifact_trust.certificate_problem`)."""
+    refusal = certificate_problem(artifact.certificate, artifact.spec, bool(artifact.exact.any()))
+    if refusal is not None:
+        raise ArtifactError(f"{label}: {refusal.text}; {refusal.fix}")
 
 
 def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None) -> Artifact:

@@ -4,7 +4,9 @@ Both run the same checks, so the writer cannot write what the loader
 refuses. They cover types, ranges and lengths, and the cross-references:
 the grid and machine agree with the spec, every cell allows the
 conservative token and only legal tokens, every proposal is allowed in
-its cell, and every conservative cell holds the conservative token. The
+its cell, every conservative cell holds the conservative token, and what
+`certfsm._artifact_trust` re-derives from the spec (edges, rules, allowed
+masks equal to the rules', the gate). The
 first failure raises one ArtifactError naming the JSON path, the value
 and the rule; the caller supplies the file label and the fix, because a
 damaged file and a buggy producer need different advice.
@@ -22,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ._artifact_trust import RuleBox, SpecDerivation
 from ._errors import ArtifactError
+from .machine import bins_met, cell_allowed_masks
 
 
 ARTIFACT_FORMAT_VERSION = 1
@@ -69,7 +73,8 @@ class _Structure:
     the spec against grid and machine, table, certificate. In the table:
     the three lengths, then each list's values, then the cells in order
     (at one cell: conservative token allowed, only legal tokens allowed,
-    proposal allowed, conservative cell holds the conservative token).
+    proposal allowed, conservative cell holds the conservative token, the
+    mask is the one the spec's legality rules give).
     """
 
     def __init__(self, payload: Any, label: str, fix: str) -> None:
@@ -137,10 +142,11 @@ class _Structure:
             raise self.fail(f"payload.created_by={_show(created_by)} does not start with 'certfsm '")
         edges, frac_bits = self.grid(payload["grid"])
         codes, conservative, confirm, cooldown, overridable = self.machine(payload["machine"])
-        names, legal_mask = self.spec(payload["spec"], edges, frac_bits, codes, conservative, confirm, cooldown,
-                                      overridable)
+        names, legal_mask, rules = self.spec(payload["spec"], edges, frac_bits, codes, conservative, confirm,
+                                             cooldown, overridable)
         shape = tuple(len(row) - 1 for row in edges)
-        proposal, exact, allowed = self.table(payload["table"], shape, names, conservative, legal_mask)
+        proposal, exact, allowed = self.table(payload["table"], shape, names, conservative, legal_mask,
+                                              (edges, rules))
         return dict(
             spec=payload["spec"], model_sha256=model_sha256,
             edges=tuple(_read_only(row, np.float64) for row in edges), frac_bits=tuple(frac_bits),
@@ -191,8 +197,9 @@ class _Structure:
         return codes, conservative, confirm, cooldown, overridable
 
     def spec(self, spec: Any, edges, frac_bits, codes, conservative, confirm, cooldown,
-             overridable) -> tuple[list[str], int]:
-        """Check the spec's fields that grid and machine repeat; returns the token names and the legal-token mask."""
+             overridable) -> tuple[list[str], int, tuple[RuleBox, ...]]:
+        """Check the spec's fields that grid and machine repeat, its rules and gate (`certfsm._artifact_trust`);
+        returns the token names, the legal-token mask and the legality rules."""
         at = "payload.spec"
         spec = self.obj(spec, at, ("certfsm_spec", "name", "inputs", "outputs", "tokens", "legal_tokens",
                                    "conservative_token", "hysteresis", "overrides"), only=False)
@@ -225,16 +232,22 @@ class _Structure:
             raise self.fail(f"the conservative token {names[conservative]} is not in {at}.legal_tokens")
         inputs = self.items(spec["inputs"], f"{at}.inputs", length=len(edges),
                             of=f"payload.grid.edges has {len(edges)} inputs")
+        derive = SpecDerivation(self)
+        seen_inputs: dict[str, int] = {}
         for i, item in enumerate(inputs):
             where = f"{at}.inputs[{i}]"
-            item = self.obj(item, where, ("edges",), only=False)
-            if not _same_numbers(item["edges"], edges[i]):
+            item = self.obj(item, where, ("name", "min", "max"), only=False)
+            if not _same_numbers(derive.input_edges(item, where), edges[i]):
                 raise self.fail(f"{where}.edges differs from payload.grid.edges[{i}]; the grid must be the spec's "
                                 "bin edges")
             given = item.get("frac_bits")
             if given != frac_bits[i] or type(given) is not type(frac_bits[i]):
                 raise self.fail(f"{where}.frac_bits={_show(given)} differs from payload.grid.frac_bits[{i}]="
                                 f"{_show(frac_bits[i])}")
+            if item["name"] in seen_inputs:
+                raise self.fail(f"{where}.name={_show(item['name'])} repeats {at}.inputs[{seen_inputs[item['name']]}]"
+                                ".name; input names are unique")
+            seen_inputs[item["name"]] = i
         hysteresis = self.obj(spec["hysteresis"], f"{at}.hysteresis", ("confirm_cycles", "cooldown_cycles"),
                               only=False)
         for key, value in (("confirm_cycles", confirm), ("cooldown_cycles", cooldown)):
@@ -250,10 +263,11 @@ class _Structure:
             if not legal_mask >> k & 1:
                 raise self.fail(f"payload.machine.overridable lists {names[k]} (output {k}), which is not in "
                                 f"{at}.legal_tokens; an override may force only legal tokens")
-        return names, legal_mask
+        derive.gate(spec, len(names))
+        return names, legal_mask, derive.rules(spec, inputs, names, conservative)
 
     def table(self, table: Any, shape: tuple[int, ...], names: list[str], conservative: int,
-              legal_mask: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              legal_mask: int, geometry: tuple[list, tuple[RuleBox, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         at = "payload.table"
         n_cells, n_outputs = math.prod(shape), len(names)
         table = self.obj(table, at, ("allowed", "proposal", "status"))
@@ -280,11 +294,30 @@ class _Structure:
         chosen = _read_only(proposal, np.int64, shape)
         masks = _read_only(allowed, np.int64, shape)
         exact = _read_only(np.frombuffer(status.encode("ascii"), dtype=np.uint8) == ord("e"), bool, shape)
-        self.cells(chosen.reshape(-1), masks.reshape(-1), exact.reshape(-1), shape, names, conservative, legal_mask)
+        self.cells(chosen.reshape(-1), masks.reshape(-1), exact.reshape(-1), shape, names, conservative, legal_mask,
+                   geometry)
         return chosen, exact, masks
 
-    def cells(self, chosen, masks, exact, shape, names, conservative, legal_mask) -> None:
+    def cells(self, chosen, masks, exact, shape, names, conservative, legal_mask, geometry) -> None:
         at = "payload.table"
+        edges, rules = geometry
+        expected = np.array(cell_allowed_masks(edges, legal_mask, [(r.lower, r.upper, r.forbidden) for r in rules]),
+                            dtype=np.int64)
+
+        def rules_at(k: int, token: int) -> str:
+            bins = np.unravel_index(k, shape)
+            met = [repr(r.name) for r in rules if r.forbidden >> token & 1
+                   and all(int(b) in bins_met(e, lo, hi) for b, e, lo, hi in zip(bins, edges, r.lower, r.upper))]
+            return f"rule {' and rule '.join(met)} of payload.spec.legality_rules forbids" if met else \
+                "payload.spec.legality_rules forbids"
+
+        def difference(k: int) -> str:
+            extra, missing = int(masks[k]) & ~int(expected[k]), int(expected[k]) & ~int(masks[k])
+            if extra:
+                token = (extra & -extra).bit_length() - 1
+                return f"it allows {names[token]}, which {rules_at(k, token)} there"
+            token = (missing & -missing).bit_length() - 1
+            return f"it forbids {names[token]}, which no rule of payload.spec.legality_rules forbids there"
 
         def cell(k: int) -> str:
             return f"cell {k} (bins {', '.join(str(int(b)) for b in np.unravel_index(k, shape))})"
@@ -308,6 +341,9 @@ class _Structure:
             (~exact & (chosen != conservative),
              lambda k: f"{at}.proposal[{k}]={token(k)} in {cell(k)}, whose status is 'c' (conservative); a "
                        f"conservative cell holds the conservative token {conservative} ({names[conservative]})"),
+            (masks != expected,
+             lambda k: f"{at}.allowed[{k}]={int(masks[k])} in {cell(k)} differs from the mask {int(expected[k])} "
+                       f"that the spec's legality rules give: {difference(k)}"),
         )
         first = None
         for failing, message in problems:

@@ -22,6 +22,7 @@ import numpy as np
 from ._artifact import (_RERUN, Artifact, _check_canonical, _check_certificate, _check_hash, _checked, _envelope,
                         _parse, _read)
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION
+from ._artifact_trust import required_properties
 from ._canonical import sha256_hex
 from ._errors import CertfsmError, ReportError
 
@@ -134,7 +135,8 @@ def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | Non
                                "types, ranges, lengths and cross-references are consistent")
     if ok:
         attempt("certificate", lambda: _check_certificate(artifact, label),
-                f"every required entry is proved ({sum(e.required for e in artifact.certificate)} required)")
+                f"exactly the {len(required_properties(artifact.spec))} properties certfsm distill proves, each "
+                "required and proved by an engine that can prove it")
     if report is not None:
         names.append("smt2 files")
         if artifact is not None:

@@ -57,6 +57,7 @@ from __future__ import annotations
 import bisect
 import enum
 import functools
+import itertools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -408,3 +409,45 @@ class Machine:
         return ", ".join(f"{name} in [{lo:g}, {hi:g}{']' if hi == e[-1] else ')'}"
                          for name, lo, hi, e in zip(self.names, lower, upper, self.edges))
 
+
+
+# ------------------------------------------------------------- legality rules against cells
+
+
+def bins_met(edges, low: float, high: float) -> range:
+    """The bins of one input (edges e0 < ... < en) that the closed interval [low, high] meets.
+
+    Bin k is [e_k, e_k+1), the last bin closed, so [low, high] meets it
+    exactly when ``low < e_k+1`` (``low <= e_n`` on the last bin) and
+    ``high >= e_k``: an interval starting at 85 does not touch [80, 85).
+    The bins met are consecutive, so a range.
+    """
+    n = len(edges) - 1
+    met = [k for k in range(n) if (low < edges[k + 1] or (k == n - 1 and low <= edges[k + 1])) and high >= edges[k]]
+    return range(met[0], met[-1] + 1) if met else range(0)
+
+
+def cell_allowed_masks(edges, legal_mask: int, rules) -> tuple[int, ...]:
+    """Per cell (flat, C order) the bitmask of output indices that may be emitted there, from the legality rules.
+
+    `edges` holds one edge sequence per input; `rules` yields
+    ``(lower, upper, forbidden_mask)``: a closed box (one bound per input)
+    inside which the tokens of `forbidden_mask` are forbidden. A token is
+    allowed in a cell when it is in `legal_mask` and no rule whose box
+    meets the cell (`bins_met` in every input) forbids it. This is the
+    one standard-library statement of the DESIGN's legality geometry; the
+    artifact loader re-derives the table's masks with it, and
+    `certfsm.fsm._table.allowed_masks` (vectorised) is tested equal to it.
+    """
+    shape = [len(e) - 1 for e in edges]
+    strides, stride = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i], stride = stride, stride * shape[i]
+    masks = [legal_mask] * stride
+    for lower, upper, forbidden in rules:
+        keep = ~forbidden
+        met = [[k * s for k in bins_met(e, lo, hi)] for e, lo, hi, s in zip(edges, lower, upper, strides)]
+        for offsets in itertools.product(*met):
+            cell = sum(offsets)
+            masks[cell] &= keep
+    return tuple(masks)

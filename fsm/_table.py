@@ -167,7 +167,13 @@ def rule_meets(spec, grid: Grid | None = None) -> np.ndarray:
 
 
 def allowed_masks(spec, grid: Grid | None = None) -> np.ndarray:
-    """(n_cells, n_outputs) bool: token k may be emitted in cell c (legal, and no rule that meets c forbids it)."""
+    """(n_cells, n_outputs) bool: token k may be emitted in cell c (legal, and no rule that meets c forbids it).
+
+    The vectorised twin of `certfsm.machine.cell_allowed_masks`, the
+    standard-library statement the artifact loader re-derives masks with;
+    tests/core/test_artifact_trust.py holds the two equal on random grids
+    and rule boxes that touch cell edges exactly.
+    """
     grid = Grid.from_spec(spec) if grid is None else grid
     allowed = np.zeros((grid.n_cells, spec.n_outputs), dtype=bool)
     allowed[:, list(spec.legal_indices)] = True

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certfsm._artifact import Artifact, build_artifact, load_artifact, write_artifact
+from certfsm._artifact_trust import required_properties
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError, CertfsmError, ReportError
 from certfsm._spec import spec_from_dict
@@ -53,13 +54,15 @@ PAYLOAD = {
     "machine": {"conservative": 0, "confirm_cycles": 3, "cooldown_cycles": 8, "overridable": [0, 1],
                 "codes": [0, 5, 9]},
     "certificate": [
-        {"property": "table:allowed", "engine": "z3", "verdict": "proved", "seconds": 0.125,
-         "smt2": "00_table_allowed.smt2", "smt2_sha256": sha256_hex(SMT_A), "required": True},
-        {"property": "machine:cooldown", "engine": "z3", "verdict": "proved", "seconds": 1.5e-05,
-         "smt2": "01_machine_cooldown.smt2", "smt2_sha256": sha256_hex(SMT_B), "required": True},
-        {"property": "machine:enumeration", "engine": "explicit-state", "verdict": "unknown", "seconds": 2,
-         "smt2": None, "smt2_sha256": None, "required": False},
-    ],
+        {"property": "table-tokens", "engine": "z3", "verdict": "proved", "seconds": 0.125,
+         "smt2": "table-tokens.smt2", "smt2_sha256": sha256_hex(SMT_A), "required": True},
+        {"property": "machine-switch-cooldown", "engine": "z3", "verdict": "proved", "seconds": 1.5e-05,
+         "smt2": "machine-switch-cooldown.smt2", "smt2_sha256": sha256_hex(SMT_B), "required": True},
+        {"property": "cells-exact", "engine": "bounds+z3", "verdict": "proved", "seconds": 2,
+         "smt2": None, "smt2_sha256": None, "required": True},
+    ] + [{"property": name, "engine": "explicit" if name.startswith("enumeration-") else "z3", "verdict": "proved",
+          "seconds": 0.5, "smt2": None, "smt2_sha256": None, "required": True}
+         for name in required_properties() if name not in ("table-tokens", "machine-switch-cooldown", "cells-exact")],
     "created_by": "certfsm 0.1.0",
 }
 
@@ -104,9 +107,9 @@ def test_written_artifact_loads_with_typed_fields(artifact_path):
     assert [e.tolist() for e in artifact.edges] == PAYLOAD["grid"]["edges"] and artifact.frac_bits == (4, None)
     assert (artifact.conservative, artifact.confirm_cycles, artifact.cooldown_cycles) == (0, 3, 8)
     assert artifact.overridable == (0, 1)
-    assert [(e.property, e.verdict, e.required) for e in artifact.certificate] == [
-        ("table:allowed", "proved", True), ("machine:cooldown", "proved", True),
-        ("machine:enumeration", "unknown", False)]
+    assert [(e.property, e.verdict, e.required) for e in artifact.certificate][:3] == [
+        ("table-tokens", "proved", True), ("machine-switch-cooldown", "proved", True), ("cells-exact", "proved", True)]
+    assert sorted(e.property for e in artifact.certificate) == sorted(required_properties())
     assert artifact.is_certified and artifact.unproved == ()
     assert artifact.model_sha256 == PAYLOAD["model_sha256"] and artifact.created_by == "certfsm 0.1.0"
     assert artifact.spec["hysteresis"]["cooldown_cycles"] == 8
@@ -150,8 +153,8 @@ def test_uncertified_artifact_can_be_written_and_loaded_only_without_require_pro
     path = tmp_path / "CONTROLLER.cfsm"
     write_artifact(path, document)
     artifact = load_artifact(path, require_proved=False)
-    assert not artifact.is_certified and [e.property for e in artifact.unproved] == ["machine:cooldown"]
-    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(path))}: certificate\[1\] 'machine:cooldown' has "
+    assert not artifact.is_certified and [e.property for e in artifact.unproved] == ["machine-switch-cooldown"]
+    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(path))}: certificate\[1\] 'machine-switch-cooldown' has "
                                             r"verdict 'violated', but the runtime needs it proved; re-run certfsm "
                                             r"distill or fix the spec$"):
         load_artifact(path)
@@ -184,7 +187,7 @@ def test_verdict_flipped_with_the_hash_recomputed_is_a_certificate_refusal(tmp_p
     document = payload()
     document["certificate"][1]["verdict"] = "unknown"
     path = forge(tmp_path / "CONTROLLER.cfsm", document)
-    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(path))}: certificate\[1\] 'machine:cooldown' has "
+    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(path))}: certificate\[1\] 'machine-switch-cooldown' has "
                                             r"verdict 'unknown', but the runtime needs it proved; re-run certfsm "
                                             r"distill or fix the spec$"):
         load_artifact(path)
@@ -353,8 +356,8 @@ BAD_PAYLOADS = [
     (set_at("certificate", []), r"payload\.certificate has 0 entries, expected at least 1"),
     (set_at("certificate", 0, "verdict", "probably"), r"payload\.certificate\[0\]\.verdict=\"probably\" is not one of "
                                                       r"proved, violated, unknown"),
-    (set_at("certificate", 1, "property", "table:allowed"),
-     r"payload\.certificate\[1\]\.property=\"table:allowed\" repeats payload\.certificate\[0\]; list each property "
+    (set_at("certificate", 1, "property", "table-tokens"),
+     r"payload\.certificate\[1\]\.property=\"table-tokens\" repeats payload\.certificate\[0\]; list each property "
      r"once"),
     (set_at("certificate", 0, "seconds", -1), r"payload\.certificate\[0\]\.seconds=-1 is negative"),
     (set_at("certificate", 0, "smt2", "../etc/x.smt2"),

@@ -34,8 +34,9 @@ def test_inspect_summarises_a_good_artifact_and_passes_every_check(artifact_path
     assert [c.name for c in inspection.checks] == ["file", "JSON", "format", "sha256", "canonical form", "structure",
                                                    "certificate"]
     assert all(c.passed for c in inspection.checks)
-    assert "certificate (3 entries, 2 required):" in lines
-    assert "  ok      certificate: every required entry is proved (2 required)" in lines
+    assert "certificate (18 entries, 18 required):" in lines
+    assert "  ok      certificate: exactly the 18 properties certfsm distill proves, each required and proved by an " \
+           "engine that can prove it" in lines
     assert lines[-1] == "verdict: ok: every check passed, the artifact is certified"
 
 
@@ -48,7 +49,7 @@ def test_inspect_reports_a_hash_mismatch_and_still_shows_the_rest(artifact_path)
     verdicts = {c.name: c.passed for c in inspection.checks}
     assert verdicts == {"file": True, "JSON": True, "format": True, "sha256": False, "canonical form": True,
                         "structure": True, "certificate": False}
-    assert "  [0] table:allowed: unknown by z3 in 0.125 s, required, 00_table_allowed.smt2 (sha256 " \
+    assert "  [0] table-tokens: unknown by z3 in 0.125 s, required, table-tokens.smt2 (sha256 " \
            f"{sha256_hex(SMT_A)[:16]}...)" in inspection.lines
     assert any(line.startswith("  FAILED  sha256: ") and "sha256 mismatch" in line for line in inspection.lines)
     assert inspection.lines[-1] == "verdict: FAILED: the sha256 check did not pass"
@@ -67,20 +68,20 @@ def test_inspect_of_a_damaged_file_marks_later_checks_not_run(artifact_path):
 def test_smt2_files_are_compared_with_the_certificate(artifact_path, tmp_path):
     report = tmp_path / "report"
     report.mkdir()
-    (report / "00_table_allowed.smt2").write_bytes(SMT_A)
-    (report / "01_machine_cooldown.smt2").write_bytes(SMT_B)
+    (report / "table-tokens.smt2").write_bytes(SMT_A)
+    (report / "machine-switch-cooldown.smt2").write_bytes(SMT_B)
     artifact = load_artifact(artifact_path)
     checks = verify_smt2_files(artifact, report)
-    assert [(c.index, c.file, c.is_match) for c in checks] == [(0, "00_table_allowed.smt2", True),
-                                                               (1, "01_machine_cooldown.smt2", True)]
+    assert [(c.index, c.file, c.is_match) for c in checks] == [(0, "table-tokens.smt2", True),
+                                                               (1, "machine-switch-cooldown.smt2", True)]
     assert inspect_artifact(artifact_path, report=report).is_ok
 
-    (report / "01_machine_cooldown.smt2").write_bytes(SMT_B + b"; edited\n")
-    (report / "00_table_allowed.smt2").unlink()
+    (report / "machine-switch-cooldown.smt2").write_bytes(SMT_B + b"; edited\n")
+    (report / "table-tokens.smt2").unlink()
     checks = verify_smt2_files(artifact, report)
     assert [c.describe() for c in checks] == [
-        "certificate[0] 'table:allowed': 00_table_allowed.smt2 is missing",
-        f"certificate[1] 'machine:cooldown': 01_machine_cooldown.smt2 hashes to "
+        "certificate[0] 'table-tokens': table-tokens.smt2 is missing",
+        f"certificate[1] 'machine-switch-cooldown': machine-switch-cooldown.smt2 hashes to "
         f"{sha256_hex(SMT_B + b'; edited' + bytes([10]))[:16]}... but the certificate records "
         f"{sha256_hex(SMT_B)[:16]}..."]
     inspection = inspect_artifact(artifact_path, report=report)
