@@ -8,7 +8,10 @@ in one call of `_bounds.objective_bounds`, and each box keeps the split
 whose two children fall short of closing by the least in total (measured
 on ACAS Xu: this "try every input" choice needs 5-50x fewer boxes than
 splitting along the largest |coefficient| * width or the widest input,
-which is worth its 5x cost per split).
+which is worth its 5x cost per split). The two children kept then get
+their slopes optimised (`_slopes`: a few gradient steps, about the cost of
+one more bounding pass): on ACAS Xu 4_2 x property 2 that turns a search
+that could not close boxes at depth 60 into one that is done at depth 25.
 
 Invariants:
 
@@ -38,22 +41,24 @@ import functools
 import time
 from collections import Counter
 from fractions import Fraction
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
 from certfsm._network import Network
 
-from ._bounds import objective_bounds, pack
+from ._bounds import LayerBounds, objective_bounds, pack
 from ._falsify import local_search
 from ._property import Property
+from ._slopes import optimised_disjunct_bounds
 
 BATCH_BOXES = 64
 ATTACK_STARTS = 16
 ATTACK_STEPS = 30
 MAX_CANDIDATES = 4
 SPLIT_TIE_BREAK = 1e-9
+SLOPE_STEPS = 5
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,10 +88,13 @@ class Boxes:
     refuted on it. `depth` (B,): number of halvings from the input box.
     `rows` (B, R): the best known lower bound of each objective row
     (a box inherits its parent's bounds, which stay valid on a subset, so
-    bounds never get worse down the tree). `worst` (B,): the smallest,
-    over the open disjuncts, of the disjunct's best row bound: how far the
-    box is from being closed (negative). `hidden` (B, 2, N_hidden): the
-    best known bounds of every hidden neuron, inherited the same way.
+    bounds never get worse down the tree). `combined` (B, D): the best
+    known lower bound of an optimised combination of each disjunct's rows
+    (`_slopes`; -inf until one was tried), inherited the same way.
+    `worst` (B,): the smallest, over the open disjuncts, of the disjunct's
+    best bound (row or combination): how far the box is from being closed
+    (negative). `hidden` (B, 2, N_hidden): the best known bounds of every
+    hidden neuron, inherited the same way.
     """
 
     lower: np.ndarray
@@ -96,8 +104,9 @@ class Boxes:
     worst: np.ndarray
     rows: np.ndarray
     hidden: np.ndarray
+    combined: np.ndarray
 
-    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden")
+    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined")
 
     def __len__(self) -> int:
         return int(self.lower.shape[0])
@@ -153,7 +162,11 @@ class Closed:
 
 @dataclass(frozen=True, eq=False)
 class Bounded:
-    """Result of bounding a batch: open disjuncts, worst bounds and attack points per box."""
+    """Result of bounding a batch: open disjuncts, worst bounds and attack points per box.
+
+    `layers`: the hidden-layer bounds of every box (`_bounds.LayerBounds`,
+    unpacked), for the slope optimisation of the boxes that are kept.
+    """
 
     open: np.ndarray
     worst: np.ndarray
@@ -161,6 +174,21 @@ class Bounded:
     hidden: np.ndarray
     attack_points: np.ndarray
     boxes: int
+    layers: list = field(default_factory=list)
+
+
+def _best_rows(objectives: Objectives, rows: np.ndarray) -> np.ndarray:
+    """(B, D): each disjunct's best row bound."""
+    best_row = np.full((rows.shape[0], objectives.count), -np.inf)
+    for k in range(objectives.count):
+        members = np.flatnonzero(objectives.owner == k)
+        if members.size:
+            best_row[:, k] = np.max(rows[:, members], axis=1)
+    return best_row
+
+
+def _worst(open_disjuncts: np.ndarray, best: np.ndarray) -> np.ndarray:
+    return np.min(np.where(open_disjuncts, best, np.inf), axis=1, initial=np.inf)
 
 
 def bound(
@@ -171,45 +199,81 @@ def bound(
     still_open: np.ndarray,
     known_rows: np.ndarray | None = None,
     known_hidden: np.ndarray | None = None,
+    known_combined: np.ndarray | None = None,
 ) -> Bounded:
     """Bound every box; close the disjuncts some row of which is refuted.
 
-    `known_rows` (B, R) and `known_hidden` (B, 2, N_hidden) are bounds
-    already proved for boxes containing these (their parents); the results
-    are never looser than them.
+    `known_rows` (B, R), `known_hidden` (B, 2, N_hidden) and
+    `known_combined` (B, D) are bounds already proved for boxes containing
+    these (their parents); the results are never looser than them.
     """
     result = objective_bounds(network, lower, upper, objectives.C, objectives.d, known=known_hidden)
     rows = result.lower if known_rows is None else np.maximum(result.lower, known_rows)
     count = lower.shape[0]
-    best_row = np.full((count, objectives.count), -np.inf)
-    for k in range(objectives.count):
-        members = np.flatnonzero(objectives.owner == k)
-        if members.size:
-            best_row[:, k] = np.max(rows[:, members], axis=1)
-    now_open = still_open & ~(best_row > 0.0)
-    worst = np.min(np.where(now_open, best_row, np.inf), axis=1, initial=np.inf)
+    best = _best_rows(objectives, rows)
+    if known_combined is not None:
+        best = np.maximum(best, known_combined)
+    now_open = still_open & ~(best > 0.0)
+    worst = _worst(now_open, best)
     centres = (lower + upper) / 2.0
     if objectives.C.size:
         chosen = np.argmax(np.where(now_open[:, objectives.owner], result.lower, -np.inf), axis=1)
         points = np.concatenate([centres, result.minimisers[np.arange(count), chosen]])
     else:
         points = centres
-    return Bounded(now_open, worst, rows, pack(result.hidden, count), points, count)
+    return Bounded(now_open, worst, rows, pack(result.hidden, count), points, count, result.hidden)
+
+
+def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: list, steps: int | None = None) -> Boxes:
+    """The boxes with each open disjunct's bound improved by optimised slopes and row combinations (`_slopes`).
+
+    `layers`: the boxes' hidden-layer bounds (`_bounds.LayerBounds`). Only
+    the boxes worth it are optimised (see `is_worth_optimising`); a
+    disjunct whose optimised bound is above zero is closed.
+    """
+    steps = SLOPE_STEPS if steps is None else steps
+    if not len(boxes) or steps <= 0 or not objectives.count:
+        return boxes
+    open_disjuncts, combined = boxes.open.copy(), boxes.combined.copy()
+    worth = is_worth_optimising(boxes)
+    for k in range(objectives.count):
+        members = np.flatnonzero(objectives.owner == k)
+        which = np.flatnonzero(open_disjuncts[:, k] & worth)
+        if not members.size or not which.size:
+            continue
+        start = np.argmax(boxes.rows[which][:, members], axis=1)
+        part = [LayerBounds(h.low[which], h.high[which], h.magnitude[which]) for h in layers]
+        value, _ = optimised_disjunct_bounds(
+            network, part, boxes.lower[which], boxes.upper[which],
+            objectives.C[members], objectives.d[members], start, steps,
+        )
+        combined[which, k] = np.maximum(combined[which, k], value)
+        open_disjuncts[which, k] &= ~(combined[which, k] > 0.0)
+    best = np.maximum(_best_rows(objectives, boxes.rows), combined)
+    return replace(boxes, open=open_disjuncts, combined=combined, worst=_worst(open_disjuncts, best))
+
+
+def is_worth_optimising(boxes: Boxes) -> np.ndarray:
+    """(B,) which boxes get their slopes optimised: all open ones (a few steps cost about one bounding pass)."""
+    return np.ones(len(boxes), dtype=bool)
 
 
 def root(network: Network, prop: Property, objectives: Objectives) -> tuple[Boxes, Bounded]:
     """The property's box, bounded: open if some disjunct is not refuted on it."""
     lower, upper = prop.lower[None], prop.upper[None]
     bounded = bound(network, objectives, lower, upper, np.ones((1, objectives.count), bool))
-    boxes = Boxes(lower, upper, bounded.open, np.zeros(1, np.int64), bounded.worst, bounded.rows, bounded.hidden)
-    return boxes.take(np.flatnonzero(bounded.open.any(axis=1))), bounded
+    boxes = Boxes(lower, upper, bounded.open, np.zeros(1, np.int64), bounded.worst, bounded.rows, bounded.hidden,
+                  np.full((1, objectives.count), -np.inf))
+    boxes = optimise(network, objectives, boxes, bounded.layers)
+    return boxes.take(np.flatnonzero(boxes.open.any(axis=1))), bounded
 
 
 def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes, Bounded]:
     """Halve each box along the input whose children fall short of closing by the least; return the open children.
 
     The shortfall of a child is min(worst bound, 0) (0 once closed); ties
-    go to the wider input.
+    go to the wider input. The kept children then get optimised slopes
+    (`optimise`), which closes many of them.
 
     Inputs of zero width are never split. A box with no splittable input
     is returned unchanged (only a complete engine can decide it).
@@ -233,6 +297,7 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     bounded = bound(
         network, objectives, lower, upper,
         np.tile(boxes.open, repeat), np.tile(boxes.rows, repeat), np.tile(boxes.hidden, (2 * dims.size, 1, 1)),
+        np.tile(boxes.combined, repeat),
     )
     shortfall = np.where(bounded.open.any(axis=1), np.minimum(bounded.worst, 0.0), 0.0).reshape(dims.size, 2, count)
     widths = width[:, dims].T
@@ -244,7 +309,11 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     children = Boxes(
         lower[picked], upper[picked], bounded.open[picked], depth,
         bounded.worst[picked], bounded.rows[picked], bounded.hidden[picked],
+        np.concatenate([boxes.combined, boxes.combined]),
     )
+    keep = np.flatnonzero(children.open.any(axis=1))
+    layers = [LayerBounds(h.low[picked[keep]], h.high[picked[keep]], h.magnitude[picked[keep]]) for h in bounded.layers]
+    children = optimise(network, objectives, children.take(keep), layers)
     children = children.take(np.flatnonzero(children.open.any(axis=1)))
     return children, bounded
 
