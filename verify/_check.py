@@ -196,6 +196,11 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
     try:
         return _drive(search, widen, complete, deadline, progress, started)
     finally:
+        if len(runners) > 1 and hasattr(runners[-1], "idle_share"):
+            stats["worker_idle_share"] = round(runners[-1].idle_share(), 3)
+            stats["pool_seconds"] = round(time.monotonic() - runners[-1].started, 3)
+            stats["worker_cpu_seconds"] = round(runners[-1].cpu_seconds, 3)
+            stats["worker_task_seconds"] = {k: round(v, 3) for k, v in runners[-1].task_seconds.items()}
         for runner in runners:
             runner.close()
 

@@ -58,7 +58,7 @@ ATTACK_STARTS = 16
 ATTACK_STEPS = 30
 MAX_CANDIDATES = 4
 SPLIT_TIE_BREAK = 1e-9
-SLOPE_STEPS = 5
+SLOPE_STEPS = 10
 
 
 @dataclass(frozen=True, eq=False)

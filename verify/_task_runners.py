@@ -66,6 +66,13 @@ def run_task(task, context: tuple = ()):
     return module.check(network, sub, seconds)
 
 
+def _timed_task(task):
+    """`run_task` in a worker, with the seconds it took there (what `PoolRunner.busy_seconds` adds up)."""
+    begun, cpu = time.monotonic(), time.process_time()
+    answer = run_task(task)
+    return answer, time.monotonic() - begun, time.process_time() - cpu
+
+
 def _init_worker(network, prop, objectives, complete) -> None:
     global _WORKER
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -107,8 +114,12 @@ class PoolRunner:
 
     def __init__(self, jobs, network, prop, objectives, complete) -> None:
         context = multiprocessing.get_context("fork")
+        self.started = time.monotonic()
         self._pool = context.Pool(jobs, initializer=_init_worker, initargs=(network, prop, objectives, complete))
         self.jobs = jobs
+        self.busy_seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.task_seconds: Counter = Counter()
         self._busy: Counter = Counter()
         self._done: queue.Queue = queue.Queue()
 
@@ -118,7 +129,7 @@ class PoolRunner:
     def submit(self, task) -> None:
         self._busy[task[0]] += 1
         self._pool.apply_async(
-            run_task,
+            _timed_task,
             (task,),
             callback=lambda answer, task=task: self._done.put((task[0], task, answer)),
             error_callback=lambda error, task=task: self._done.put(("error", task, error)),
@@ -142,7 +153,16 @@ class PoolRunner:
             raise EngineError(
                 f"a branch-and-bound worker failed on a {message[1][0]} task: {type(error).__name__}: {error}"
             )
-        return message
+        kind, task, (answer, seconds, cpu_seconds) = message
+        self.busy_seconds += seconds
+        self.cpu_seconds += cpu_seconds
+        self.task_seconds[kind] += seconds
+        return kind, task, answer
+
+    def idle_share(self) -> float:
+        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
+        capacity = self.jobs * (time.monotonic() - self.started)
+        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
 
     def close(self) -> None:
         self._pool.terminate()
