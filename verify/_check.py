@@ -66,6 +66,8 @@ FALSIFY_SECONDS = 0.3
 MAX_ATTACK_SECONDS = 2.0
 ATTACK_SHARE = 0.2
 ATTACK_DELAY_SECONDS = 2.0
+ATTACK_FLOOR = 0.1
+ATTACK_BOXES = 64
 ENGINE_DEPTH = 30
 BOUNDS_ONLY_DEPTH = 60
 ENGINE_BOX_SECONDS = 10.0
@@ -258,21 +260,31 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
 def _submit_next(search: _Search, runner, complete, depth_limit, deadline, started, unresolved) -> bool:
     """Give the runner one task; False if there is none.
 
-    Order: a falsification run when one is due (the first at once, then,
-    after `ATTACK_DELAY_SECONDS`, about `ATTACK_SHARE` of the workers' time,
-    in runs of doubling length, each with a new seed: sat answers come from
-    attacks, not from splitting), then boxes for the complete engine, then
-    the most recent open boxes. A search stretch is short when few boxes
-    are left to hand out, so that idle workers soon get work again.
+    Order: a falsification run when one is due, then boxes for the
+    complete engine, then the most recent open boxes. A search stretch is
+    short when few boxes are left to hand out, so that idle workers soon
+    get work again.
+
+    Falsification effort follows the evidence. The first run is at once,
+    on the whole box. After `ATTACK_DELAY_SECONDS` the runs get
+    `ATTACK_SHARE` of the workers' time times the share of the input box
+    still open (at least `ATTACK_FLOOR`), in runs of doubling length, each
+    with a new seed, aimed at the open boxes (`_attack_region`): where the
+    bounds have closed a part, no attack goes; once most of the box is
+    proved, attacks almost stop. Measured on ACAS Xu 4_2 x property 2
+    (unsat): the old fixed share spent 44 s of 82 on 24 attacks; on the
+    25 + 32 ACAS Xu and RL development instances every counterexample was
+    found by the first, whole-box run.
     """
     now = time.monotonic()
     remaining = deadline - now
     stats = search.stats
     if (search.open or search.for_engine) and not runner.running("attack"):
-        allowance = FALSIFY_SECONDS + ATTACK_SHARE * max(0.0, now - started - ATTACK_DELAY_SECONDS) * runner.jobs
+        allowance = attack_allowance(float(search.closed.fraction()), now - started, runner.jobs)
         budget = min(FALSIFY_SECONDS * 2 ** stats["attacks"], MAX_ATTACK_SECONDS, remaining)
         if stats["falsify_seconds"] + budget <= allowance:
-            runner.submit(("attack", stats["seed"] + 1 + stats["attacks"], budget))
+            region = _attack_region(search) if stats["attacks"] else None
+            runner.submit(("attack", stats["seed"] + 1 + stats["attacks"], budget, region))
             stats["attacks"] += 1
             stats["falsify_seconds"] += budget
             return True
@@ -299,6 +311,28 @@ def _submit_next(search: _Search, runner, complete, depth_limit, deadline, start
         runner.submit(("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS))
         return True
     return False
+
+
+def attack_allowance(closed_fraction: float, seconds: float, jobs: int) -> float:
+    """Falsification seconds due after `seconds` of search with `jobs` workers, `closed_fraction` of the box proved.
+
+    The share of the input box still open is the evidence that a
+    counterexample may exist (the closed part has none); see `_submit_next`.
+    """
+    evidence = max(1.0 - closed_fraction, ATTACK_FLOOR)
+    return FALSIFY_SECONDS + ATTACK_SHARE * evidence * max(0.0, seconds - ATTACK_DELAY_SECONDS) * jobs
+
+
+def _attack_region(search: _Search) -> _falsify.Region | None:
+    """The `ATTACK_BOXES` open boxes whose bounds are furthest from closing, weighted by that distance."""
+    parts = search.open + search.for_engine
+    if not parts:
+        return None
+    boxes = _split.Boxes.concat(parts)
+    order = np.argsort(boxes.worst)[:ATTACK_BOXES]
+    weight = np.maximum(-boxes.worst[order], 0.0)
+    weight = np.where(np.isfinite(weight), weight, 1.0) + 1e-12
+    return _falsify.Region(boxes.lower[order], boxes.upper[order], weight)
 
 
 def _name(stats: dict, complete: str | None) -> str:

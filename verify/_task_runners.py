@@ -5,8 +5,9 @@ A task is a tuple whose first item names its kind; `run_task` returns:
 - ``("search", boxes, seconds, depth_limit, attack)``: the `_split.Outcome`
   of a stretch of branch and bound on `boxes` (`attack`: try the attack
   points of `_split` too);
-- ``("attack", seed, seconds)``: ``(candidate or None, seconds taken)``
-  of a falsification run;
+- ``("attack", seed, seconds, region)``: ``(candidate or None, seconds
+  taken)`` of a falsification run, on the whole box (`region` None) or
+  aimed at open boxes (a `_falsify.Region`);
 - ``("engine", box, seconds)``: the `Result` of the complete engine on
   the one-box `box`, restricted to the disjuncts still open on it (an
   engine whose package is missing gives ``unknown`` with the reason).
@@ -53,9 +54,9 @@ def run_task(task, context: tuple = ()):
             engine_depth=depth_limit, attack=attack,
         )
     if task[0] == "attack":
-        _, seed, seconds = task
+        _, seed, seconds, region = task
         begun = time.monotonic()
-        return _falsify.falsify(network, prop, seconds, seed), time.monotonic() - begun
+        return _falsify.falsify(network, prop, seconds, seed, region), time.monotonic() - begun
     _, box, seconds = task
     try:
         module = engine_module(complete)

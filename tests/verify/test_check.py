@@ -291,3 +291,12 @@ def test_a_network_without_hidden_layers_is_split_and_proved(monkeypatch):
     result = check(network, prop, engine="bounds", timeout=30, jobs=1)
     assert result.verdict == "proved", result.reason
     assert result.stats["boxes"] > 1
+
+
+def test_attack_effort_follows_the_open_share_of_the_box():
+    assert _check.attack_allowance(0.0, 1.0, 2) == _check.FALSIFY_SECONDS
+    open_box = _check.attack_allowance(0.0, 12.0, 2)
+    mostly_proved = _check.attack_allowance(0.99, 12.0, 2)
+    assert open_box == pytest.approx(_check.FALSIFY_SECONDS + _check.ATTACK_SHARE * 20.0)
+    assert mostly_proved == pytest.approx(_check.FALSIFY_SECONDS + _check.ATTACK_SHARE * _check.ATTACK_FLOOR * 20.0)
+    assert _check.attack_allowance(0.5, 12.0, 2) < open_box
