@@ -222,6 +222,7 @@ def preactivation_bounds(
     uppers: np.ndarray,
     method: str = "backward",
     known: np.ndarray | None = None,
+    slope_choices: bool = False,
 ) -> list[LayerBounds]:
     """Sound pre-activation bounds of every hidden layer over each box.
 
@@ -241,6 +242,11 @@ def preactivation_bounds(
     intersected in at every layer. That keeps bounds monotone down a
     split tree (the adaptive ReLU relaxation alone is not: a child box can
     otherwise get looser bounds than its parent).
+
+    `slope_choices`: bound each unstable neuron also with the lower slopes
+    0, 1 and the upper slope for the layers below it (`_slope_choices`)
+    and keep the best; four times the back-substitution, worth it for
+    boxes whose bounds many descendants inherit.
     """
     if method not in ("forward", "backward"):
         raise ValueError(f"method={method!r} is not 'forward' or 'backward'")
@@ -280,6 +286,10 @@ def preactivation_bounds(
                 owner = np.concatenate([boxes, boxes])
                 coef, const = _backward(network, result, index - 1, rows, consts, owner)
                 bound = _concretise_flat(coef, const, centre[owner], radius[owner])
+                if slope_choices:
+                    for slopes in list(_slope_choices(result))[1:]:
+                        coef, const = _backward(network, result, index - 1, rows, consts, owner, slopes)
+                        bound = np.maximum(bound, _concretise_flat(coef, const, centre[owner], radius[owner]))
                 count = boxes.size
                 low[boxes, neurons] = np.maximum(low[boxes, neurons], bound[:count])
                 high[boxes, neurons] = np.minimum(high[boxes, neurons], -bound[count:])

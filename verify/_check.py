@@ -67,6 +67,7 @@ MAX_ATTACK_SECONDS = 2.0
 ATTACK_SHARE = 0.2
 ATTACK_DELAY_SECONDS = 2.0
 ATTACK_FLOOR = 0.1
+FIRST_ATTACK_SECONDS = 0.5
 ATTACK_BOXES = 64
 ENGINE_DEPTH = 30
 BOUNDS_ONLY_DEPTH = 60
@@ -265,8 +266,10 @@ def _submit_next(search: _Search, runner, complete, depth_limit, deadline, start
     short when few boxes are left to hand out, so that idle workers soon
     get work again.
 
-    Falsification effort follows the evidence. The first run is at once,
-    on the whole box. After `ATTACK_DELAY_SECONDS` the runs get
+    Falsification effort follows the evidence. The first run, on the whole
+    box, comes after `FIRST_ATTACK_SECONDS` of search (the seed points were
+    tried before the search; most proofs are done before then, and an
+    attack run inline would cost them 0.3 s). After `ATTACK_DELAY_SECONDS` the runs get
     `ATTACK_SHARE` of the workers' time times the share of the input box
     still open (at least `ATTACK_FLOOR`), in runs of doubling length, each
     with a new seed, aimed at the open boxes (`_attack_region`): where the
@@ -319,6 +322,8 @@ def attack_allowance(closed_fraction: float, seconds: float, jobs: int) -> float
     The share of the input box still open is the evidence that a
     counterexample may exist (the closed part has none); see `_submit_next`.
     """
+    if seconds < FIRST_ATTACK_SECONDS:
+        return 0.0
     evidence = max(1.0 - closed_fraction, ATTACK_FLOOR)
     return FALSIFY_SECONDS + ATTACK_SHARE * evidence * max(0.0, seconds - ATTACK_DELAY_SECONDS) * jobs
 

@@ -109,45 +109,62 @@ def optimised_disjunct_bounds(
     b: np.ndarray,
     start: np.ndarray,
     steps: int = STEPS,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sound lower bounds ``v`` (B,) of ``lambda . (A y - b)`` over each box, and the weights lambda (B, R).
+    warm: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sound lower bounds ``v`` (B,) of ``lambda . (A y - b)`` over each box, with lambda (B, R) and the slopes (B, N).
 
     `A` (R, n_out), `b` (R,): one conjunction of the unsafe set.
     `hidden`: the boxes' hidden-layer bounds (from `_bounds`). `start`
     (B,): the row of `A` to start from in each box (its best single row);
-    the first iterate is that row with `_bounds`' adaptive slopes. lambda
-    is >= 0 with sum 1, so ``v > 0`` refutes the conjunction on the box.
+    the first iterate is that row with `_bounds`' adaptive slopes. `warm`:
+    instead start from these weights and lower slopes (packed over the
+    hidden layers, as returned), e.g. those optimised for a parent box;
+    they are projected back to [0, 1] and the slopes of neurons that are
+    stable on the box are replaced by the exact ones. lambda is >= 0 with
+    sum 1, so ``v > 0`` refutes the conjunction on the box. `steps` = 1
+    only evaluates the start point.
     """
     lowers, uppers = np.atleast_2d(lowers), np.atleast_2d(uppers)
     count = lowers.shape[0]
-    result, weights = np.empty(count), np.empty((count, A.shape[0]))
+    total = sum(h.low.shape[1] for h in hidden)
+    result, weights, slopes = np.empty(count), np.empty((count, A.shape[0])), np.empty((count, total))
     for first in range(0, count, _CHUNK_ROWS):
         part = slice(first, first + _CHUNK_ROWS)
         chunk_hidden = [LayerBounds(h.low[part], h.high[part], h.magnitude[part]) for h in hidden]
-        result[part], weights[part] = _optimise(
-            network, chunk_hidden, lowers[part], uppers[part], A, b, np.asarray(start)[part], steps
+        chunk_warm = None if warm is None else (warm[0][part], warm[1][part])
+        result[part], weights[part], slopes[part] = _optimise(
+            network, chunk_hidden, lowers[part], uppers[part], A, b, np.asarray(start)[part], steps, chunk_warm
         )
-    return result, weights
+    return result, weights, slopes
 
 
-def _optimise(network, hidden, lowers, uppers, A, b, start, steps) -> np.ndarray:
+def _optimise(network, hidden, lowers, uppers, A, b, start, steps, warm):
     count = lowers.shape[0]
     centre, radius = (lowers + uppers) / 2.0, (uppers - lowers) / 2.0
     last = network.layers[-1]
     top_rows, top_constants = A @ last.weight, A @ last.bias - b
     magnitude = output_magnitude(network, hidden, lowers, uppers)
     owner = np.arange(count)
-    weights = np.zeros((count, A.shape[0]))
-    weights[owner, start] = 1.0
+    if warm is None:
+        weights = np.zeros((count, A.shape[0]))
+        weights[owner, start] = 1.0
+    else:
+        weights = _simplex(np.array(warm[0], dtype=np.float64))
     if not hidden:
         rows, constants = weights @ top_rows, weights @ top_constants
         bound = np.sum(rows * centre - np.abs(rows) * radius, axis=1) + constants
-        return bound - _slack(weights, A, b, magnitude), weights
+        return bound - _slack(weights, A, b, magnitude), weights, np.zeros((count, 0))
     unstable = [(h.low < 0.0) & (h.high > 0.0) for h in hidden]
     alphas = [h.lower_slope.copy() for h in hidden]
+    if warm is not None:
+        columns = np.cumsum([0] + [h.low.shape[1] for h in hidden])
+        for index, mask in enumerate(unstable):
+            given = np.clip(np.asarray(warm[1][:, columns[index]:columns[index + 1]], dtype=np.float64), 0.0, 1.0)
+            alphas[index] = np.where(mask & np.isfinite(given), given, alphas[index])
     moments = [(np.zeros_like(a), np.zeros_like(a)) for a in alphas]
     weight_moments = (np.zeros_like(weights), np.zeros_like(weights))
     best, best_weights = np.full(count, -np.inf), weights.copy()
+    best_alphas = [a.copy() for a in alphas]
     for step in range(1, max(steps, 1) + 1):
         bound, gradients, row_gradient = _bound_and_gradients(
             network, hidden, weights @ top_rows, weights @ top_constants, owner, alphas, centre, radius
@@ -155,6 +172,7 @@ def _optimise(network, hidden, lowers, uppers, A, b, start, steps) -> np.ndarray
         bound = bound - _slack(weights, A, b, magnitude)
         better = bound > best
         best, best_weights = np.where(better, bound, best), np.where(better[:, None], weights, best_weights)
+        best_alphas = [np.where(better[:, None], a, kept) for a, kept in zip(alphas, best_alphas)]
         if step >= steps:
             break
         for index, mask in enumerate(unstable):
@@ -162,10 +180,15 @@ def _optimise(network, hidden, lowers, uppers, A, b, start, steps) -> np.ndarray
             alphas[index] = np.where(mask, np.clip(alphas[index] + LEARNING_RATE * change, 0.0, 1.0), alphas[index])
         if A.shape[0] > 1:
             weight_gradient = row_gradient @ top_rows.T + top_constants
-            weights = np.maximum(weights + COMBINATION_RATE * _adam(weight_moments, weight_gradient, step), 0.0)
-            total = weights.sum(axis=1, keepdims=True)
-            weights = np.where(total > 0.0, weights / np.where(total > 0.0, total, 1.0), 1.0 / A.shape[0])
-    return best, best_weights
+            weights = _simplex(weights + COMBINATION_RATE * _adam(weight_moments, weight_gradient, step))
+    return best, best_weights, np.concatenate(best_alphas, axis=1)
+
+
+def _simplex(weights: np.ndarray) -> np.ndarray:
+    """Weights clipped at 0 and scaled to sum 1 (uniform where they were all <= 0 or not finite)."""
+    weights = np.where(np.isfinite(weights), np.maximum(weights, 0.0), 0.0)
+    total = weights.sum(axis=1, keepdims=True)
+    return np.where(total > 0.0, weights / np.where(total > 0.0, total, 1.0), 1.0 / weights.shape[1])
 
 
 def _adam(moments: tuple[np.ndarray, np.ndarray], gradient: np.ndarray, step: int) -> np.ndarray:

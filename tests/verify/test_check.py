@@ -294,6 +294,7 @@ def test_a_network_without_hidden_layers_is_split_and_proved(monkeypatch):
 
 
 def test_attack_effort_follows_the_open_share_of_the_box():
+    assert _check.attack_allowance(0.0, 0.0, 2) == 0.0
     assert _check.attack_allowance(0.0, 1.0, 2) == _check.FALSIFY_SECONDS
     open_box = _check.attack_allowance(0.0, 12.0, 2)
     mostly_proved = _check.attack_allowance(0.99, 12.0, 2)

@@ -35,7 +35,7 @@ def test_optimised_bounds_never_exceed_a_sampled_value_of_their_combination(case
     hidden = _bounds.preactivation_bounds(network, lowers, uppers)
     start = rng.integers(0, C.shape[0], size=lowers.shape[0])
     for steps in (1, 4, 12):
-        lower, weights = _slopes.optimised_disjunct_bounds(network, hidden, lowers, uppers, C, d, start, steps)
+        lower, weights, _ = _slopes.optimised_disjunct_bounds(network, hidden, lowers, uppers, C, d, start, steps)
         assert lower.shape == (lowers.shape[0],) and weights.shape == (lowers.shape[0], C.shape[0])
         assert np.all(weights >= 0.0) and np.allclose(weights.sum(axis=1), 1.0)
         for box in range(lowers.shape[0]):
@@ -50,8 +50,8 @@ def test_optimising_never_loses_to_the_adaptive_slopes_it_starts_from(case):
     hidden = _bounds.preactivation_bounds(network, lowers, uppers)
     rows = _bounds.objective_bounds(network, lowers, uppers, C, d, hidden=hidden).lower
     start = np.argmax(rows, axis=1)
-    first, _ = _slopes.optimised_disjunct_bounds(network, hidden, lowers, uppers, C, d, start, 1)
-    later, _ = _slopes.optimised_disjunct_bounds(network, hidden, lowers, uppers, C, d, start, 10)
+    first, _, _ = _slopes.optimised_disjunct_bounds(network, hidden, lowers, uppers, C, d, start, 1)
+    later, _, _ = _slopes.optimised_disjunct_bounds(network, hidden, lowers, uppers, C, d, start, 10)
     assert np.all(later >= first)
 
 
@@ -98,3 +98,25 @@ def test_check_never_says_violated_and_proves_an_empty_unsafe_set():
 def test_check_rejects_bad_arguments(prop, timeout, message):
     with pytest.raises(EngineError, match=message):
         _slopes.check(PLUS_MINUS, prop, timeout)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks_and_boxes())
+def test_a_warm_start_from_any_slopes_and_weights_stays_sound(case):
+    # e.g. a parent's optimised slopes on a sub-box: whatever the numbers (even out of range or NaN), sound.
+    network, lowers, uppers, C, d, rng = case
+    hidden = _bounds.preactivation_bounds(network, lowers, uppers)
+    total = sum(h.low.shape[1] for h in hidden)
+    slopes = rng.uniform(-0.5, 1.5, size=(lowers.shape[0], total))
+    slopes[rng.uniform(size=slopes.shape) < 0.1] = np.nan
+    weights = rng.uniform(-0.2, 1.0, size=(lowers.shape[0], C.shape[0]))
+    start = np.zeros(lowers.shape[0], dtype=np.int64)
+    for steps in (1, 6):
+        lower, used, found = _slopes.optimised_disjunct_bounds(
+            network, hidden, lowers, uppers, C, d, start, steps, (weights, slopes)
+        )
+        assert found.shape == slopes.shape and np.all((found >= 0.0) & (found <= 1.0))
+        assert np.all(used >= 0.0) and np.allclose(used.sum(axis=1), 1.0)
+        for box in range(lowers.shape[0]):
+            values = (network.evaluate(_samples(lowers[box], uppers[box], rng)) @ C.T - d) @ used[box]
+            assert lower[box] <= values.min(), (steps, box)
