@@ -30,7 +30,9 @@ answer is ``unknown`` ("timeout after N s, K boxes open").
 A search starts in this process and moves to `jobs` worker processes
 once it has run `INLINE_SECONDS` with enough open boxes to share (most
 ACAS Xu instances finish before that, and on them forking and shipping
-boxes cost more than they saved). Workers are forked (cheap, and they
+boxes cost more than they saved; until then the second core idles, which
+on the long proofs was a second of one core, so the hand-over now comes
+after half a second: the pool costs the 1-s instances no measurable CPU). Workers are forked (cheap, and they
 inherit the network); numpy runs single-threaded in them and in this
 process while checking (see `_split.single_threaded_blas`). Each worker
 runs stretches of branch and bound on boxes handed out by this process,
@@ -76,7 +78,7 @@ ENGINE_GRACE_SECONDS = 4.0
 TASK_BOXES = 256
 SLICE_SECONDS = (0.25, 2.0)
 SHORT_SLICE_SECONDS = 0.05
-INLINE_SECONDS = 1.0
+INLINE_SECONDS = 0.5
 POOL_MIN_BOXES_PER_JOB = 4
 
 Progress = Callable[[float, str], None]
