@@ -14,8 +14,8 @@ $CERTFSM_ACASXU_HARD) and then the 25 development instances through
 `certfsm vnnlib` only (`--engine` picks the engine, default auto), and
 prints per instance certfsm's wall time next to the published VNN-COMP
 2023 times of nnenum and alpha-beta-CROWN (`PUBLISHED`), with the boxes
-bounded, the deepest split and the seconds given to falsification (read
-from the run's report).
+bounded, the deepest split, the seconds given to falsification and the
+share of the worker pool's time no task ran (read from the run's report).
 
 The benchmark folder is read in place: $CERTFSM_ACASXU, else
 ../shared/benchmarks/acasxu beside the repository.
@@ -146,9 +146,9 @@ def hard(args) -> int:
             instances = [i for i in instances if any(k in i["onnx"] + i["vnnlib"] for k in keys)]
         groups += [(group, folder, instance) for instance in instances]
     print(f"engine {args.engine}; timeout {args.timeout:g} s; {os.cpu_count()} cores")
-    print("| set | network | property | expected | certfsm | time (s) | boxes | depth | falsify (s) "
+    print("| set | network | property | expected | certfsm | time (s) | boxes | depth | falsify (s) | idle % "
           "| nnenum (s) | ab-CROWN (s) | / nnenum |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     wrong = 0
     for group, folder, instance in groups:
         name, prop = network_name(instance["onnx"]), Path(instance["vnnlib"]).stem
@@ -159,9 +159,10 @@ def hard(args) -> int:
             stats = _report_stats(Path(report))
         wrong += answer in ("sat", "unsat") and answer != instance["expected"]
         nnenum, crown = PUBLISHED.get((name, prop), (float("nan"), float("nan")))
+        idle = f"{100 * stats['worker_idle_share']:.0f}" if "worker_idle_share" in stats else "-"
         print(f"| {group} | {name} | {prop} | {instance['expected']} | {answer} | {seconds:.2f} | "
               f"{stats.get('boxes', '-')} | {stats.get('max_depth', '-')} | "
-              f"{stats.get('falsify_seconds', float('nan')):.1f} | {nnenum:.2f} | {crown:.2f} | "
+              f"{stats.get('falsify_seconds', float('nan')):.1f} | {idle} | {nnenum:.2f} | {crown:.2f} | "
               f"{seconds / nnenum:.2f} |", flush=True)
     print(f"\nwrong verdicts: {wrong}")
     return 0 if wrong == 0 else 1
