@@ -5,7 +5,8 @@ Engines:
 - ``auto`` (default): falsification on the box's seed points, sound bounds
   on the whole box, then branch and bound over the input box (`_split`)
   spread over `jobs` worker processes, interleaved with falsification
-  runs (about a fifth of the workers' time, with new seeds); a box that
+  runs aimed at the open boxes (a fifth of the workers' time times the
+  share of the box still open, see `_submit_next`); a box that
   bounds cannot close after `ENGINE_DEPTH` splits goes to Marabou (Z3 when
   maraboupy is missing). Proved only when every box of a partition of the
   input box is closed by bounds or by an UNSAT answer; engine
