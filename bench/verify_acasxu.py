@@ -160,9 +160,10 @@ def hard(args) -> int:
         wrong += answer in ("sat", "unsat") and answer != instance["expected"]
         nnenum, crown = PUBLISHED.get((name, prop), (float("nan"), float("nan")))
         idle = f"{100 * stats['worker_idle_share']:.0f}" if "worker_idle_share" in stats else "-"
+        falsify = f"{stats['falsify_seconds']:.1f}" if "falsify_seconds" in stats else "-"
         print(f"| {group} | {name} | {prop} | {instance['expected']} | {answer} | {seconds:.2f} | "
               f"{stats.get('boxes', '-')} | {stats.get('max_depth', '-')} | "
-              f"{stats.get('falsify_seconds', float('nan')):.1f} | {idle} | {nnenum:.2f} | {crown:.2f} | "
+              f"{falsify} | {idle} | {nnenum:.2f} | {crown:.2f} | "
               f"{seconds / nnenum:.2f} |", flush=True)
     print(f"\nwrong verdicts: {wrong}")
     return 0 if wrong == 0 else 1

@@ -11,12 +11,17 @@ them).
 
 What is optimised. The lower bound of one objective row ``c . y - e`` by
 back-substitution (see `_bounds._backward`) is, for fixed hidden-layer
-bounds, a concave piecewise-linear function of the lower slopes ``alpha``
-of the unstable neurons (upper lines stay the triangle's). Any ``alpha``
-in [0, 1] gives a sound bound, since ``relu(z) >= alpha z`` for every real
-z and every alpha in [0, 1]; so every iterate is a bound and the best one
-per row is kept. The gradient is exact (a reverse pass over the same
-back-substitution, no autodiff library), and the step is Adam's.
+bounds, a piecewise-polynomial function of the lower slopes ``alpha`` of
+the unstable neurons (upper lines stay the triangle's); it is not concave
+across layers, so the steps find a good point, not the best. Any
+``alpha`` in [0, 1] gives a sound bound, since ``relu(z) >= alpha z`` for
+every real z and every alpha in [0, 1]; so every iterate is a bound and
+the best one per row is kept. The gradient is exact (a reverse pass over
+the same back-substitution, no autodiff library), and the step is Adam's.
+A search can start from any numbers (a parent box's slopes, stored as
+float32): they are clipped to [0, 1], and the slopes of neurons stable on
+the box are replaced by the exact ones, so the start is as sound as any
+iterate.
 
 Row combinations. An unsafe disjunct is a conjunction ``A y <= b``; it is
 refuted on a box as soon as some ``lambda >= 0`` has ``lambda . (A y - b)
