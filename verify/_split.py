@@ -113,11 +113,23 @@ class Boxes:
     worst: np.ndarray
     rows: np.ndarray
     hidden: np.ndarray
-    combined: np.ndarray
-    weights: np.ndarray
-    slopes: np.ndarray
+    combined: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    slopes: np.ndarray | None = None
 
     _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined", "weights", "slopes")
+
+    def __post_init__(self) -> None:
+        """Fresh boxes (no optimisation yet) may leave out `combined`, `weights` and `slopes`."""
+        count, disjuncts = self.open.shape
+        if self.combined is None:
+            object.__setattr__(self, "combined", np.full((count, disjuncts), -np.inf))
+        if self.weights is None:
+            object.__setattr__(self, "weights", np.full((count, self.rows.shape[1]), np.nan))
+        if self.slopes is None:
+            n_hidden = self.hidden.shape[2]
+            kept = n_hidden if disjuncts * n_hidden <= WARM_SLOPES_LIMIT else 0
+            object.__setattr__(self, "slopes", np.full((count, disjuncts, kept), np.nan, dtype=np.float32))
 
     def __len__(self) -> int:
         return int(self.lower.shape[0])
@@ -278,11 +290,7 @@ def root(network: Network, prop: Property, objectives: Objectives) -> tuple[Boxe
     """The property's box, bounded: open if some disjunct is not refuted on it."""
     lower, upper = prop.lower[None], prop.upper[None]
     bounded = bound(network, objectives, lower, upper, np.ones((1, objectives.count), bool))
-    n_hidden = bounded.hidden.shape[2]
-    kept = n_hidden if objectives.count * n_hidden <= WARM_SLOPES_LIMIT else 0
-    boxes = Boxes(lower, upper, bounded.open, np.zeros(1, np.int64), bounded.worst, bounded.rows, bounded.hidden,
-                  np.full((1, objectives.count), -np.inf), np.full((1, objectives.C.shape[0]), np.nan),
-                  np.full((1, objectives.count, kept), np.nan, dtype=np.float32))
+    boxes = Boxes(lower, upper, bounded.open, np.zeros(1, np.int64), bounded.worst, bounded.rows, bounded.hidden)
     boxes = optimise(network, objectives, boxes, bounded.layers)
     return boxes.take(np.flatnonzero(boxes.open.any(axis=1))), bounded
 
