@@ -50,6 +50,14 @@ layers), and a widened objective lower bound above zero proves the
 objective positive over the whole box for the exact (real-arithmetic)
 network. Intersecting with bounds proved for a containing box, and taking
 the best of several sound bounds, keeps them sound.
+
+The argument does not depend on which lower slope an unstable neuron
+gets: ``relu(z) >= alpha z`` holds for every real z and every alpha in
+[0, 1], and a coefficient times such an alpha is no larger in magnitude
+than the coefficient, so the same ``S`` (hence the same widening) covers
+every choice. That is what lets `_slopes` optimise the slopes freely (it
+clips them to [0, 1]) and keep the best iterate; its combinations of
+objective rows add their own small term (see `_slopes`).
 """
 
 from __future__ import annotations
@@ -226,6 +234,7 @@ def preactivation_bounds(
     uppers: np.ndarray,
     method: str = "backward",
     known: np.ndarray | None = None,
+    slope_choices: bool = False,
 ) -> list[LayerBounds]:
     """Sound pre-activation bounds of every hidden layer over each box.
 
@@ -245,6 +254,11 @@ def preactivation_bounds(
     intersected in at every layer. That keeps bounds monotone down a
     split tree (the adaptive ReLU relaxation alone is not: a child box can
     otherwise get looser bounds than its parent).
+
+    `slope_choices`: bound each unstable neuron also with the lower slopes
+    0, 1 and the upper slope for the layers below it (`_slope_choices`)
+    and keep the best; four times the back-substitution, worth it for
+    boxes whose bounds many descendants inherit.
     """
     if method not in ("forward", "backward"):
         raise ValueError(f"method={method!r} is not 'forward' or 'backward'")
@@ -284,6 +298,10 @@ def preactivation_bounds(
                 owner = np.concatenate([boxes, boxes])
                 coef, const = _backward(network, result, index - 1, rows, consts, owner)
                 bound = _concretise_flat(coef, const, centre[owner], radius[owner])
+                if slope_choices:
+                    for slopes in list(_slope_choices(result))[1:]:
+                        coef, const = _backward(network, result, index - 1, rows, consts, owner, slopes)
+                        bound = np.maximum(bound, _concretise_flat(coef, const, centre[owner], radius[owner]))
                 count = boxes.size
                 low[boxes, neurons] = np.maximum(low[boxes, neurons], bound[:count])
                 high[boxes, neurons] = np.minimum(high[boxes, neurons], -bound[count:])
@@ -367,11 +385,7 @@ def objective_bounds(
     top = len(network.layers) - 2
     centre = (lowers + uppers) / 2.0
     radius = (uppers - lowers) / 2.0
-    last = network.layers[-1]
-    if hidden:
-        magnitude = _next_magnitude(_activation_magnitude(hidden[-1].magnitude, hidden[-1].low, hidden[-1].high), last)
-    else:
-        magnitude = _next_magnitude(np.maximum(np.abs(lowers), np.abs(uppers)), last)
+    magnitude = output_magnitude(network, hidden, lowers, uppers)
     slack = ROUNDING_TOLERANCE * (1.0 + magnitude @ np.abs(C).T + np.abs(d))
     lower, coefficients = None, None
     for slopes in _slope_choices(hidden):
@@ -387,6 +401,14 @@ def objective_bounds(
     minimisers = np.where(coefficients >= 0.0, lowers[:, None, :], uppers[:, None, :])
     unstable = sum(np.count_nonzero((layer.low < 0.0) & (layer.high > 0.0), axis=1) for layer in hidden)
     return ObjectiveBounds(lower, coefficients, minimisers, np.asarray(unstable), hidden)
+
+
+def output_magnitude(network: Network, hidden: list[LayerBounds], lowers: np.ndarray, uppers: np.ndarray) -> np.ndarray:
+    """(B, n_out) bound on the sum of absolute terms of each output (and so on |y|), see the module docstring."""
+    last = network.layers[-1]
+    if hidden:
+        return _next_magnitude(_activation_magnitude(hidden[-1].magnitude, hidden[-1].low, hidden[-1].high), last)
+    return _next_magnitude(np.maximum(np.abs(lowers), np.abs(uppers)), last)
 
 
 def _slope_choices(hidden: list[LayerBounds]):

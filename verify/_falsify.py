@@ -13,6 +13,12 @@ Everything is vectorised numpy over batches of points:
    weight matrices masked by the activation pattern, so no autodiff
    library is needed.
 
+With a `Region` (the open boxes of a branch and bound, each with a
+weight), seeds and random samples are drawn inside those boxes instead,
+in proportion to the weights: effort goes where the bounds still allow a
+counterexample, and none to the parts already proved; the ascent itself
+may leave them (any point of the property's box is a valid answer).
+
 The search is deterministic given `rng`'s seed; the time budget only
 decides how far along that fixed sequence it gets. A point is returned
 only when its float64 slack is >= 0; the search keeps ascending for a few
@@ -24,6 +30,7 @@ float32 evaluation of onnxruntime). The caller validates it
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -115,6 +122,25 @@ def local_search(
     return best_x, best_slack
 
 
+@dataclass(frozen=True, eq=False)
+class Region:
+    """Boxes to attack (`lower`, `upper` (K, n), inside the property's box) and their weights (K,), > 0."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    weight: np.ndarray
+
+    def sample(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """`count` points: a box chosen in proportion to its weight, then uniform in it, half snapped as in the box attack."""
+        chosen = rng.choice(len(self.weight), size=count, p=self.weight / self.weight.sum())
+        lower, upper = self.lower[chosen], self.upper[chosen]
+        points = rng.uniform(lower, upper)
+        half = count // 2
+        coin = rng.uniform(size=(count - half, lower.shape[1]))
+        points[half:] = np.where(coin < SNAP, lower[half:], np.where(coin > 1.0 - SNAP, upper[half:], points[half:]))
+        return points
+
+
 def _seed_points(prop: Property, rng: np.random.Generator) -> np.ndarray:
     """Centre, corners (all, or a random subset), face centres and one random batch."""
     lower, upper = prop.lower, prop.upper
@@ -131,12 +157,15 @@ def _seed_points(prop: Property, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([centre[None], corners, faces, _random_points(prop, rng, RANDOM_BATCH)])
 
 
-def _random_points(prop: Property, rng: np.random.Generator, count: int) -> np.ndarray:
+def _random_points(prop: Property, rng: np.random.Generator, count: int, region: Region | None = None) -> np.ndarray:
     """Uniform points of the box; in the second half each coordinate sits on a bound with probability SNAP each.
 
     Violations of ACAS Xu style properties often touch a face of the box
     (one input at its extreme); uniform sampling almost never lands there.
+    With a `region`, the points come from its boxes instead.
     """
+    if region is not None:
+        return region.sample(rng, count)
     points = rng.uniform(prop.lower, prop.upper, size=(count, prop.n_inputs))
     half = count // 2
     coin = rng.uniform(size=(count - half, prop.n_inputs))
@@ -145,7 +174,11 @@ def _random_points(prop: Property, rng: np.random.Generator, count: int) -> np.n
 
 
 def falsify(
-    network: Network, prop: Property, budget_seconds: float = 0.5, rng: np.random.Generator | int | None = 0
+    network: Network,
+    prop: Property,
+    budget_seconds: float = 0.5,
+    rng: np.random.Generator | int | None = 0,
+    region: Region | None = None,
 ) -> np.ndarray | None:
     """A point of the box whose float64 outputs are unsafe, or None if none was found in the budget.
 
@@ -155,12 +188,17 @@ def falsify(
     round also evaluates a new random batch. The returned point has slack
     >= 0 in float64 and has been pushed deeper into the unsafe set by a few
     extra ascent steps; it is not yet validated against onnxruntime.
+    `region`: attack these boxes of the property's box (see `Region`).
     """
     if not prop.unsafe:
         return None
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     deadline = time.monotonic() + budget_seconds
-    elite = _seed_points(prop, rng)
+    if region is None:
+        elite = _seed_points(prop, rng)
+    else:
+        centres = (region.lower + region.upper) / 2.0
+        elite = np.concatenate([centres, region.sample(rng, RANDOM_BATCH)])
     elite_slack = prop.unsafe_slack(network.evaluate(elite))
     round_index = 0
     while True:
@@ -170,7 +208,7 @@ def falsify(
             return None
         order = np.argsort(elite_slack)
         elite, elite_slack = elite[order[-ELITE:]], elite_slack[order[-ELITE:]]
-        samples = _random_points(prop, rng, RANDOM_BATCH)
+        samples = _random_points(prop, rng, RANDOM_BATCH, region)
         samples_slack = prop.unsafe_slack(network.evaluate(samples))
         fresh = samples[np.argsort(samples_slack)[-(PGD_STARTS - ELITE_STARTS):]]
         starts = np.concatenate([elite[-ELITE_STARTS:], fresh])

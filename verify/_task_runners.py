@@ -6,8 +6,9 @@ A task is a tuple whose first item names its kind; `run_task` returns:
   the `_split.Outcome` of a stretch of branch and bound on `boxes`
   (`attack`: try the attack points of `_split` too; boxes with at most
   `engine_unstable` unstable ReLUs go to the box engine at once);
-- ``("attack", seed, seconds)``: ``(candidate or None, seconds taken)``
-  of a falsification run;
+- ``("attack", seed, seconds, region)``: ``(candidate or None, seconds
+  taken)`` of a falsification run, on the whole box (`region` None) or
+  aimed at open boxes (a `_falsify.Region`);
 - ``("engine", box, seconds)``: the `Result` of `_box_engine.decide_box`
   on the one-box `box`, restricted to the disjuncts still open on it
   (proved only by an exact Z3 UNSAT).
@@ -52,12 +53,19 @@ def run_task(task, context: tuple = ()):
             engine_depth=depth_limit, attack=attack, engine_unstable=engine_unstable,
         )
     if task[0] == "attack":
-        _, seed, seconds = task
+        _, seed, seconds, region = task
         begun = time.monotonic()
-        return _falsify.falsify(network, prop, seconds, seed), time.monotonic() - begun
+        return _falsify.falsify(network, prop, seconds, seed, region), time.monotonic() - begun
     _, box, seconds = task
     still_open = tuple(conjunction for k, conjunction in enumerate(prop.unsafe) if box.open[0, k])
     return decide_box(network, prop.restricted(box.lower[0], box.upper[0], still_open), box.hidden[0], seconds)
+
+
+def _timed_task(task):
+    """`run_task` in a worker, with the seconds it took there (what `PoolRunner.busy_seconds` adds up)."""
+    begun, cpu = time.monotonic(), time.process_time()
+    answer = run_task(task)
+    return answer, time.monotonic() - begun, time.process_time() - cpu
 
 
 def _init_worker(network, prop, objectives, complete) -> None:
@@ -101,8 +109,12 @@ class PoolRunner:
 
     def __init__(self, jobs, network, prop, objectives, complete) -> None:
         context = multiprocessing.get_context("fork")
+        self.started = time.monotonic()
         self._pool = context.Pool(jobs, initializer=_init_worker, initargs=(network, prop, objectives, complete))
         self.jobs = jobs
+        self.busy_seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.task_seconds: Counter = Counter()
         self._busy: Counter = Counter()
         self._done: queue.Queue = queue.Queue()
 
@@ -112,7 +124,7 @@ class PoolRunner:
     def submit(self, task) -> None:
         self._busy[task[0]] += 1
         self._pool.apply_async(
-            run_task,
+            _timed_task,
             (task,),
             callback=lambda answer, task=task: self._done.put((task[0], task, answer)),
             error_callback=lambda error, task=task: self._done.put(("error", task, error)),
@@ -136,7 +148,16 @@ class PoolRunner:
             raise EngineError(
                 f"a branch-and-bound worker failed on a {message[1][0]} task: {type(error).__name__}: {error}"
             )
-        return message
+        kind, task, (answer, seconds, cpu_seconds) = message
+        self.busy_seconds += seconds
+        self.cpu_seconds += cpu_seconds
+        self.task_seconds[kind] += seconds
+        return kind, task, answer
+
+    def idle_share(self) -> float:
+        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
+        capacity = self.jobs * (time.monotonic() - self.started)
+        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
 
     def close(self) -> None:
         self._pool.terminate()

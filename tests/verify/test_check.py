@@ -351,3 +351,27 @@ def test_a_network_without_hidden_layers_is_split_and_proved(monkeypatch):
     result = check(network, prop, engine="bounds", timeout=30, jobs=1)
     assert result.verdict == "proved", result.reason
     assert result.stats["boxes"] > 1
+
+
+def test_attack_effort_follows_the_open_share_of_the_box():
+    assert _check.attack_allowance(0.0, 0.0, 2) == 0.0
+    assert _check.attack_allowance(0.0, 1.0, 2) == _check.FALSIFY_SECONDS
+    open_box = _check.attack_allowance(0.0, 12.0, 2)
+    mostly_proved = _check.attack_allowance(0.99, 12.0, 2)
+    assert open_box == pytest.approx(_check.FALSIFY_SECONDS + _check.ATTACK_SHARE * 20.0)
+    assert mostly_proved == pytest.approx(_check.FALSIFY_SECONDS + _check.ATTACK_SHARE * _check.ATTACK_FLOOR * 20.0)
+    assert _check.attack_allowance(0.5, 12.0, 2) < open_box
+
+
+def test_an_attack_task_aimed_at_open_boxes_finds_what_lies_in_them():
+    from certfsm.verify._task_runners import run_task
+
+    # y = -|x - 1/3| + 0.01 >= 0 only within 0.01 of 1/3; the open box around it is what is attacked
+    third = 1.0 / 3.0
+    network = _net(([[1.0], [-1.0]], [-third, third]), ([[-1.0, -1.0]], [0.01]))
+    prop = Property("near", [0.0], [1.0], (_at_least(0.0),))
+    region = _falsify.Region(np.array([[0.3]]), np.array([[0.35]]), np.array([1.0]))
+    objectives = _split.Objectives.of(prop, 1)
+    candidate, seconds = run_task(("attack", 3, 0.5, region), (network, prop, objectives, None))
+    assert candidate is not None and abs(candidate[0] - third) <= 0.01 + 1e-12
+    assert seconds <= 5.0

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certfsm._network import AffineLayer, Network
-from certfsm.verify._falsify import falsify, local_search, slack_and_gradient
+from certfsm.verify._falsify import Region, falsify, local_search, slack_and_gradient
 from certfsm.verify._property import Conjunction, Property, chosen_conjunction
 
 
@@ -102,3 +102,20 @@ def test_a_returned_point_is_always_in_the_box_and_unsafe_in_float64(seed, thres
     if x is not None:
         assert prop.contains_input(x)
         assert prop.unsafe_slack(network.evaluate(x)) >= 0.0
+
+
+def test_a_region_attack_finds_a_violation_inside_its_boxes_and_samples_only_there():
+    prop = Property("peak", -np.ones(4), np.ones(4), (Conjunction([[-1.0]], [-0.99]),))
+    region = Region(
+        np.array([PEAK_CENTRE - 0.05, -np.ones(4)]),
+        np.array([PEAK_CENTRE + 0.05, -0.5 * np.ones(4)]),
+        np.array([3.0, 1.0]),
+    )
+    points = region.sample(np.random.default_rng(0), 2000)
+    inside = [np.all((points >= region.lower[k]) & (points <= region.upper[k]), axis=1) for k in range(2)]
+    assert np.all(inside[0] | inside[1])
+    assert 0.6 < inside[0].mean() < 0.9
+    x = falsify(PEAK, prop, budget_seconds=2.0, rng=0, region=region)
+    assert x is not None and prop.contains_input(x)
+    assert prop.unsafe_slack(PEAK.evaluate(x)) >= 0.0
+
