@@ -235,7 +235,7 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
             continue
         start = np.zeros(1, dtype=np.int64)
         values = [
-            optimised_disjunct_bounds(network, hidden, lowers, uppers, conjunction.A, conjunction.b, start + row,
+            optimised_disjunct_bounds(network, hidden, lowers, uppers, conjunction.A, conjunction.b_sound, start + row,
                                       CHECK_STEPS)[0][0]
             for row in range(conjunction.A.shape[0])
         ]
