@@ -53,11 +53,26 @@ class ValueStatistic:
         return self
 
 
-class PercentileStatistic:
+class _Windowed:
+    """What the windowed statistics share: the window of samples (`samples`) kept as snapshot entries."""
+
+    __slots__ = ()
+    is_windowed = True
+
+    def skip(self) -> None:
+        self.samples.push(None)
+
+    def entries(self) -> list[float | None]:
+        return self.samples.entries()
+
+    def load(self, entries: list[float | None]) -> None:
+        self.samples.load(entries)
+
+
+class PercentileStatistic(_Windowed):
     """The nearest-rank q-th percentile of the window's samples against the limit."""
 
     __slots__ = ("limit", "q", "samples")
-    is_windowed = True
 
     def __init__(self, limit: float, window: int, q: int) -> None:
         self.limit, self.q, self.samples = limit, q, SortedWindow(window)
@@ -67,26 +82,16 @@ class PercentileStatistic:
         value = self.samples.percentile(self.q)
         return value, value is not None and value > self.limit
 
-    def skip(self) -> None:
-        self.samples.push(None)
-
-    def entries(self) -> list[float | None]:
-        return self.samples.entries()
-
-    def load(self, entries: list[float | None]) -> None:
-        self.samples.load(entries)
-
     def copy(self) -> PercentileStatistic:
         clone = PercentileStatistic.__new__(PercentileStatistic)
         clone.limit, clone.q, clone.samples = self.limit, self.q, self.samples.copy()
         return clone
 
 
-class MeanStatistic:
+class MeanStatistic(_Windowed):
     """The exact mean of the window's samples against the limit."""
 
     __slots__ = ("limit", "limit_units", "samples")
-    is_windowed = True
 
     def __init__(self, limit: float, window: int) -> None:
         self.limit, self.limit_units, self.samples = limit, exact_units(limit), SumWindow(window)
@@ -94,15 +99,6 @@ class MeanStatistic:
     def observe(self, sample: float | None) -> tuple[float | None, bool]:
         self.samples.push(sample)
         return self.samples.mean(), self.samples.mean_exceeds(self.limit_units)
-
-    def skip(self) -> None:
-        self.samples.push(None)
-
-    def entries(self) -> list[float | None]:
-        return self.samples.entries()
-
-    def load(self, entries: list[float | None]) -> None:
-        self.samples.load(entries)
 
     def copy(self) -> MeanStatistic:
         clone = MeanStatistic.__new__(MeanStatistic)
