@@ -115,15 +115,12 @@ def verify(
 ) -> None:
     """Prove the spec's token range and legality rules (plain and gated) and write a report folder."""
     from certfsm._spec import load_spec
-    from certfsm.verify._report import InputNaming, write_report
-    from certfsm.verify._run import verify_spec
+    from certfsm.verify import InputNaming, spec_properties, verify_spec, write_report
 
     spec_path = _spec_argument(spec, example, example_name)
     _check_engine(engine)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     controller = load_spec(spec_path)
-    from .verify._spec_properties import spec_properties
-
     labels = [p.name for p in spec_properties(controller)]
     with _Progress(labels, progress and sys.stderr.isatty()) as bar:
         run = verify_spec(controller, engine=engine, timeout=timeout, jobs=_jobs(jobs), on_progress=bar.update)
@@ -150,7 +147,7 @@ def _spec_argument(spec: Optional[Path], example: bool, example_name: str) -> Pa
 
 def _check_engine(engine: str) -> None:
     """Refuse an unknown --engine, or one whose solver is not installed, before any work."""
-    from certfsm.verify._engines import engines_needed, is_installed, missing_solver
+    from certfsm.verify import engines_needed, is_installed, missing_solver
 
     if engine not in ("auto", "marabou", "z3", "both", "bounds"):
         raise UsageError(f"--engine {engine} is not one of auto, marabou, z3, both, bounds; give e.g. --engine auto")
@@ -180,9 +177,7 @@ def vnnlib(
     progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
 ) -> None:
     """Check a VNN-LIB property VNN-COMP style: prints (and writes) unsat, sat with a witness, timeout or unknown."""
-    from certfsm.verify._report import InputNaming, write_report
-    from certfsm.verify._run import verify_vnnlib, vnncomp_answer
-    from certfsm.verify._vnnlib import format_vnncomp_result
+    from certfsm.verify import InputNaming, format_vnncomp_result, verify_vnnlib, vnncomp_answer, write_report
 
     _check_engine(engine)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
@@ -217,7 +212,7 @@ def recheck(
     timeout: float = typer.Option(60.0, help="Seconds per file."),
 ) -> None:
     """Re-run every .smt2 file of a report with a stock SMT solver and compare with the recorded status."""
-    from certfsm.verify._recheck import recheck_folder
+    from certfsm.verify import recheck_folder
 
     rows = recheck_folder(folder, solver=solver, timeout=_seconds("--timeout", timeout))
     for row in rows:
@@ -246,7 +241,7 @@ def distill(
 ) -> None:
     """Distil the network into a certified lookup-table state machine: artifact plus report folder."""
     from certfsm._spec import load_spec
-    from certfsm.fsm._pipeline import distill_controller
+    from certfsm.fsm import distill_controller
 
     spec_path = _spec_argument(spec, example, example_name)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
@@ -346,8 +341,8 @@ def run(
     import signal
 
     from certfsm import runtime
-    from certfsm.runtime._calibration import Calibration
-    from certfsm.runtime._run import open_probe, run as run_loop
+    from certfsm.runtime import Calibration, open_probe
+    from certfsm.runtime import run as run_loop
 
     if steps is not None and steps < 1:
         raise UsageError(f"--steps {steps} is not a positive number of cycles; give e.g. --steps 1000")
@@ -443,7 +438,7 @@ def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON)."))
     """Validate a controller spec against the schema and its semantic rules."""
     from certfsm._onnx import load_onnx
     from certfsm._spec import check_spec, load_spec
-    from certfsm.verify._run import check_network_fits_spec
+    from certfsm.verify import check_network_fits_spec
 
     lines = check_spec(_spec_argument(spec, False, ""))
     controller = load_spec(spec)

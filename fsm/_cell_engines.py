@@ -1,6 +1,6 @@
 """Phase 3 of `distill`: decide one cell that sampling and bounds left open, with the engines.
 
-`verify._check.check(..., engine="auto", jobs=1)` on the cell's
+`verify.check(..., engine="auto", jobs=1)` on the cell's
 `exact_property` (falsification, bounds, branch and bound, Marabou):
 proved -> EXACT; violated -> a witness from the counterexample and a cell
 sample, or from a short falsification of robust versions of both
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from certfsm._decision import gated_decide
-from certfsm.verify import _check, _falsify
-from certfsm.verify._property import Property
+from certfsm.verify import Property, check, falsify
 
 from ._cell_problem import _Decision, _Problem
 from ._table import CONSERVATIVE, EXACT, UNDECIDED
@@ -56,7 +55,7 @@ def _decide_cell(problem: _Problem, task: _Task) -> _Decision:
     """Decide one cell with `verify.check` and, when the cell is not exact, look for a validated witness."""
     label, queries, hints = "falsify", 0, task.hints
     if task.mode == "prove":
-        result = _check.check(problem.network, problem.exact_property(task.cell, task.candidate), engine="auto",
+        result = check(problem.network, problem.exact_property(task.cell, task.candidate), engine="auto",
                               timeout=task.timeout, jobs=1, seed=task.seed)
         label, queries = _engine_label(result.engine), int(result.stats.get("engine_queries", 0))
         if result.is_proved:
@@ -108,7 +107,7 @@ def _find_witness(problem: _Problem, cell: int, token: int, hints: np.ndarray, b
                 return None
             unsafe = problem.wins(token, delta * scale) if wanted == "same" else problem.loses(token, delta * scale)
             prop = Property(f"cell {cell} witness", lower, upper, unsafe)
-            x = _falsify.falsify(problem.network, prop, remaining / (2 * (len(ROBUST_STEPS) - step)),
+            x = falsify(problem.network, prop, remaining / (2 * (len(ROBUST_STEPS) - step)),
                                  seed + 7919 * step)
             if x is None or problem.grid.cell_of(x) != cell:
                 continue

@@ -37,7 +37,7 @@ import numpy as np
 from certfsm._decision import gated_decide, preference
 from certfsm._errors import SpecError
 from certfsm._network import Network
-from certfsm.verify._property import Conjunction, Property, chosen_conjunction
+from certfsm.verify import Conjunction, Property, chosen_conjunction
 
 from ._grid import Grid
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm.verify._split import limit_blas_threads
+from certfsm.verify import limit_blas_threads
 
 from ._cell_bounds import _bounds_phase
 from ._cell_engines import _decide_cell

@@ -49,7 +49,7 @@ import numpy as np
 
 from certfsm._errors import SpecError
 from certfsm._network import Network
-from certfsm.verify._split import single_threaded_blas
+from certfsm.verify import single_threaded_blas
 
 from ._cell_engines import _Task
 from ._cell_problem import ENGINES, _Decision, _Problem, _problem

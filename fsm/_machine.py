@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from certfsm.machine import NO_CANDIDATE, MachineParams, Reason, State, initial_state, step
-from certfsm.verify._result import VERDICTS, VIOLATED
+from certfsm.verify import VERDICTS, VIOLATED
 
 __all__ = ["NO_CANDIDATE", "MachineInput", "MachineParams", "Proof", "Reason", "State", "Trace", "TraceStep",
            "initial_state", "replay", "step"]

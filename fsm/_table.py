@@ -272,7 +272,7 @@ def _table_encoding(table: Table, spec) -> list[str]:
     allowed row. The geometry is written out per bin with the exact
     decimals of the edges and rule bounds, and the solver evaluates it.
     """
-    from certfsm.verify._exact import exact_decimal
+    from certfsm.verify import exact_decimal
 
     grid = table.grid
     shape = grid.shape

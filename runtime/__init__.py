@@ -7,6 +7,9 @@
   and override request to a SHA-256-chained binary log; `verify_log`,
   `read_log`, `export_jsonl`; `replay_log` re-executes a log and shows
   every decision reproduced.
+- `run(controller, probe, ...)`: the loop of `certfsm run` (`open_probe`
+  names a probe: linux, trace:FILE.csv, example-trace; `Calibration`
+  maps probe quantities to inputs).
 - `Controller.step(reading, metrics=..., now=...) -> Decision` one cycle
   (`step_fixed` for fixed-point integers), `decide_many(readings)` a batch
   of table decisions, `override(token, cycles)`, `swap(machine)` between
@@ -24,8 +27,10 @@ from certfsm.machine import Machine, Reason, State
 
 from ._audit import AuditWriter
 from ._audit_read import export_jsonl, read_log, verify_log
+from ._calibration import Calibration
 from ._controller import Controller, Decision
 from ._replay import ReplayOutcome, replay_log
+from ._run import RunSummary, open_probe, run
 
 
 def load(path, *, sla=True, record=None) -> Controller:
@@ -70,5 +75,5 @@ def sla_monitor_of(artifact_path):
     return monitor if monitor.paths else None
 
 
-__all__ = ["AuditWriter", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
+__all__ = ["AuditWriter", "Calibration", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
            "load", "load_machine", "open_audit", "read_log", "replay_log", "sla_monitor_of", "verify_log"]

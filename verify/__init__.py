@@ -22,11 +22,15 @@ import them when called.
 """
 
 from ._check import ENGINES, check
+from ._engines import engines_needed, is_installed, missing_solver
+from ._exact import exact_decimal, exact_outputs, plain_decimal
+from ._falsify import falsify
 from ._property import Conjunction, Property, chosen_conjunction
 from ._recheck import RecheckRow, recheck_folder
-from ._report import InputNaming, write_report
-from ._result import PROVED, UNKNOWN, VIOLATED, Result
-from ._run import VerifyRun, verify_spec, verify_vnnlib, vnncomp_answer
+from ._report import InputNaming, model_summary, spec_summary, write_report
+from ._result import PROVED, UNKNOWN, VERDICTS, VIOLATED, Result
+from ._run import VerifyRun, check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
+from ._split import limit_blas_threads, single_threaded_blas
 from ._smtlib import certfsm_version, one_line, smtlib_script, smtlib_text, write_proof_query, write_smtlib
 from ._spec_properties import spec_properties
 from ._validate import Validation, validate_counterexample
@@ -39,4 +43,7 @@ __all__ = [
     "parse_vnnlib", "recheck_folder", "smtlib_script", "spec_properties", "validate_counterexample",
     "verify_spec", "verify_vnnlib", "vnncomp_answer", "write_report", "write_smtlib",
     "certfsm_version", "one_line", "smtlib_text", "solve_text", "write_proof_query",
+    "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
+    "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
+    "engines_needed", "is_installed", "missing_solver",
 ]
