@@ -97,10 +97,10 @@ def load_private_key(path) -> PrivateKey:
     data = _read_key_file(path, "private", fix)
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as error:
-        hint = " (this is a public key)" if b"PUBLIC KEY" in data else ""
-        raise SigningError(f"{label}: not an unencrypted PEM private key{hint}: "
-                           f"{' '.join(str(error).split())[:80]}; {fix}") from None
+    except (ValueError, TypeError):
+        what = "a public key, not a private key" if b"PUBLIC KEY" in data else \
+            "not an unencrypted PEM private key (PKCS8), or a damaged one"
+        raise SigningError(f"{label}: {what}; {fix}") from None
     except Exception as error:  # cryptography raises its own types for unsupported algorithms
         raise SigningError(f"{label}: not a usable PEM private key ({type(error).__name__}); {fix}") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
@@ -120,8 +120,8 @@ def load_public_key(path) -> PublicKey:
                            "(and keep the private key off the target)")
     try:
         key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as error:
-        raise SigningError(f"{label}: not a PEM public key: {' '.join(str(error).split())[:80]}; {fix}") from None
+    except (ValueError, TypeError):
+        raise SigningError(f"{label}: not a PEM public key (SubjectPublicKeyInfo), or a damaged one; {fix}") from None
     except Exception as error:
         raise SigningError(f"{label}: not a usable PEM public key ({type(error).__name__}); {fix}") from None
     if not isinstance(key, ed25519.Ed25519PublicKey):
