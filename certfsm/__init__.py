@@ -10,7 +10,7 @@ the sub-packages: `certfsm.verify` (Marabou, Z3, bounds, reports),
 `certfsm.fsm` (grid, table, state machine and its proofs).
 """
 
-from ._errors import ArtifactError, CertfsmError, EngineError, ModelError, ReportError, SpecError, VnnlibError
+from ._errors import ArtifactError, CertfsmError, EngineError, ModelError, ReportError, SigningError, SpecError, VnnlibError
 
 # The numeric parts load on first use (PEP 562), so that `import certfsm.machine`
 # (the runtime's scalar path) needs the standard library alone.
@@ -44,6 +44,6 @@ def load_spec(path):
 
 __all__ = [
     "AffineLayer", "ArtifactError", "CertfsmError", "EngineError", "ModelError", "Network", "ReportError",
-    "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_onnx", "load_spec",
+    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_onnx", "load_spec",
     "margin_from_probability",
 ]

@@ -5,7 +5,16 @@ payload's value and anything that can read JSON can audit the file.
 
 Format version 1. The file is exactly ``canonical_bytes(document)``, no
 trailing newline, where ``document = {"certfsm_artifact": 1, "sha256":
-sha256_hex(canonical_bytes(payload)), "payload": payload}`` and the payload
+sha256_hex(canonical_bytes(payload)), "payload": payload}``, plus, in a
+signed artifact, ``"signature": {"algorithm": "ed25519", "key_id": k,
+"value": v}`` where ``v`` is the standard base64 of the 64-byte Ed25519
+signature of ``canonical_bytes(payload)`` (the bytes the SHA-256 covers)
+and ``k`` the key id of the signing key, the first 16 hex digits of the
+SHA-256 of its raw 32-byte public key (`certfsm._artifact_signature`).
+The signature lives outside the payload, so the hash, the canonical
+form and an unsigned artifact's bytes are what they were; signing is a
+rewrite that adds only that key (`sign_artifact`). The payload
+holds
 holds (cells are numbered flat in C order over the inputs' bins: the last
 input's bin varies fastest; output index k is the network's output k):
 
@@ -30,8 +39,12 @@ input's bin varies fastest; output index k is the network's output k):
 Loading runs these checks in order and refuses at the first failure with
 one line naming the failing item and the fix: the file is readable; it is ASCII
 JSON without NaN, infinities or repeated keys; the top-level keys and the
-format version; the hash; the bytes are exactly the canonical form (a
-reformatted file is refused even when its payload is intact); the
+format version and the signature's shape; the hash; the bytes are exactly
+the canonical form (a reformatted file is refused even when its payload
+is intact); with ``trusted_keys``, the signature: an unsigned artifact,
+one signed by a key not trusted, or one whose signature does not verify
+over the payload is refused (without trusted keys it is not verified,
+and `cryptography` is not even imported); the
 structure (`certfsm._artifact_checks`: types, ranges, lengths, the grid
 and machine agree with the spec, every cell allows the conservative token
 and only legal tokens, every proposal is allowed in its cell, every
@@ -40,8 +53,10 @@ re-derives from the payload's own spec (`certfsm._artifact_trust`: edges
 from min and max, well-formed legality rules, every allowed mask equal to
 the rules', a consistent gate); the certificate (exactly the properties
 certfsm distill proves, each required, proved, by an engine that can
-prove it). What needs the model or a signature is not re-derived here;
-`certfsm._artifact_trust` lists it. The writer runs the same structural checks, so it
+prove it). The SHA-256 alone protects against accidents only: anyone
+can edit and rehash. With trusted keys the signature closes that: an
+edit of a signed payload, however consistent, no longer verifies. What
+needs the model is not re-derived here; `certfsm._artifact_trust` lists it. The writer runs the same structural checks, so it
 cannot write what the loader refuses (except for unproved entries: an
 uncertified artifact may be written so that ``certfsm inspect``
 (`certfsm._inspect`) can show why the runtime refuses it).
@@ -65,10 +80,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
+from ._artifact_signature import SIGNATURE_KEY, ArtifactSignature, check_signature, signature_of
 from ._artifact_trust import certificate_problem
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
 from ._readonly import ReadOnlyDict
+from ._signing import ALGORITHM, PrivateKey, load_private_key, trusted_key_set
 from ._staging import write_atomically
 
 
@@ -77,6 +94,7 @@ ARTIFACT_SUFFIX = ".cfsm"
 _RERUN = "re-run certfsm distill"
 _FIX_PRODUCER = "fix the code that built the payload: the loader would refuse this artifact"
 _TOP_KEYS = ("certfsm_artifact", "payload", "sha256")
+_OPTIONAL_TOP_KEYS = (SIGNATURE_KEY,)
 
 
 class _ReadOnlyDict(ReadOnlyDict):
@@ -119,7 +137,9 @@ class Artifact:
     (``reshape(-1)`` gives the flat C-order numbering of the file).
     `edges[i]` are input i's float64 bin edges. `spec` is the spec document
     as stored (read-only dicts and tuples). `path` is None for an artifact
-    that was only built in memory.
+    that was only built in memory. `signature` is the file's signature
+    (None when unsigned); it was verified only when the artifact was
+    loaded with trusted keys.
     """
 
     path: Path | None
@@ -138,6 +158,7 @@ class Artifact:
     codes: tuple[int, ...]
     certificate: tuple[CertificateEntry, ...]
     created_by: str
+    signature: ArtifactSignature | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -257,9 +278,11 @@ def _envelope(document: Any, label: str) -> tuple[str, dict]:
         if key not in document:
             raise ArtifactError(f"{label}: the top-level key {key!r} is missing (the file is damaged); {_RERUN}")
     for key in document:
-        if key not in _TOP_KEYS:
+        if key not in _TOP_KEYS + _OPTIONAL_TOP_KEYS:
             raise ArtifactError(f"{label}: unknown top-level key {key!r} (format {ARTIFACT_FORMAT_VERSION} has only "
-                                f"{', '.join(_TOP_KEYS)}); the artifact was modified after it was written; {_RERUN}")
+                                f"{', '.join(_TOP_KEYS + _OPTIONAL_TOP_KEYS)}); the artifact was modified after it was "
+                                f"written; {_RERUN}")
+    signature_of(document, label)
     recorded, payload = document["sha256"], document["payload"]
     if not isinstance(recorded, str) or not _HEX64.fullmatch(recorded):
         raise ArtifactError(f"{label}: sha256={_show(recorded)} is not 64 lowercase hex digits "
@@ -293,27 +316,41 @@ def _check_certificate(artifact: Artifact, label: str) -> None:
         raise ArtifactError(f"{label}: {refusal.text}; {refusal.fix}")
 
 
-def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None) -> Artifact:
+def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None,
+             signature: ArtifactSignature | None = None) -> Artifact:
     """The typed artifact of a parsed `payload` once the structural checks pass; the spec is frozen as hashed."""
     fields = _Structure(payload, label, fix).fields()
     certificate = tuple(CertificateEntry(**entry) for entry in fields.pop("certificate"))
-    return Artifact(path=path, sha256=sha256, spec=_freeze(fields.pop("spec")), certificate=certificate, **fields)
+    return Artifact(path=path, sha256=sha256, spec=_freeze(fields.pop("spec")), certificate=certificate,
+                    signature=signature, **fields)
 
 
-def load_artifact(path: str | os.PathLike, *, require_proved: bool = True) -> Artifact:
+def _check_signature(document: dict, payload: dict, label: str, trusted) -> None:
+    """With trusted keys (by key id), refuse an unsigned artifact, a key not trusted or a signature that fails."""
+    check_signature(signature_of(document, label), _canonical(payload), trusted, label)
+
+
+def load_artifact(path: str | os.PathLike, *, require_proved: bool = True, trusted_keys=None) -> Artifact:
     """Read and check the artifact at `path`; raises ArtifactError naming the first failing check.
 
     With ``require_proved=False`` an artifact whose certificate has
     unproved required entries still loads (for inspection and reports);
-    the runtime keeps the default.
+    the runtime keeps the default. `trusted_keys` (public key files
+    KEY.pub or `certfsm._signing.PublicKey` values; None = no signature
+    check) makes the artifact load only when a trusted key's Ed25519
+    signature over its payload verifies; it needs the ``sign`` extra
+    (SigningError naming it otherwise), as does a malformed key file.
     """
     label = os.fspath(path)
+    trusted = None if trusted_keys is None else trusted_key_set(trusted_keys)
     data = _read(path, label)
     document = _parse(data, label)
     recorded, payload = _envelope(document, label)
     _check_hash(recorded, payload, label)
     _check_canonical(data, document, label)
-    artifact = _checked(payload, label, _RERUN, recorded, Path(label))
+    if trusted is not None:
+        _check_signature(document, payload, label, trusted)
+    artifact = _checked(payload, label, _RERUN, recorded, Path(label), signature_of(document, label))
     if require_proved:
         _check_certificate(artifact, label)
     return artifact
@@ -355,3 +392,29 @@ def _build(payload: Mapping[str, Any], label: str) -> tuple[bytes, str]:
     digest = sha256_hex(body)
     _checked(plain, label, _FIX_PRODUCER, digest, None)
     return _canonical({"certfsm_artifact": ARTIFACT_FORMAT_VERSION, "sha256": digest, "payload": plain}), digest
+
+
+def sign_artifact(path: str | os.PathLike, key) -> ArtifactSignature:
+    """Sign the artifact at `path` with `key` (a private key file or `certfsm._signing.PrivateKey`) and rewrite it.
+
+    The artifact must pass every check of the loader except the
+    certificate's verdicts (an uncertified artifact can be signed: the
+    signature says who made it, and the runtime still refuses it); a
+    previous signature is replaced. Only the top-level ``signature`` key
+    is added, so the payload, its hash and its canonical bytes are
+    unchanged. The file is rewritten atomically (`write_atomically`).
+    """
+    label = os.fspath(path)
+    private = key if isinstance(key, PrivateKey) else load_private_key(key)
+    data = _read(path, label)
+    document = _parse(data, label)
+    recorded, payload = _envelope(document, label)
+    _check_hash(recorded, payload, label)
+    _check_canonical(data, document, label)
+    _checked(payload, label, _RERUN, recorded, Path(label))
+    signature = ArtifactSignature(private.public.key_id, ALGORITHM, private.sign(_canonical(payload)))
+    signed = {name: value for name, value in document.items() if name != SIGNATURE_KEY}
+    signed[SIGNATURE_KEY] = signature.to_json()
+    write_atomically(Path(label), _canonical(signed), what="signed artifact",
+                     fix="check that the artifact's folder is writable")
+    return signature

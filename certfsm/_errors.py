@@ -48,3 +48,7 @@ class ProbeError(CertfsmError, ValueError):
 
 class AuditLogError(CertfsmError, ValueError):
     """An audit log cannot be read (not a log, corrupt or unknown-version header), fails verification, or was given a bad record."""
+
+
+class SigningError(CertfsmError, ValueError):
+    """A signing key cannot be made, read or used (malformed key file, an existing key, cryptography not installed)."""

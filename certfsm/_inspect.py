@@ -19,12 +19,14 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from ._artifact import (_RERUN, Artifact, _check_canonical, _check_certificate, _check_hash, _checked, _envelope,
-                        _parse, _read)
+from ._artifact import (_RERUN, Artifact, _check_canonical, _check_certificate, _check_hash, _check_signature,
+                        _checked, _envelope, _parse, _read)
+from ._artifact_signature import signature_of
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION
 from ._artifact_trust import required_properties
 from ._canonical import sha256_hex
 from ._errors import CertfsmError, ReportError
+from ._signing import trusted_key_set
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,10 @@ class Inspection:
     """What `inspect_artifact` found: summary lines (iterating yields them), each check, the artifact if it parsed.
 
     `is_ok` holds only when every check ran and passed (file, JSON, format,
-    hash, canonical form, structure, certificate and, when a report folder
-    was given, its .smt2 files); the CLI exits 0 exactly then.
+    hash, canonical form, the signature when the file is signed or trusted
+    keys were given, structure, certificate and, when a report folder was
+    given, its .smt2 files); the CLI exits 0 exactly then. Without trusted
+    keys a signature is shown but not verified, and the check says so.
     """
 
     lines: tuple[str, ...]
@@ -97,16 +101,22 @@ class Inspection:
         return iter(self.lines)
 
 
-def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | None = None) -> Inspection:
+def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | None = None,
+                     trusted_keys=None) -> Inspection:
     """Summarise the artifact at `path` and run every check that can run; never raises for a bad artifact.
 
     Unlike `load_artifact`, a failed hash or canonical-form check does not
     stop the later checks, so a person sees what is inside a modified file
     and everything else that is wrong with it. With `report`, the .smt2
     files of that report folder are compared with the certificate too.
+    With `trusted_keys` (as for `load_artifact`) the signature is verified;
+    a bad key file raises SigningError, since it is not the artifact's fault.
     """
     label = os.fspath(path)
+    trusted = None if trusted_keys is None else trusted_key_set(trusted_keys)
     names = ["file", "JSON", "format", "sha256", "canonical form", "structure", "certificate"]
+    if trusted is not None:
+        names.insert(names.index("structure"), "signature")
     checks: list[Check] = []
     extra: list[str] = []
 
@@ -131,7 +141,17 @@ def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | Non
         attempt("sha256", lambda: _check_hash(recorded, payload, label), f"the payload hashes to {recorded}")
         attempt("canonical form", lambda: _check_canonical(data, document, label),
                 "the bytes are exactly the canonical form of their content")
-        ok, artifact = attempt("structure", lambda: _checked(payload, label, _RERUN, recorded, Path(label)),
+        signature = signature_of(document, label)
+        if trusted is not None:
+            attempt("signature", lambda: _check_signature(document, payload, label, trusted),
+                    lambda _: f"signed by {signature.key_id}, a trusted key; the {signature.algorithm} signature "
+                              "verifies over the payload")
+        elif signature is not None:
+            names.insert(names.index("structure"), "signature")
+            checks.append(Check("signature", True, f"signed by {signature.key_id} ({signature.algorithm}); not "
+                                                   "verified: give --trust KEY.pub to check it"))
+        ok, artifact = attempt("structure", lambda: _checked(payload, label, _RERUN, recorded, Path(label),
+                                                             signature),
                                "types, ranges, lengths and cross-references are consistent")
     if ok:
         attempt("certificate", lambda: _check_certificate(artifact, label),
@@ -173,6 +193,8 @@ def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
     lines = [f"artifact: {label} ({size} bytes, format {ARTIFACT_FORMAT_VERSION}, written by {artifact.created_by})",
              f"controller: {spec['name']}, decision {spec.get('decision', 'not stated')}",
              f"model sha256: {artifact.model_sha256}", f"payload sha256: {artifact.sha256}",
+             "signature: unsigned" if artifact.signature is None
+             else f"signature: signed by {artifact.signature.key_id} ({artifact.signature.algorithm})",
              f"inputs ({artifact.n_inputs}):"]
     for i, (edges, bits) in enumerate(zip(artifact.edges, artifact.frac_bits)):
         item = spec["inputs"][i]

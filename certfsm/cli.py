@@ -238,12 +238,19 @@ def distill(
     decision_map: Optional[list[str]] = typer.Option(None, "--map", metavar="X,Y",
                                                      help="Draw the decision map over inputs X and Y (repeatable)."),
     progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
+    sign: Optional[Path] = typer.Option(None, "--sign", metavar="KEY",
+                                        help="Sign the artifact with this private key (from certfsm keygen)."),
 ) -> None:
     """Distil the network into a certified lookup-table state machine: artifact plus report folder."""
     from certfsm._spec import load_spec
     from certfsm.fsm import distill_controller
 
     spec_path = _spec_argument(spec, example, example_name)
+    signer = None
+    if sign is not None:  # read the key before the distillation, so a bad key costs no solver time
+        from certfsm._signing import load_private_key
+
+        signer = load_private_key(sign)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     controller = load_spec(spec_path)
     pairs = tuple(_input_pair(text) for text in decision_map or ())
@@ -264,7 +271,12 @@ def distill(
         if entry["verdict"] != "proved":
             typer.echo(f"{entry['property']}: {entry['verdict']} ({entry['engine']})")
     state = "certified" if run.certified else "NOT certified (the runtime will refuse it)"
-    typer.echo(f"{out}: {state}; sha256 {run.artifact_sha256}; report written to {report}/")
+    signed = ""
+    if signer is not None:
+        from certfsm._artifact import sign_artifact
+
+        signed = f"; signed by {sign_artifact(out, signer).key_id}"
+    typer.echo(f"{out}: {state}; sha256 {run.artifact_sha256}{signed}; report written to {report}/")
     raise typer.Exit(EXIT_OK if run.certified else EXIT_FAILED)
 
 
@@ -308,15 +320,40 @@ class _CellProgress:
 
 
 @app.command()
+def keygen(out: Path = typer.Option(..., "--out", metavar="KEY",
+                                    help="Private key file to create (mode 0600); the public key goes to KEY.pub.")) -> None:
+    """Make an Ed25519 key pair for signing artifacts; never overwrites an existing key."""
+    from certfsm._signing import generate_key_pair
+
+    public = generate_key_pair(out)
+    typer.echo(f"{out}: private key (keep it secret); {public.source}: public key; key id {public.key_id}")
+
+
+@app.command()
+def sign(
+    artifact: Path = typer.Argument(..., help="A .cfsm artifact to sign in place."),
+    key: Path = typer.Option(..., "--key", metavar="KEY", help="Private key file written by certfsm keygen."),
+) -> None:
+    """Sign an existing artifact (rewritten atomically; its payload and hash do not change)."""
+    from certfsm._artifact import sign_artifact
+
+    signature = sign_artifact(artifact, key)
+    typer.echo(f"{artifact}: signed by {signature.key_id} ({signature.algorithm})")
+
+
+@app.command()
 def inspect(
     artifact: Path = typer.Argument(..., help="A .cfsm artifact."),
     report: Optional[Path] = typer.Option(None, "--report",
                                           help="The distill report folder: also check its SMT-LIB file hashes."),
+    trust: Optional[list[Path]] = typer.Option(None, "--trust", metavar="PUB",
+                                               help="A trusted public key (KEY.pub, repeatable): the artifact must "
+                                                    "be signed by one of them."),
 ) -> None:
     """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out."""
     from certfsm._inspect import inspect_artifact
 
-    inspection = inspect_artifact(artifact, report=report)
+    inspection = inspect_artifact(artifact, report=report, trusted_keys=trust or None)
     not_an_artifact = next((c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")),
                            None)
     if not_an_artifact is not None:

@@ -1,8 +1,10 @@
 """certfsm.runtime: run a certified controller.
 
-- `load(path) -> Controller`: the artifact through the core loader (hash,
-  canonical form, structure, every required certificate entry proved);
-  anything else is refused with the loader's one-line message.
+- `load(path, trusted_keys=...) -> Controller`: the artifact through the
+  core loader (hash, canonical form, structure, every required
+  certificate entry proved and, with trusted keys, a trusted key's
+  Ed25519 signature over the payload); anything else is refused with the
+  loader's one-line message.
 - the audit log: `open_audit(controller, path)` appends every step, swap
   and override request to a SHA-256-chained binary log; `verify_log`,
   `read_log`, `export_jsonl`; `replay_log` re-executes a log and shows
@@ -33,8 +35,14 @@ from ._replay import ReplayOutcome, replay_log
 from ._run import RunSummary, open_probe, run
 
 
-def load(path, *, sla=True, record=None) -> Controller:
+def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
     """A controller for the certified artifact at `path`; ArtifactError (one line) for anything the loader refuses.
+
+    `trusted_keys`: public key files (KEY.pub of certfsm keygen) or
+    `certfsm._signing.PublicKey` values; when given, an artifact loads only
+    when one of them signed it and the signature verifies (needs the
+    ``sign`` extra). None (the default) checks no signature and imports no
+    cryptography.
 
     `sla`: True monitors the SLA paths of the artifact's own spec
     (`certfsm.sla`; none when the spec has none), False monitors nothing,
@@ -42,7 +50,7 @@ def load(path, *, sla=True, record=None) -> Controller:
     """
     from certfsm._artifact import load_artifact
 
-    artifact = load_artifact(path)
+    artifact = load_artifact(path, trusted_keys=trusted_keys)
     if sla is True:
         from certfsm.sla import SlaMonitor
 
@@ -51,11 +59,14 @@ def load(path, *, sla=True, record=None) -> Controller:
     return Controller(Machine.from_artifact(artifact), sla=sla or None, record=record)
 
 
-def load_machine(path) -> Machine:
-    """The machine of the certified artifact at `path`, through the core loader (which refuses uncertified files)."""
+def load_machine(path, *, trusted_keys=None) -> Machine:
+    """The machine of the certified artifact at `path`, through the core loader (which refuses uncertified files).
+
+    `trusted_keys` as for `load`: when given, only a trusted key's valid signature lets the artifact load.
+    """
     from certfsm._artifact import load_artifact
 
-    return Machine.from_artifact(load_artifact(path))
+    return Machine.from_artifact(load_artifact(path, trusted_keys=trusted_keys))
 
 
 def open_audit(controller: Controller, path, **options) -> AuditWriter:

@@ -245,7 +245,7 @@ def test_damaged_files_are_refused(artifact_path, mutate, text):
     ({"certfsm_artifact": 1, "payload": {}},
      r"the top-level key 'sha256' is missing \(the file is damaged\); re-run certfsm distill$"),
     ({"certfsm_artifact": 1, "sha256": "0" * 64, "payload": {}, "signed": "me"},
-     r"unknown top-level key 'signed' \(format 1 has only certfsm_artifact, payload, sha256\); the artifact was "
+     r"unknown top-level key 'signed' \(format 1 has only certfsm_artifact, payload, sha256, signature\); the artifact was "
      r"modified after it was written; re-run certfsm distill$"),
     ({"certfsm_artifact": 1, "sha256": "0" * 64, "payload": [1]},
      r"payload is a list, not an object \(the file is damaged\); re-run certfsm distill$"),

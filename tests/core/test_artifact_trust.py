@@ -276,7 +276,8 @@ LOADS = [
     # part 3 (the model's SHA-256 is compared with the model file).
     model_hash_swapped,
     # part 2 (a signature over the payload): the spec itself was edited, consistently, so the artifact is a
-    # self-consistent artifact of another spec; nothing in it says which spec was distilled.
+    # self-consistent artifact of another spec; nothing in it says which spec was distilled. Signed and loaded
+    # with the trusted key, every edit of this list is refused (test_a_rehashed_edit_of_a_signed_artifact_...).
     confirm_cooldown_in_both,
     every_legal_token_overridable_in_both,
     rule_box_moved_with_masks_recomputed,
@@ -315,6 +316,36 @@ def test_a_rehashed_edit_that_part_1_cannot_catch_still_loads(original, tmp_path
     artifact = load_artifact(path)
     assert artifact.payload() == payload and artifact.is_certified
     assert inspect_artifact(path).is_ok
+
+
+@pytest.fixture(scope="module")
+def signed_original(distilled_example, tmp_path_factory):
+    """The distilled example signed with a fresh key: (its document, the trusted public key file)."""
+    pytest.importorskip("cryptography", reason='the sign extra is not installed: pip install "certfsm[sign]"')
+    from certfsm._artifact import sign_artifact
+    from certfsm._signing import generate_key_pair
+
+    folder = tmp_path_factory.mktemp("signed-original")
+    key = generate_key_pair(folder / "key")
+    path = folder / "example.cfsm"
+    path.write_bytes(distilled_example[2].read_bytes())
+    sign_artifact(path, folder / "key")
+    return json.loads(path.read_bytes()), key.source
+
+
+@pytest.mark.parametrize("edit", LOADS, ids=[edit.__name__ for edit in LOADS])
+def test_a_rehashed_edit_of_a_signed_artifact_is_refused_with_the_trusted_key(signed_original, tmp_path, edit):
+    """Part 2 closes what part 1 cannot: the spec edited consistently (and the rest of LOADS) no longer verifies."""
+    document, trusted = signed_original
+    payload = copy.deepcopy(document["payload"])
+    edit(payload)
+    path = tmp_path / "edited.cfsm"
+    path.write_bytes(canonical_bytes({**document, "sha256": sha256_hex(canonical_bytes(payload)), "payload": payload}))
+    assert load_artifact(path).is_certified  # without trusted keys the rehashed edit still loads
+    key_id = document["signature"]["key_id"]
+    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(path))}: the signature by key id {key_id} does not "
+                                            r"verify over the payload: "):
+        load_artifact(path, trusted_keys=[trusted])
 
 
 def test_the_distilled_artifact_itself_loads_and_inspects_clean(distilled_example):
