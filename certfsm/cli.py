@@ -336,6 +336,9 @@ def run(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Per-input scale and offset (JSON)."),
     audit: Optional[Path] = typer.Option(None, "--audit", help="Append every decision to this audit log (new file)."),
     fsync_every: int = typer.Option(1000, "--fsync-every", help="fsync the audit log every N records (1: each)."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port",
+                                               help="Serve Prometheus counters at http://127.0.0.1:N/metrics "
+                                                    "(needs the metrics extra: prometheus-client)."),
 ) -> None:
     """Run a certified controller against live probes or a recorded trace; SIGHUP reloads, SIGINT/SIGTERM stop."""
     import signal
@@ -352,6 +355,13 @@ def run(
         raise UsageError(f"--fsync-every {fsync_every} is negative; give 1 (every record), N, or 0 (on close)")
     controller = runtime.load(artifact)
     names = controller.machine.names
+    counters = server = None
+    if metrics_port is not None:
+        from certfsm.runtime import RuntimeCounters, serve_metrics
+
+        counters = RuntimeCounters(controller.machine.tokens)
+        controller.attach_counters(counters)
+        server = serve_metrics(counters, metrics_port)
     writer = runtime.open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
     calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
     flags = {"stop": False, "reload": False}
@@ -372,10 +382,12 @@ def run(
         with open_probe(probe, names) as source:
             summary = run_loop(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
                                should_stop=lambda: flags["stop"], should_reload=take_reload,
-                               reload=lambda: runtime.load_machine(artifact))
+                               reload=lambda: runtime.load_machine(artifact), counters=counters)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if server is not None:
+            server.shutdown()
         if writer is not None:
             writer.close()
     typer.echo(f"{summary.steps} cycles; tokens: " + ", ".join(f"{t} {n}" for t, n in summary.tokens.most_common()))
