@@ -425,6 +425,23 @@ def audit_export(log: Path = typer.Argument(..., help="An audit log."),
     raise typer.Exit(EXIT_OK if verification.ok else EXIT_FAILED)
 
 
+@audit_app.command("report")
+def audit_report(
+    log: Path = typer.Argument(..., help="An audit log."),
+    out: Path = typer.Option(..., "--out", help="The report folder (replaced whole)."),
+    artifact: Optional[Path] = typer.Option(None, "--artifact", help="The logged artifact, to name the tokens."),
+    x_input: Optional[str] = typer.Option(None, "--x", help="Decision map: input on the x axis."),
+    y_input: Optional[str] = typer.Option(None, "--y", help="Decision map: input on the y axis."),
+) -> None:
+    """Figures and a report.md for people; exit 0 when the log verifies, 1 when not (the report says which record)."""
+    from certfsm.runtime._report import write_report
+
+    report = write_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
+    typer.echo(f"{out}/report.md: {report.steps} steps, {len(report.figures)} figures; "
+               f"{report.verification.describe()}")
+    raise typer.Exit(EXIT_OK if report.verification.ok else EXIT_FAILED)
+
+
 @app.command()
 def replay(
     log: Path = typer.Argument(..., help="An audit log written by certfsm run."),
