@@ -373,6 +373,9 @@ def run(
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Per-input scale and offset (JSON)."),
     audit: Optional[Path] = typer.Option(None, "--audit", help="Append every decision to this audit log (new file)."),
     fsync_every: int = typer.Option(1000, "--fsync-every", help="fsync the audit log every N records (1: each)."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port",
+                                               help="Serve Prometheus counters at http://127.0.0.1:N/metrics "
+                                                    "(needs the metrics extra: prometheus-client)."),
 ) -> None:
     """Run a certified controller against live probes or a recorded trace; SIGHUP reloads, SIGINT/SIGTERM stop."""
     import signal
@@ -389,6 +392,13 @@ def run(
         raise UsageError(f"--fsync-every {fsync_every} is negative; give 1 (every record), N, or 0 (on close)")
     controller = runtime.load(artifact)
     names = controller.machine.names
+    counters = server = None
+    if metrics_port is not None:
+        from certfsm.runtime import RuntimeCounters, serve_metrics
+
+        counters = RuntimeCounters(controller.machine.tokens)
+        controller.attach_counters(counters)
+        server = serve_metrics(counters, metrics_port)
     writer = runtime.open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
     calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
     flags = {"stop": False, "reload": False}
@@ -409,10 +419,12 @@ def run(
         with open_probe(probe, names) as source:
             summary = run_loop(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
                                should_stop=lambda: flags["stop"], should_reload=take_reload,
-                               reload=lambda: runtime.load_machine(artifact))
+                               reload=lambda: runtime.load_machine(artifact), counters=counters)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if server is not None:
+            server.shutdown()
         if writer is not None:
             writer.close()
     typer.echo(f"{summary.steps} cycles; tokens: " + ", ".join(f"{t} {n}" for t, n in summary.tokens.most_common()))
@@ -448,6 +460,23 @@ def audit_export(log: Path = typer.Argument(..., help="An audit log."),
         with open(out, "w", encoding="utf-8") as handle:
             verification = export_jsonl(log, handle)
     raise typer.Exit(EXIT_OK if verification.ok else EXIT_FAILED)
+
+
+@audit_app.command("report")
+def audit_report(
+    log: Path = typer.Argument(..., help="An audit log."),
+    out: Path = typer.Option(..., "--out", help="The report folder (replaced whole)."),
+    artifact: Optional[Path] = typer.Option(None, "--artifact", help="The logged artifact, to name the tokens."),
+    x_input: Optional[str] = typer.Option(None, "--x", help="Decision map: input on the x axis."),
+    y_input: Optional[str] = typer.Option(None, "--y", help="Decision map: input on the y axis."),
+) -> None:
+    """Figures and a report.md for people; exit 0 when the log verifies, 1 when not (the report says which record)."""
+    from certfsm.runtime._report import write_report
+
+    report = write_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
+    typer.echo(f"{out}/report.md: {report.steps} steps, {len(report.figures)} figures; "
+               f"{report.verification.describe()}")
+    raise typer.Exit(EXIT_OK if report.verification.ok else EXIT_FAILED)
 
 
 @app.command()

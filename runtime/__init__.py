@@ -12,6 +12,11 @@
 - `run(controller, probe, ...)`: the loop of `certfsm run` (`open_probe`
   names a probe: linux, trace:FILE.csv, example-trace; `Calibration`
   maps probe quantities to inputs).
+- observability: `RuntimeCounters` (attach with
+  `Controller.attach_counters`) counts decisions per token and reason,
+  SLA breaches and recoveries, swaps, override requests and step
+  latency; `serve_metrics(counters, port)` exports them for Prometheus
+  (the optional prometheus-client, imported only then).
 - `Controller.step(reading, metrics=..., now=...) -> Decision` one cycle
   (`step_fixed` for fixed-point integers), `decide_many(readings)` a batch
   of table decisions, `override(token, cycles)`, `swap(machine)` between
@@ -31,6 +36,7 @@ from ._audit import AuditWriter
 from ._audit_read import export_jsonl, read_log, verify_log
 from ._calibration import Calibration
 from ._controller import Controller, Decision
+from ._observe import CountersSnapshot, RuntimeCounters
 from ._replay import ReplayOutcome, replay_log
 from ._run import RunSummary, open_probe, run
 
@@ -86,5 +92,12 @@ def sla_monitor_of(artifact_path):
     return monitor if monitor.paths else None
 
 
-__all__ = ["AuditWriter", "Calibration", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
+def serve_metrics(counters: RuntimeCounters, port: int):
+    """Serve `counters` for Prometheus at http://127.0.0.1:`port`/metrics (needs the metrics extra); returns the server."""
+    from ._metrics_export import serve_metrics as serve
+
+    return serve(counters, port)
+
+
+__all__ = ["AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
            "load", "load_machine", "open_audit", "read_log", "replay_log", "sla_monitor_of", "verify_log"]

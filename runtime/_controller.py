@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from time import perf_counter_ns
 from typing import Callable, Mapping, NamedTuple
 
 from certfsm._errors import ArtifactError
@@ -57,12 +58,15 @@ class Controller:
     `runtime._audit.AuditWriter`: every step, swap and override request
     is appended to it (a step without `now` is stamped with `clock()`).
     All are called under the controller's lock, so decisions and records
-    keep one order.
+    keep one order. `counters` is an optional
+    `runtime._observe.RuntimeCounters`: every decision (with its latency),
+    swap and override request is counted, under the same lock.
     """
 
     def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None, audit=None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, counters=None) -> None:
         self._machine = machine
+        self._counters = counters
         self._audit = audit
         self._clock = clock
         self._state = machine.initial_state()
@@ -88,6 +92,11 @@ class Controller:
         with self._lock:
             self._audit = writer
 
+    def attach_counters(self, counters) -> None:
+        """Count every later decision, swap and override request in `counters` (a `RuntimeCounters`)."""
+        with self._lock:
+            self._counters = counters
+
     @property
     def state(self) -> State:
         return self._state
@@ -107,23 +116,26 @@ class Controller:
     def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
              ) -> Decision:
         """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
+        started = perf_counter_ns() if self._counters is not None else 0
         values = self.reading_of(reading)
         cell = self._machine.cell_of(values)
-        return self._advance(values, cell, metrics, now)
+        return self._advance(values, cell, metrics, now, started=started)
 
     def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
                    ) -> Decision:
         """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
+        started = perf_counter_ns() if self._counters is not None else 0
         values = self.reading_of(values)
         cell = self._machine.cell_of_fixed(values)
-        return self._advance(values, cell, metrics, now)
+        return self._advance(values, cell, metrics, now, started=started)
 
     def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
         """One cycle with the override given as logged (an output index or None), for `replay`."""
+        started = perf_counter_ns() if self._counters is not None else 0
         values = self.reading_of(reading)
-        return self._advance(values, self._machine.cell_of(values), metrics, now, override)
+        return self._advance(values, self._machine.cell_of(values), metrics, now, override, started)
 
-    def _advance(self, values, cell: int, metrics, now, logged_override=_QUEUED) -> Decision:
+    def _advance(self, values, cell: int, metrics, now, logged_override=_QUEUED, started: int = 0) -> Decision:
         with self._lock:
             machine = self._machine
             sla_ok = True
@@ -139,6 +151,8 @@ class Controller:
             if self._audit is not None:
                 self._audit.append_step(self._clock() if now is None else now, values, metrics or {}, cell, index,
                                         decision.code, int(decision.reason), state, sla_ok, override)
+            if self._counters is not None:
+                self._counters.count_step(index, reason, sla_ok, perf_counter_ns() - started)
             return decision
 
     def _take_override(self) -> int | None:
@@ -159,6 +173,8 @@ class Controller:
         reports a refusal in the reason.
         """
         with self._lock:
+            if self._counters is not None:
+                self._counters.count_override_request()
             if token is None:
                 self._override = self._override_cycles = None
                 if self._audit is not None:
@@ -199,6 +215,8 @@ class Controller:
                 current = machine.params.conservative
             self._state = State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles))
             self._machine = machine
+            if self._counters is not None:
+                self._counters.count_swap()
             if self._audit is not None:
                 self._audit.append_swap(self._clock(), old.artifact_sha256, machine.artifact_sha256, self._state)
             return old.artifact_sha256, machine.artifact_sha256

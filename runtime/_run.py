@@ -56,8 +56,12 @@ def open_probe(text: str, input_names):
 def run(controller: Controller, probe, *, steps: int | None = None, period_ms: float = 0.0,
         calibration: Calibration | None = None, should_stop: Callable[[], bool] = lambda: False,
         should_reload: Callable[[], bool] = lambda: False, reload: Callable[[], object] | None = None,
-        on_swap: Callable | None = None, clock: Callable[[], float] = time.monotonic) -> RunSummary:
-    """Step `controller` on `probe`'s samples; see the module docstring for when it stops and reloads."""
+        on_swap: Callable | None = None, clock: Callable[[], float] = time.monotonic, counters=None) -> RunSummary:
+    """Step `controller` on `probe`'s samples; see the module docstring for when it stops and reloads.
+
+    `counters` (a `RuntimeCounters`, attached to the controller by the
+    caller so it counts the decisions) also counts refused reloads.
+    """
     calibration = calibration or Calibration.identity(controller.machine.names)
     summary = RunSummary()
     next_time = clock()
@@ -69,6 +73,8 @@ def run(controller: Controller, probe, *, steps: int | None = None, period_ms: f
                 old, new = controller.swap(reload())
             except CertfsmError as error:
                 summary.refused_reloads.append(str(error))
+                if counters is not None:
+                    counters.count_refused_reload()
             else:
                 summary.swaps.append((old, new))
                 if on_swap is not None:

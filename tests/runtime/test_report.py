@@ -1,0 +1,76 @@
+"""`certfsm audit report`: figures and a report.md for people, from a logged run of the example trace."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_cli(*args, timeout=300):
+    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def logged_run(distilled_example, tmp_path_factory):
+    log = tmp_path_factory.mktemp("report") / "run.log"
+    code, _, err = run_cli("run", distilled_example[2], "--probe", "example-trace", "--audit", log)
+    assert code == 0, err
+    return log
+
+
+def test_the_report_holds_pngs_and_a_markdown_that_counts_the_logged_tokens(distilled_example, logged_run, tmp_path):
+    from certfsm.runtime import load_machine, read_log
+    from certfsm.runtime._audit_format import StepRecord
+
+    out = tmp_path / "report"
+    code, stdout, err = run_cli("audit", "report", logged_run, "--out", out, "--artifact", distilled_example[2])
+    assert code == 0, err
+    for name in ("timeline.png", "probes.png", "reasons.png", "decision_map.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and 10_000 < len(data) < 2_000_000, name
+    text = (out / "report.md").read_text()
+    machine = load_machine(distilled_example[2])
+    logged = Counter(machine.tokens[r.token] for r in read_log(logged_run) if isinstance(r, StepRecord))
+    for token in machine.tokens:
+        assert f"| {token} | {logged[token]} |" in text
+    assert all(f"]({name})" in text for name in ("timeline.png", "probes.png", "reasons.png", "decision_map.png"))
+    assert machine.artifact_sha256 in text and "**verifies**" in text and "% of cycles with sla_ok" in text
+    assert re.search(r"\| FALLBACK_SLA \| [1-9]\d* \|", text)
+
+
+def test_a_tampered_log_gets_a_report_that_names_the_bad_record_and_exit_1(logged_run, tmp_path):
+    tampered = tmp_path / "tampered.log"
+    data = bytearray(logged_run.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    tampered.write_bytes(bytes(data))
+    out = tmp_path / "report"
+    code, stdout, err = run_cli("audit", "report", tampered, "--out", out)
+    assert code == 1, err
+    index = int(re.search(r"record (\d+) is bad", stdout).group(1))
+    text = (out / "report.md").read_text()
+    assert "**DOES NOT VERIFY**" in text and f"record {index} is bad" in text and 800 <= index <= 1200
+    assert f"- steps reported: {index}" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--x", "nowhere"), r"^certfsm: error: --x nowhere is not an input of the log; the inputs are compute_util, "),
+    (("--x", "compute_util", "--y", "compute_util"), r"^certfsm: error: --x and --y both name compute_util"),
+])
+def test_bad_report_flags_are_one_line_and_exit_2(logged_run, tmp_path, args, message):
+    code, _, err = run_cli("audit", "report", logged_run, "--out", tmp_path / "r", *args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.match(message, lines[0]), err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_missing_log_is_one_line_and_exit_2(tmp_path):
+    code, _, err = run_cli("audit", "report", tmp_path / "none.log", "--out", tmp_path / "r")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no such audit log" in err
