@@ -116,28 +116,29 @@ class Controller:
     def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
              ) -> Decision:
         """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
-        started = perf_counter_ns() if self._counters is not None else 0
-        values = self.reading_of(reading)
-        cell = self._machine.cell_of(values)
-        return self._advance(values, cell, metrics, now, started=started)
+        return self._decide(reading, Machine.cell_of, metrics, now)
 
     def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
                    ) -> Decision:
         """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
+        return self._decide(values, Machine.cell_of_fixed, metrics, now)
+
+    def _decide(self, reading, binning, metrics, now) -> Decision:
         started = perf_counter_ns() if self._counters is not None else 0
-        values = self.reading_of(values)
-        cell = self._machine.cell_of_fixed(values)
-        return self._advance(values, cell, metrics, now, started=started)
+        return self._advance(self.reading_of(reading), binning, metrics, now, started=started)
 
     def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
         """One cycle with the override given as logged (an output index or None), for `replay`."""
         started = perf_counter_ns() if self._counters is not None else 0
         values = self.reading_of(reading)
-        return self._advance(values, self._machine.cell_of(values), metrics, now, override, started)
+        return self._advance(values, Machine.cell_of, metrics, now, override, started)
 
-    def _advance(self, values, cell: int, metrics, now, logged_override=_QUEUED, started: int = 0) -> Decision:
+    def _advance(self, values, binning, metrics, now, logged_override=_QUEUED, started: int = 0) -> Decision:
+        """One cycle under the lock; the reading is binned there too, with the machine in force (a hot swap
+        between binning and stepping would apply one grid's cell to another's table)."""
         with self._lock:
             machine = self._machine
+            cell = binning(machine, values)
             sla_ok = True
             if self._sla is not None:
                 sla_ok = bool(self._sla.update(metrics or {}, machine.tokens[self._state.current]).ok)
