@@ -364,7 +364,7 @@ def test_attack_effort_follows_the_open_share_of_the_box():
 
 
 def test_an_attack_task_aimed_at_open_boxes_finds_what_lies_in_them():
-    from certfsm.verify._task_runners import run_task
+    from certfsm.verify._check_tasks import run_task
 
     # y = -|x - 1/3| + 0.01 >= 0 only within 0.01 of 1/3; the open box around it is what is attacked
     third = 1.0 / 3.0
@@ -372,6 +372,6 @@ def test_an_attack_task_aimed_at_open_boxes_finds_what_lies_in_them():
     prop = Property("near", [0.0], [1.0], (_at_least(0.0),))
     region = _falsify.Region(np.array([[0.3]]), np.array([[0.35]]), np.array([1.0]))
     objectives = _split.Objectives.of(prop, 1)
-    candidate, seconds = run_task(("attack", 3, 0.5, region), (network, prop, objectives, None))
+    candidate, seconds = run_task((network, prop, objectives, None), ("attack", 3, 0.5, region))
     assert candidate is not None and abs(candidate[0] - third) <= 0.01 + 1e-12
     assert seconds <= 5.0
