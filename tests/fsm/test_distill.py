@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from certfsm._decision import gated_decide
 from certfsm._errors import ReportError, SpecError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm._onnx import load_onnx, run_onnxruntime
 from certfsm._spec import load_spec, spec_from_dict
 from certfsm.fsm import CONSERVATIVE, EXACT, Grid

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from certfsm._errors import EngineError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify import _check, _falsify, _split
 from certfsm.verify._check import check
 from certfsm.verify._property import Conjunction, Property, chosen_conjunction

@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certfsm._errors import EngineError, ReportError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify import _recheck
 from certfsm.verify._exact import exact_decimal
 from certfsm.verify._property import Conjunction, Property, chosen_conjunction
