@@ -1,19 +1,6 @@
-"""Values that refuse changes: frozen specs, IRs and loaded artifacts stay exactly as checked and hashed.
-
-`ReadOnlyDict` for mappings, `frozen_array` for the numpy arrays held by
-the frozen dataclasses of verify and fsm (`Property`, `Grid`, `Table`).
-"""
+"""A dict that refuses changes: frozen specs and loaded artifacts stay exactly as checked and hashed."""
 
 from __future__ import annotations
-
-import numpy as np
-
-
-def frozen_array(values, dtype=None) -> np.ndarray:
-    """A read-only copy of `values` as a numpy array (of `dtype` when given)."""
-    array = np.array(values, dtype=dtype)
-    array.setflags(write=False)
-    return array
 
 
 class ReadOnlyDict(dict):

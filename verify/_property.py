@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from certfsm._readonly import frozen_array
+from certfsm._arrays import frozen_array
 
 from ._exact import float_at_least, float_at_most
 
