@@ -189,6 +189,7 @@ def tiny_problems(draw):
     return tiny_spec([-1.0, -0.3, 0.2, 1.0], margin=margin, decision=decision, x1_edges=(-1.0, 0.0, 0.5, 1.0)), network
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_problems(), st.integers(0, 2**16))
 def test_every_exact_cell_agrees_with_dense_sampling(problem, seed):

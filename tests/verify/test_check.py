@@ -316,6 +316,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_marabou
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux /proc to list child processes")
 def test_a_hanging_marabou_child_is_killed_with_its_worker_at_the_timeout(monkeypatch):

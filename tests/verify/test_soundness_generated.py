@@ -101,6 +101,7 @@ def test_oracle_evaluates_every_encoding_like_onnxruntime(instance, point_seed):
     np.testing.assert_allclose(exact, runtime, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", soundness_cases.FAMILIES)
 def test_every_family_yields_both_answers(family):
     """A family whose instances all have the same answer tests only half of soundness."""
