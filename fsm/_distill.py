@@ -26,10 +26,11 @@ Work, cheapest first, one module a phase:
    undecided. Cells whose samples disagreed but whose pair did not
    re-validate only look for a witness.
 
-Phases 2 and 3 run as tasks (chunks of cells, single cells) in a pool of
-`jobs` worker processes, or inline for one job (`_cell_workers`); a
-chunk's open cells become cell tasks as soon as the chunk is done. Only
-this process writes the checkpoint and calls `progress`.
+Phases 2 and 3 run as tasks (chunks of cells, single cells) on verify's
+one worker pool (`verify.pool_for`): `jobs` worker processes, or inline
+for one job (`_cell_workers`); a chunk's open cells become cell tasks as
+soon as the chunk is done. Only this process writes the checkpoint and
+calls `progress`.
 
 Resume (`_checkpoint`): each decided cell is appended to a JSON-lines
 file as soon as its batch is done; a rerun keeps only the conservative
