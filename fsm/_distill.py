@@ -26,10 +26,11 @@ Work, cheapest first, one module a phase:
    undecided. Cells whose samples disagreed but whose pair did not
    re-validate only look for a witness.
 
-Phases 2 and 3 run as tasks (chunks of cells, single cells) in a pool of
-`jobs` worker processes, or inline for one job (`_cell_workers`); a
-chunk's open cells become cell tasks as soon as the chunk is done. Only
-this process writes the checkpoint and calls `progress`.
+Phases 2 and 3 run as tasks (chunks of cells, single cells) on verify's
+one worker pool (`verify.pool_for`): `jobs` worker processes, or inline
+for one job (`_cell_workers`); a chunk's open cells become cell tasks as
+soon as the chunk is done. Only this process writes the checkpoint and
+calls `progress`.
 
 Resume (`_checkpoint`): each decided cell is appended to a JSON-lines
 file as soon as its batch is done; a rerun keeps only the conservative
@@ -49,6 +50,7 @@ import numpy as np
 
 from certfsm._errors import SpecError
 from certfsm._network import Network
+from certfsm._arrays import frozen_array
 from certfsm.verify import single_threaded_blas
 
 from ._cell_engines import _Task
@@ -196,9 +198,9 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
     held_back = {int(c): int(proposal[c]) for c in np.flatnonzero(held)}
     status[held], proposal[held] = CONSERVATIVE, problem.conservative
     table = Table.undecided(spec, grid).with_decisions(cells, proposal, status)
-    engines = np.array([d.engine for d in ordered])
-    engines.setflags(write=False)
-    witnesses = {d.cell: tuple(_frozen_point(x) for x in d.witness) for d in ordered if d.witness is not None}
+    engines = frozen_array([d.engine for d in ordered])
+    witnesses = {d.cell: tuple(frozen_array(x, np.float64) for x in d.witness)
+                 for d in ordered if d.witness is not None}
     reasons = {d.cell: d.reason for d in ordered if d.status == UNDECIDED}
     lower, upper = grid.all_cell_bounds()
     volume = np.prod(upper - lower, axis=1)
@@ -233,12 +235,6 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
         "seed": seed,
     }
     return Distillation(table, engines, witnesses, reasons, held_back, stats, elapsed)
-
-
-def _frozen_point(x) -> np.ndarray:
-    point = np.array(x, dtype=np.float64)
-    point.setflags(write=False)
-    return point
 
 
 def sampled_cross_check(distillation: Distillation, spec, network: Network, n: int = 100_000, seed: int = 0,

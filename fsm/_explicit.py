@@ -242,13 +242,3 @@ def check_explicit(params: MachineParams, inputs, step_function=step) -> tuple[P
         else:
             proofs.append(Proof(name, "proved", "explicit", exploration.seconds, stats=stats))
     return tuple(proofs)
-
-
-def since_along(params: MachineParams, trace: Trace) -> list[int]:
-    """since_switch before each step of `trace` and after the last one."""
-    node = initial_node(params)
-    values = [node[1]]
-    for s in trace.steps:
-        node = (s.after, next_since(params, node, s.output))
-        values.append(node[1])
-    return values

@@ -36,15 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from certfsm._errors import SpecError
+from certfsm._arrays import frozen_array
 from certfsm.machine import OUT_OF_ENVELOPE, integer_envelope, integer_thresholds
 
 _INT64 = np.iinfo(np.int64)
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.array(array)
-    array.setflags(write=False)
-    return array
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +58,7 @@ class Grid:
     frac_bits: tuple[int | None, ...]
 
     def __post_init__(self) -> None:
-        edges = tuple(_frozen(np.asarray(e, dtype=np.float64)) for e in self.edges)
+        edges = tuple(frozen_array(np.asarray(e, dtype=np.float64)) for e in self.edges)
         names = tuple(str(n) for n in self.names)
         frac_bits = tuple(None if f is None else int(f) for f in self.frac_bits)
         if not edges:
@@ -115,12 +110,12 @@ class Grid:
     @property
     def lower(self) -> np.ndarray:
         """The envelope's lower corner (the first edges)."""
-        return _frozen([e[0] for e in self.edges])
+        return frozen_array([e[0] for e in self.edges])
 
     @property
     def upper(self) -> np.ndarray:
         """The envelope's upper corner (the last edges)."""
-        return _frozen([e[-1] for e in self.edges])
+        return frozen_array([e[-1] for e in self.edges])
 
     # ------------------------------------------------------------ real inputs
 

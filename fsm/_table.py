@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from certfsm._errors import SpecError
+from certfsm._arrays import frozen_array
 
 from ._grid import Grid
 from ._machine import Proof
@@ -44,12 +45,6 @@ _DESCRIPTIONS = {
     "table-masks": "every cell's allowed row holds exactly the legal tokens no rule forbids in the cell",
     "table-codes": "the 4-bit code of every cell's token is the code of a legal token",
 }
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.array(array)
-    array.setflags(write=False)
-    return array
 
 
 @dataclass(frozen=True)
@@ -94,9 +89,9 @@ class Table:
         if status.shape != (n,) or not np.isin(status, STATUSES).all():
             raise SpecError(f"Table: status must hold one of EXACT=1, CONSERVATIVE=0, UNDECIDED=-1 per cell "
                             f"(shape ({n},)), got shape {status.shape}")
-        object.__setattr__(self, "allowed", _frozen(allowed))
-        object.__setattr__(self, "proposal", _frozen(proposal.astype(np.int64)))
-        object.__setattr__(self, "status", _frozen(status.astype(np.int8)))
+        object.__setattr__(self, "allowed", frozen_array(allowed))
+        object.__setattr__(self, "proposal", frozen_array(proposal.astype(np.int64)))
+        object.__setattr__(self, "status", frozen_array(status.astype(np.int8)))
 
     @classmethod
     def undecided(cls, spec, grid: Grid | None = None) -> "Table":
@@ -254,11 +249,6 @@ def check_table(table: Table, spec) -> list[TableViolation]:
 
 
 _KINDS_OF_PROPERTY = {"table-tokens": {"illegal", "forbidden"}, "table-masks": {"mask"}, "table-codes": {"code"}}
-
-
-def table_script_body(table: Table, spec, prop: str) -> list[str]:
-    """SMT-LIB declarations and assertions: a symbolic cell of the table where `prop` fails (unsat: it holds)."""
-    return _table_encoding(table, spec) + _negated_property(spec, prop)
 
 
 def _table_encoding(table: Table, spec) -> list[str]:

@@ -17,6 +17,11 @@
   machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`,
   and `solve_text` hands any query text to Z3.
 
+- One worker pool: `pool_for` runs tasks inline or in killable, bounded,
+  forked worker processes with BLAS on one thread (`InlinePool`,
+  `ProcessPool`; `single_threaded_blas`, `limit_blas_threads`); `check`'s
+  branch and bound and `certfsm.fsm.distill` both run on it.
+
 Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.
 """
@@ -25,12 +30,12 @@ from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs, plain_decimal
 from ._falsify import falsify
+from ._pool import InlinePool, ProcessPool, limit_blas_threads, pool_for, single_threaded_blas
 from ._property import Conjunction, Property, chosen_conjunction
 from ._recheck import RecheckRow, recheck_folder
 from ._report import InputNaming, model_summary, spec_summary, write_report
 from ._result import PROVED, UNKNOWN, VERDICTS, VIOLATED, Result
 from ._run import VerifyRun, check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
-from ._split import limit_blas_threads, single_threaded_blas
 from ._smtlib import certfsm_version, one_line, smtlib_script, smtlib_text, write_proof_query, write_smtlib
 from ._spec_properties import spec_properties
 from ._validate import Validation, validate_counterexample
@@ -45,5 +50,5 @@ __all__ = [
     "certfsm_version", "one_line", "smtlib_text", "solve_text", "write_proof_query",
     "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
-    "engines_needed", "is_installed", "missing_solver",
+    "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",
 ]

@@ -110,27 +110,6 @@ def _activation_magnitude(magnitude: np.ndarray, low: np.ndarray, high: np.ndarr
     return np.where(high <= 0.0, 0.0, np.where(low >= 0.0, magnitude, magnitude + np.abs(low)))
 
 
-def interval_bounds(network: Network, lowers: np.ndarray, uppers: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Pre-activation interval bounds (l, u), each (B, n_k), for every layer (the last is the output).
-
-    Plain interval arithmetic in centre/radius form, widened by the rounding tolerance.
-    """
-    lowers, uppers = _as_batch(lowers, uppers)
-    magnitude = np.maximum(np.abs(lowers), np.abs(uppers))
-    low, high = lowers, uppers
-    result = []
-    for layer in network.layers:
-        magnitude = _next_magnitude(magnitude, layer)
-        mid = (low + high) / 2.0 @ layer.weight.T + layer.bias
-        spread = (high - low) / 2.0 @ np.abs(layer.weight).T
-        slack = ROUNDING_TOLERANCE * (1.0 + magnitude)
-        pre_low, pre_high = mid - spread - slack, mid + spread + slack
-        result.append((pre_low, pre_high))
-        magnitude = _activation_magnitude(magnitude, pre_low, pre_high)
-        low, high = np.maximum(pre_low, 0.0), np.maximum(pre_high, 0.0)
-    return result
-
-
 def _relaxation(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ReLU relaxation per neuron: lower slope alpha, upper slope s and upper intercept t.
 

@@ -41,11 +41,11 @@ boxes cost more than they saved; until then the second core idles, which
 on the long proofs was a second of one core, so the hand-over now comes
 after half a second: the pool costs the 1-s instances no measurable CPU). Workers are forked (cheap, and they
 inherit the network); numpy runs single-threaded in them and in this
-process while checking (see `_split.single_threaded_blas`). Each worker
+process while checking (see `_pool.single_threaded_blas`). Each worker
 runs stretches of branch and bound on boxes handed out by this process,
 a falsification run, or one box-engine query (whose solvers run in
-killable children); `_task_runners` runs the tasks, this module decides
-what to run next and what the answers mean.
+killable children); `_pool` runs the tasks (`_check_tasks`), this module
+decides what to run next and what the answers mean.
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ import numpy as np
 from certfsm._errors import EngineError
 from certfsm._network import Network
 
-from . import _box_engine, _falsify, _split, _z3
+from . import _box_engine, _falsify, _pool, _split, _z3
 from ._engines import box_engine_name, engine_module, engines_needed, is_installed, missing_solver
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
-from ._task_runners import InlineRunner, runner_for
+from ._check_tasks import run_task
 from ._validate import validate_counterexample
 
 ENGINES = ("auto", "marabou", "z3", "both", "bounds")
@@ -114,7 +114,7 @@ def check(
     _check_arguments(network, prop, engine, timeout, jobs)
     jobs = jobs or os.cpu_count() or 1
     deadline = started + timeout
-    with _split.single_threaded_blas():
+    with _pool.single_threaded_blas():
         if engine == "both":
             return _both(network, prop, deadline, jobs, progress, seed, started)
         if engine in ("marabou", "z3"):
@@ -233,13 +233,14 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
     complete = box_engine_name() if engine == "auto" else None
     search = _Search(network, prop, objectives, [boxes], stats=stats)
     stats.update(falsify_seconds=0.0, attacks=0, seed=seed, workers=1)
-    runners = [InlineRunner(network, prop, objectives, complete)]
+    context = (network, prop, objectives, complete)
+    runners = [_pool.InlinePool(run_task, context)]
 
     def widen():
         """Move to `jobs` worker processes once the search is long and wide enough to share."""
         if jobs > 1 and len(runners) == 1 and time.monotonic() - started >= INLINE_SECONDS:
             if search.open_count() >= POOL_MIN_BOXES_PER_JOB * jobs:
-                runners.append(runner_for(jobs, network, prop, objectives, complete))
+                runners.append(_pool.pool_for(jobs, run_task, context, name="branch-and-bound"))
                 stats["workers"] = runners[-1].jobs
         return runners[-1]
 
@@ -350,7 +351,7 @@ def _submit_next(search: _Search, runner, complete, limits, deadline, started, u
         budget = min(FALSIFY_SECONDS * 2 ** stats["attacks"], MAX_ATTACK_SECONDS, remaining)
         if stats["falsify_seconds"] + budget <= allowance:
             region = _attack_region(search) if stats["attacks"] else None
-            runner.submit(("attack", stats["seed"] + 1 + stats["attacks"], budget, region))
+            runner.submit("attack", ("attack", stats["seed"] + 1 + stats["attacks"], budget, region))
             stats["attacks"] += 1
             stats["falsify_seconds"] += budget
             return True
@@ -364,7 +365,7 @@ def _submit_next(search: _Search, runner, complete, limits, deadline, started, u
         if len(last) > 1:
             search.for_engine.append(last.take(slice(0, len(last) - 1)))
         search.stats["engine_queries"] += 1
-        runner.submit(("engine", last.take(slice(len(last) - 1, None)), engine_seconds))
+        runner.submit("engine", ("engine", last.take(slice(len(last) - 1, None)), engine_seconds))
         return True
     if search.open:
         share = max(1, min(TASK_BOXES, -(-search.open_count() // runner.jobs)))
@@ -374,7 +375,8 @@ def _submit_next(search: _Search, runner, complete, limits, deadline, started, u
         else:
             seconds = min(max(SLICE_SECONDS[0], 0.1 * (now - started)), SLICE_SECONDS[1])
         seconds = min(seconds, remaining)
-        runner.submit(("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS, engine_unstable))
+        runner.submit("search",
+                      ("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS, engine_unstable))
         return True
     return False
 

@@ -29,11 +29,6 @@ def _checked(x) -> float:
     return value
 
 
-def exact_fraction(x) -> Fraction:
-    """The exact rational value of a finite float (Python, numpy float64 or float32)."""
-    return Fraction(_checked(x))
-
-
 def exact_decimal(x) -> str:
     """The exact value of a finite float as an SMT-LIB decimal term.
 

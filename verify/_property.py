@@ -25,13 +25,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from certfsm._arrays import frozen_array
+
 from ._exact import float_at_least, float_at_most
-
-
-def _frozen(array, dtype=np.float64) -> np.ndarray:
-    array = np.array(array, dtype=dtype)
-    array.setflags(write=False)
-    return array
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,8 +48,8 @@ class Conjunction:
     strict: tuple = ()
 
     def __post_init__(self) -> None:
-        A = _frozen(self.A)
-        b = _frozen(self.b).reshape(-1)
+        A = frozen_array(self.A, np.float64)
+        b = frozen_array(self.b, np.float64).reshape(-1)
         if A.ndim != 2 or A.shape[0] != b.shape[0]:
             raise ValueError(f"constraint matrix shape {A.shape} does not match right-hand side {b.shape}")
         exact_b = tuple(Fraction(v) for v in self.exact_b) or tuple(Fraction(float(v)) for v in b)
@@ -62,8 +58,8 @@ class Conjunction:
             raise ValueError(f"{b.shape[0]} rows but {len(exact_b)} exact right-hand sides and {len(strict)} "
                              "strictness flags")
         object.__setattr__(self, "A", A)
-        object.__setattr__(self, "b", _frozen([float(v) for v in exact_b]))
-        object.__setattr__(self, "b_sound", _frozen([float_at_least(v) for v in exact_b]))
+        object.__setattr__(self, "b", frozen_array([float(v) for v in exact_b], np.float64))
+        object.__setattr__(self, "b_sound", frozen_array([float_at_least(v) for v in exact_b], np.float64))
         object.__setattr__(self, "exact_b", exact_b)
         object.__setattr__(self, "strict", strict)
         object.__setattr__(self, "labels", tuple(self.labels))
@@ -144,8 +140,8 @@ class Property:
     open_upper: tuple = ()
 
     def __post_init__(self) -> None:
-        lower = _frozen(self.lower).reshape(-1)
-        upper = _frozen(self.upper).reshape(-1)
+        lower = frozen_array(self.lower, np.float64).reshape(-1)
+        upper = frozen_array(self.upper, np.float64).reshape(-1)
         if lower.shape != upper.shape:
             raise ValueError(f"{self.name}: input bounds have shapes {lower.shape} and {upper.shape}")
         if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
@@ -165,12 +161,12 @@ class Property:
         object.__setattr__(self, "exact_upper", exact_upper)
         object.__setattr__(self, "open_lower", open_lower)
         object.__setattr__(self, "open_upper", open_upper)
-        object.__setattr__(self, "lower", _frozen([float_at_most(v) for v in exact_lower]))
-        object.__setattr__(self, "upper", _frozen([float_at_least(v) for v in exact_upper]))
-        object.__setattr__(self, "inner_lower", _frozen([_inward(v, is_open, +1)
-                                                         for v, is_open in zip(exact_lower, open_lower)]))
-        object.__setattr__(self, "inner_upper", _frozen([_inward(v, is_open, -1)
-                                                         for v, is_open in zip(exact_upper, open_upper)]))
+        object.__setattr__(self, "lower", frozen_array([float_at_most(v) for v in exact_lower], np.float64))
+        object.__setattr__(self, "upper", frozen_array([float_at_least(v) for v in exact_upper], np.float64))
+        object.__setattr__(self, "inner_lower", frozen_array([_inward(v, is_open, +1)
+                                                         for v, is_open in zip(exact_lower, open_lower)], np.float64))
+        object.__setattr__(self, "inner_upper", frozen_array([_inward(v, is_open, -1)
+                                                         for v, is_open in zip(exact_upper, open_upper)], np.float64))
         object.__setattr__(self, "unsafe", tuple(self.unsafe))
 
     @property

@@ -32,21 +32,16 @@ Invariants:
 - Candidates (points whose float64 outputs are unsafe) are only
   candidates: the caller validates them.
 
-`single_threaded_blas` keeps numpy's BLAS to one thread while the search
-runs: these are many small matrix products, and on a shared two-core
-machine OpenBLAS's own threads made them 10-25x slower (measured).
+The callers run the search with numpy's BLAS on one thread
+(`_pool.single_threaded_blas`): these are many small matrix products.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
 import time
 from collections import Counter
 from fractions import Fraction
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
@@ -462,55 +457,3 @@ def _attack(network: Network, prop: Property, boxes: Boxes) -> list:
     found, slack = local_search(network, prop, starts, ATTACK_STEPS, 0.01, 1e-5)
     best = int(np.argmax(slack))
     return [found[best]] if slack[best] >= 0.0 else []
-
-
-@contextlib.contextmanager
-def single_threaded_blas():
-    """Limit numpy's BLAS to one thread for the duration of the block."""
-    restore = limit_blas_threads()
-    try:
-        yield
-    finally:
-        restore()
-
-
-def limit_blas_threads() -> Callable[[], None]:
-    """Set numpy's BLAS to one thread now; return the function that restores the previous setting.
-
-    Uses threadpoolctl when it is installed, else the thread-count call of
-    the OpenBLAS library numpy loaded; with neither it changes nothing.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        functions = _openblas_thread_functions()
-        if functions is None:
-            return lambda: None
-        set_threads, get_threads = functions
-        previous = get_threads()
-        set_threads(1)
-        return lambda: set_threads(previous)
-    return threadpool_limits(limits=1, user_api="blas").restore_original_limits
-
-
-@functools.cache
-def _openblas_thread_functions():
-    """(set, get) of the OpenBLAS that numpy loaded (Linux, via /proc/self/maps), or None."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line})
-    except OSError:
-        return None
-    for path in paths:
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix in (("", ""), ("scipy_", "64_"), ("", "64_")):
-            setter = getattr(library, f"{prefix}openblas_set_num_threads{suffix}", None)
-            getter = getattr(library, f"{prefix}openblas_get_num_threads{suffix}", None)
-            if setter is not None and getter is not None:
-                setter.argtypes, setter.restype = [ctypes.c_int], None
-                getter.argtypes, getter.restype = [], ctypes.c_int
-                return setter, getter
-    return None

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from certfsm._decision import gated_decide
 from certfsm._errors import ReportError, SpecError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm._onnx import load_onnx, run_onnxruntime
 from certfsm._spec import load_spec, spec_from_dict
 from certfsm.fsm import CONSERVATIVE, EXACT, Grid
@@ -189,6 +189,7 @@ def tiny_problems(draw):
     return tiny_spec([-1.0, -0.3, 0.2, 1.0], margin=margin, decision=decision, x1_edges=(-1.0, 0.0, 0.5, 1.0)), network
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_problems(), st.integers(0, 2**16))
 def test_every_exact_cell_agrees_with_dense_sampling(problem, seed):

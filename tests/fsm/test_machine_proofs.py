@@ -23,7 +23,7 @@ from certfsm.fsm import (INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES
                          State, StepEncoding, Table, allowed_masks, alphabet, check_explicit, check_table,
                          disagreements, explore, free_rows, prove_machine, prove_table, replay, step, table_rows,
                          transition_violations)
-from certfsm.fsm._explicit import is_well_formed, next_since, since_along
+from certfsm.fsm._explicit import initial_node, is_well_formed, next_since
 from certfsm.verify._smtlib import read_header, read_status
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"
@@ -197,6 +197,16 @@ class HastyEncoding(StepEncoding):
     def step_definitions(self):
         return [("(define-fun cdm () Int 0)" if line.startswith("(define-fun cdm ") else line)
                 for line in super().step_definitions()]
+
+
+def since_along(params: MachineParams, trace) -> list[int]:
+    """since_switch before each step of `trace` and after the last one."""
+    node = initial_node(params)
+    values = [node[1]]
+    for s in trace.steps:
+        node = (s.after, next_since(params, node, s.output))
+        values.append(node[1])
+    return values
 
 
 def _assert_replayed_violation(params, proof, step_function):

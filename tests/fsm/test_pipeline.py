@@ -35,6 +35,7 @@ def test_a_crash_after_the_proofs_started_leaves_the_old_artifact_and_report(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.cfsm", "report"]
 
 
+@pytest.mark.slow
 def test_a_sampled_mismatch_makes_the_artifact_uncertified(tmp_path, spec, monkeypatch):
     real = _pipeline.sampled_cross_check
 
@@ -51,6 +52,7 @@ def test_a_sampled_mismatch_makes_the_artifact_uncertified(tmp_path, spec, monke
         load_artifact(tmp_path / "c.cfsm")
 
 
+@pytest.mark.slow
 def test_an_engine_contradiction_withdraws_the_enumeration_proof(tmp_path, spec, monkeypatch):
     real = _pipeline.disagreements
     monkeypatch.setattr(_pipeline, "disagreements",

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from certfsm._network import Network
+from certfsm import Network
 from certfsm.verify._property import Conjunction, Property
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from certfsm._errors import EngineError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify import _check, _falsify, _split
 from certfsm.verify._check import check
 from certfsm.verify._property import Conjunction, Property, chosen_conjunction
@@ -316,6 +316,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_marabou
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux /proc to list child processes")
 def test_a_hanging_marabou_child_is_killed_with_its_worker_at_the_timeout(monkeypatch):
@@ -364,7 +365,7 @@ def test_attack_effort_follows_the_open_share_of_the_box():
 
 
 def test_an_attack_task_aimed_at_open_boxes_finds_what_lies_in_them():
-    from certfsm.verify._task_runners import run_task
+    from certfsm.verify._check_tasks import run_task
 
     # y = -|x - 1/3| + 0.01 >= 0 only within 0.01 of 1/3; the open box around it is what is attacked
     third = 1.0 / 3.0
@@ -372,6 +373,6 @@ def test_an_attack_task_aimed_at_open_boxes_finds_what_lies_in_them():
     prop = Property("near", [0.0], [1.0], (_at_least(0.0),))
     region = _falsify.Region(np.array([[0.3]]), np.array([[0.35]]), np.array([1.0]))
     objectives = _split.Objectives.of(prop, 1)
-    candidate, seconds = run_task(("attack", 3, 0.5, region), (network, prop, objectives, None))
+    candidate, seconds = run_task((network, prop, objectives, None), ("attack", 3, 0.5, region))
     assert candidate is not None and abs(candidate[0] - third) <= 0.01 + 1e-12
     assert seconds <= 5.0

@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify import check
 from certfsm.verify._exact import float_at_least, float_at_most, rational_term
 from certfsm.verify._property import Conjunction, Property

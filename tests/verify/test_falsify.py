@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify._falsify import Region, falsify, local_search, slack_and_gradient
 from certfsm.verify._property import Conjunction, Property, chosen_conjunction
 

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from certfsm._errors import EngineError
-from certfsm._network import AffineLayer, Network
-from certfsm.verify import _marabou
+from certfsm import AffineLayer, Network, load_onnx
+from certfsm.verify import _marabou, parse_vnnlib
 from certfsm.verify._property import Conjunction, Property
 from one_input_queries import assert_real_counterexample, at_least, at_most, box
 
@@ -315,11 +315,12 @@ def test_the_child_process_is_reaped(monkeypatch):
             os.waitpid(pid, os.WNOHANG)
 
 
+@pytest.mark.slow
 def test_the_solver_dies_with_a_killed_caller():
     """A worker killed by the orchestrator must not leave Marabou running (PR_SET_PDEATHSIG)."""
     code = (
         f"import os; os.environ[{_marabou.FAULT_ENV!r}] = 'hang'\n"
-        "from certfsm._network import AffineLayer, Network\n"
+        "from certfsm import AffineLayer, Network\n"
         "from certfsm.verify._property import Conjunction, Property\n"
         "from certfsm.verify import _marabou\n"
         "network = Network((AffineLayer([[1.0]], [0.0], 'only'),))\n"
@@ -397,16 +398,9 @@ def test_importing_certfsm_verify_does_not_import_maraboupy():
     assert output.strip() == "[]"
 
 
-def test_supports_and_completeness_are_declared():
-    assert _marabou.COMPLETE is True
-    assert "ReLU" in _marabou.SUPPORTS
-
-
 @pytest.mark.parametrize(("network_name", "vnnlib_name"), [("1_9", "prop_4"), ("3_3", "prop_4")])
 def test_acasxu_instances_match_the_published_verdict(network_name, vnnlib_name, acasxu):
     root = acasxu
-    onnx_module = pytest.importorskip("certfsm._onnx", reason="certfsm._onnx (the ONNX loader) is not there yet")
-    vnnlib_module = pytest.importorskip("certfsm.verify._vnnlib", reason="certfsm.verify._vnnlib is not there yet")
     onnx_path = f"onnx/ACASXU_run2a_{network_name}_batch_2000.onnx"
     with open(root / "instances.csv", newline="") as handle:
         expected = next(
@@ -414,8 +408,8 @@ def test_acasxu_instances_match_the_published_verdict(network_name, vnnlib_name,
             for row in csv.DictReader(handle)
             if row["onnx"] == onnx_path and row["vnnlib"] == f"vnnlib/{vnnlib_name}.vnnlib"
         )
-    network = onnx_module.load_onnx(root / onnx_path)
-    (prop,) = vnnlib_module.parse_vnnlib(root / "vnnlib" / f"{vnnlib_name}.vnnlib", network.n_inputs, network.n_outputs)
+    network = load_onnx(root / onnx_path)
+    (prop,) = parse_vnnlib(root / "vnnlib" / f"{vnnlib_name}.vnnlib", network.n_inputs, network.n_outputs)
     result = _marabou.check(network, prop, 60)
     assert result.verdict == {"sat": "violated", "unsat": "proved"}[expected], result.reason
     if result.verdict == "violated":

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from certfsm._errors import ReportError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify import _report
 from certfsm.verify._property import Conjunction, Property
 from certfsm.verify._report import InputNaming, write_report

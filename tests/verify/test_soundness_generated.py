@@ -28,7 +28,7 @@ from soundness_judge import check_api, check_cli, engine_params
 
 TIMEOUT = 10.0
 BOUNDS_TIMEOUT = 3.0  # bounds alone never closes a tie; its unknown after 3 s says as much as after 10 s
-FAST_EXAMPLES = 20
+FAST_EXAMPLES = 4  # per engine in the fast suite; the slow suite runs SLOW_EXAMPLES_PER_FAMILY
 # 300 instances through the default engine, 60 through each other one: the
 # default answers most users' queries, and this keeps the slow suite to minutes.
 SLOW_EXAMPLES_PER_FAMILY = {"auto": 60, "bounds": 12, "z3": 12, "marabou": 12, "both": 12}
@@ -101,6 +101,7 @@ def test_oracle_evaluates_every_encoding_like_onnxruntime(instance, point_seed):
     np.testing.assert_allclose(exact, runtime, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", soundness_cases.FAMILIES)
 def test_every_family_yields_both_answers(family):
     """A family whose instances all have the same answer tests only half of soundness."""

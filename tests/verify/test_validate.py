@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm.verify._property import Conjunction, Property
 from certfsm.verify._validate import validate_counterexample
 
