@@ -1,7 +1,7 @@
-"""Read-only numpy arrays for the frozen dataclasses of verify and fsm (`Property`, `Grid`, `Table`).
+"""Read-only numpy arrays for the frozen dataclasses (the spec's envelope, `Property`, `Grid`, `Table`).
 
-Apart from `_readonly` (standard library only, which the runtime imports
-without numpy).
+It lives apart from `_readonly`, which stays standard library only because
+the runtime imports it without numpy.
 """
 
 from __future__ import annotations

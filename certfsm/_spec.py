@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import frozen_array
 from ._errors import SpecError
 from ._readonly import ReadOnlyDict
 from ._sla_path import SLA_STATISTICS, SlaPath
@@ -149,11 +150,11 @@ class ControllerSpec:
 
     @property
     def envelope_lower(self) -> np.ndarray:
-        return _frozen_array([item.min for item in self.inputs])
+        return frozen_array([item.min for item in self.inputs], np.float64)
 
     @property
     def envelope_upper(self) -> np.ndarray:
-        return _frozen_array([item.max for item in self.inputs])
+        return frozen_array([item.max for item in self.inputs], np.float64)
 
     def forbidden_indices(self, rule: LegalityRule) -> tuple[int, ...]:
         """Output indices of the tokens `rule` forbids, ascending."""
@@ -200,12 +201,6 @@ class ControllerSpec:
             if side:
                 when[item.name] = side
         return {"name": rule.name, "when": when, "forbid": list(rule.forbid)}
-
-
-def _frozen_array(values) -> np.ndarray:
-    array = np.array(values, dtype=np.float64)
-    array.setflags(write=False)
-    return array
 
 
 def _input_json(item: InputSpec) -> dict[str, Any]:
