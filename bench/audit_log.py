@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from certfsm.runtime._audit import AuditWriter
-from certfsm.runtime._audit_read import export_jsonl, read_log, verify_log
+from certfsm.runtime import AuditWriter
+from certfsm.runtime import export_jsonl, read_log, verify_log
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "certfsm" / "examples" / "coadapt.onnx"

@@ -20,7 +20,7 @@ import time
 def main(onnx_path: str, vnnlib_path: str, timeout: float) -> str:
     from maraboupy import Marabou, MarabouCore, MarabouUtils
 
-    from certfsm.verify._vnnlib import parse_vnnlib
+    from certfsm.verify import parse_vnnlib
 
     network = Marabou.read_onnx(onnx_path)
     inputs = network.inputVars[0].flatten()

@@ -51,7 +51,7 @@ def main() -> None:
     from certfsm import runtime
     from certfsm._spec import load_spec
     from certfsm.examples import example_spec_path
-    from certfsm.fsm._pipeline import distill_controller
+    from certfsm.fsm import distill_controller
 
     folder = Path(tempfile.mkdtemp(prefix="certfsm-bench-runtime-"))
     spec = load_spec(example_spec_path("coadapt"))

@@ -471,9 +471,9 @@ def audit_report(
     y_input: Optional[str] = typer.Option(None, "--y", help="Decision map: input on the y axis."),
 ) -> None:
     """Figures and a report.md for people; exit 0 when the log verifies, 1 when not (the report says which record)."""
-    from certfsm.runtime._report import write_report
+    from certfsm.runtime import write_audit_report
 
-    report = write_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
+    report = write_audit_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
     typer.echo(f"{out}/report.md: {report.steps} steps, {len(report.figures)} figures; "
                f"{report.verification.describe()}")
     raise typer.Exit(EXIT_OK if report.verification.ok else EXIT_FAILED)

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from certfsm._errors import ReportError, SpecError
+from certfsm._palette import token_colours
 from certfsm._staging import write_atomically
 
 from ._cell_problem import _problem
@@ -254,14 +255,6 @@ def _raster(grid: Grid, values: np.ndarray, x: int, y: int, resolution: int):
 
 
 # ----------------------------------------------------------------- drawing
-
-
-def token_colours(n_outputs: int) -> np.ndarray:
-    """(n_outputs, 4) RGBA: one distinct colour per output index (tab10, tab20 beyond ten tokens)."""
-    from matplotlib import colormaps
-
-    palette = colormaps["tab10" if n_outputs <= 10 else "tab20"]
-    return np.array([palette(k % palette.N) for k in range(n_outputs)])
 
 
 def _axis_label(item) -> str:

@@ -8,7 +8,8 @@
 - the audit log: `open_audit(controller, path)` appends every step, swap
   and override request to a SHA-256-chained binary log; `verify_log`,
   `read_log`, `export_jsonl`; `replay_log` re-executes a log and shows
-  every decision reproduced.
+  every decision reproduced; `write_audit_report` draws a log for people
+  (matplotlib imported only then).
 - `run(controller, probe, ...)`: the loop of `certfsm run` (`open_probe`
   names a probe: linux, trace:FILE.csv, example-trace; `Calibration`
   maps probe quantities to inputs).
@@ -38,6 +39,7 @@ from ._calibration import Calibration
 from ._controller import Controller, Decision
 from ._observe import CountersSnapshot, RuntimeCounters
 from ._replay import ReplayOutcome, replay_log
+from ._report import AuditReport, write_audit_report
 from ._run import RunSummary, open_probe, run
 
 
@@ -99,5 +101,5 @@ def serve_metrics(counters: RuntimeCounters, port: int):
     return serve(counters, port)
 
 
-__all__ = ["AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
+__all__ = ["AuditReport", "write_audit_report", "AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
            "load", "load_machine", "open_audit", "read_log", "replay_log", "sla_monitor_of", "verify_log"]

@@ -45,7 +45,7 @@ _PLAIN_BINS = 24
 
 @dataclass(frozen=True)
 class AuditReport:
-    """What `write_report` wrote: the folder, the log's verification, step and token counts, the figures' names."""
+    """What `write_audit_report` wrote: the folder, the log's verification, step and token counts, the figures' names."""
 
     folder: Path
     verification: object
@@ -57,7 +57,7 @@ class AuditReport:
     figures: tuple[str, ...]
 
 
-def write_report(log, out, *, artifact=None, x_input: str | None = None, y_input: str | None = None) -> AuditReport:
+def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y_input: str | None = None) -> AuditReport:
     """Write the report of the audit log `log` into the folder `out`; see the module docstring."""
     import numpy as np
 
@@ -174,7 +174,7 @@ def _png(figure) -> bytes:
 
 
 def _colours(n: int):
-    from certfsm.fsm._decision_map import token_colours
+    from certfsm._palette import token_colours
 
     return token_colours(max(n, 1))
 
