@@ -487,10 +487,7 @@ def replay(
     """Re-execute every logged step; exit 0 only when every decision is reproduced, else print the first divergence."""
     from certfsm import runtime
 
-    machines = {machine.artifact_sha256: machine for machine in map(runtime.load_machine, artifact)}
-    monitors = {runtime.load_machine(path).artifact_sha256: path for path in artifact}
-    outcome = runtime.replay_log(log, machines, sla_of=lambda machine: runtime.sla_monitor_of(
-        monitors[machine.artifact_sha256]))
+    outcome = runtime.replay_log(log, artifact)
     if outcome.ok:
         typer.echo(f"{outcome.steps} steps replayed; every decision reproduced" +
                    (f" ({outcome.reason})" if outcome.reason else ""))

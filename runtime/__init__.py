@@ -36,7 +36,7 @@ from certfsm.machine import Machine, Reason, State
 from ._audit import AuditWriter
 from ._audit_read import export_jsonl, read_log, verify_log
 from ._calibration import Calibration
-from ._controller import Controller, Decision
+from ._controller import Controller, Decision, spec_sla_monitor
 from ._observe import CountersSnapshot, RuntimeCounters
 from ._replay import ReplayOutcome, replay_log
 from ._report import AuditReport, write_audit_report
@@ -60,10 +60,7 @@ def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
 
     artifact = load_artifact(path, trusted_keys=trusted_keys)
     if sla is True:
-        from certfsm.sla import SlaMonitor
-
-        monitor = SlaMonitor.from_document(artifact.spec)
-        sla = monitor if monitor.paths else None
+        sla = spec_sla_monitor(artifact.spec)
     return Controller(Machine.from_artifact(artifact), sla=sla or None, record=record)
 
 
@@ -85,15 +82,6 @@ def open_audit(controller: Controller, path, **options) -> AuditWriter:
     return writer
 
 
-def sla_monitor_of(artifact_path):
-    """A fresh SLA monitor for the spec inside the artifact at `artifact_path` (None when it has no SLA paths)."""
-    from certfsm._artifact import load_artifact
-    from certfsm.sla import SlaMonitor
-
-    monitor = SlaMonitor.from_document(load_artifact(artifact_path).spec)
-    return monitor if monitor.paths else None
-
-
 def serve_metrics(counters: RuntimeCounters, port: int):
     """Serve `counters` for Prometheus at http://127.0.0.1:`port`/metrics (needs the metrics extra); returns the server."""
     from ._metrics_export import serve_metrics as serve
@@ -102,4 +90,4 @@ def serve_metrics(counters: RuntimeCounters, port: int):
 
 
 __all__ = ["AuditReport", "write_audit_report", "AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
-           "load", "load_machine", "open_audit", "read_log", "replay_log", "sla_monitor_of", "verify_log"]
+           "load", "load_machine", "open_audit", "read_log", "replay_log", "verify_log"]

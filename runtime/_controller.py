@@ -253,3 +253,12 @@ def _proposals(machine: Machine):
         cached = np.asarray(machine.proposal, dtype=np.int64)
         object.__setattr__(machine, "_proposal_array", cached)
     return cached
+
+
+def spec_sla_monitor(spec):
+    """A fresh monitor of the SLA paths of a spec document as an artifact stores it; None when it has none."""
+    from certfsm.sla import SlaMonitor
+
+    monitor = SlaMonitor.from_document(spec)
+    return monitor if monitor.paths else None
+

@@ -19,7 +19,7 @@ from certfsm.machine import Machine
 
 from ._audit_format import StepRecord, SwapRecord
 from ._audit_read import read_header, read_log, verify_log
-from ._controller import Controller
+from ._controller import Controller, spec_sla_monitor
 
 
 @dataclass(frozen=True)
@@ -32,18 +32,24 @@ class ReplayOutcome:
     reason: str = ""
 
 
-def replay_log(path, machines: dict[str, Machine], *, sla_of=None) -> ReplayOutcome:
-    """Replay the log at `path` with the machines of the given artifacts (by SHA-256).
+def replay_log(path, artifacts) -> ReplayOutcome:
+    """Replay the log at `path` with the given artifacts (paths or loaded `Artifact`s), each loaded once.
 
-    `sla_of(machine)` gives a fresh SLA monitor for a machine (None: none);
-    the CLI passes the monitor of the artifact's own spec, as `certfsm run`
-    does.
+    The replay starts on the artifact the log's header names, monitoring
+    its spec's SLA paths as `certfsm run` does, and swaps to the others
+    where the log swapped.
     """
+    from certfsm._artifact import Artifact, load_artifact
+
+    loaded = [a if isinstance(a, Artifact) else load_artifact(a) for a in artifacts]
+    machines = {artifact.sha256: Machine.from_artifact(artifact) for artifact in loaded}
+    specs = {artifact.sha256: artifact.spec for artifact in loaded}
     verification = verify_log(path)
     if not verification.ok and not verification.torn:
         return ReplayOutcome(False, 0, verification.first_bad, f"the log does not verify: {verification.describe()}")
     header = read_header(path)
-    controller = _controller(header.artifact_sha256, machines, sla_of)
+    first = _machine(header.artifact_sha256, machines)
+    controller = Controller(first, sla=spec_sla_monitor(specs[first.artifact_sha256]))
     steps = 0
     for record in read_log(path):
         if isinstance(record, SwapRecord):
@@ -76,11 +82,6 @@ def _machine(sha256: str, machines: dict[str, Machine]) -> Machine:
     if sha256 not in machines:
         raise AuditLogError(f"the log was written by artifact {sha256}, which was not given; give it with --artifact")
     return machines[sha256]
-
-
-def _controller(sha256: str, machines: dict[str, Machine], sla_of) -> Controller:
-    machine = _machine(sha256, machines)
-    return Controller(machine, sla=sla_of(machine) if sla_of else None)
 
 
 def _registers(state) -> tuple[int, int, int, int]:
