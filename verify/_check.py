@@ -29,7 +29,7 @@ Engines:
 
 Every ``violated`` verdict comes from `validate_counterexample` (exact,
 float64 and onnxruntime); every ``proved`` from sound bounds or an exact
-UNSAT (except the labelled ``marabou`` engine); anything else is
+UNSAT (Z3; Marabou's UNSAT only with Z3's agreement); anything else is
 ``unknown`` with the reason. The overall timeout is strict: the
 workers are terminated (their solver children die with them) and the
 answer is ``unknown`` ("timeout after N s, K boxes open").
@@ -78,8 +78,6 @@ ATTACK_FLOOR = 0.1
 FIRST_ATTACK_SECONDS = 0.5
 ATTACK_BOXES = 64
 ENGINE_DEPTH = 30
-CHEAP_Z3_UNSTABLE = _box_engine.Z3_FIRST_UNSTABLE
-CHEAP_Z3_NETWORK = _box_engine.Z3_FIRST_NETWORK
 MARABOU_ALONE = "Marabou alone, not cross-checked"
 BOUNDS_ONLY_DEPTH = 60
 ENGINE_BOX_SECONDS = 10.0
@@ -311,14 +309,17 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
 def _engine_unstable(network: Network, complete: str | None) -> int:
     """Boxes with at most this many unstable ReLUs go to the box engine at once (-1: none do).
 
-    Only where Z3 can close them: on small networks (a near miss or a tie
+    The box engine's own thresholds (`_box_engine.Z3_FIRST_UNSTABLE`,
+    `Z3_FIRST_NETWORK`), so a box is sent early only where that engine
+    asks Z3 first. Only where Z3 can close them: on small networks (a near miss or a tie
     that no bound can separate is decided exactly in a fraction of a
     second, where splitting would go on to the depth limit), and on any
     network a box with no unstable ReLU left (a linear program).
     """
     if complete != "z3":
         return -1
-    return CHEAP_Z3_UNSTABLE if sum(network.hidden_sizes) <= CHEAP_Z3_NETWORK else 0
+    small = sum(network.hidden_sizes) <= _box_engine.Z3_FIRST_NETWORK
+    return _box_engine.Z3_FIRST_UNSTABLE if small else min(0, _box_engine.Z3_FIRST_UNSTABLE)
 
 
 def _submit_next(search: _Search, runner, complete, limits, deadline, started, unresolved) -> bool:

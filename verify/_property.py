@@ -81,12 +81,6 @@ class Conjunction:
                 return False
         return True
 
-    def restricted_to(self, rows) -> "Conjunction":
-        """The same conjunction with only the given rows (an index array or mask)."""
-        index = np.arange(len(self.b))[rows]
-        return Conjunction(self.A[index], self.b[index], tuple(self.labels[i] for i in index if i < len(self.labels)),
-                           tuple(self.exact_b[i] for i in index), tuple(self.strict[i] for i in index))
-
     def shrunk(self, delta) -> "Conjunction":
         """Every right-hand side lowered by ``delta[i]`` (exactly), so the new set lies inside this one."""
         exact_b = tuple(b - Fraction(float(d)) for b, d in zip(self.exact_b, np.broadcast_to(delta, self.b.shape)))

@@ -216,14 +216,19 @@ def _solve(z3, solver, n_inputs: int) -> tuple[str, list[Fraction] | None, str]:
         why = solver.reason_unknown()
         timed_out = why in ("timeout", "canceled")
         return "unknown", None, "z3 timed out" if timed_out else f"z3: unknown ({why})"
-    model = solver.model()
+    point, why = _model_inputs(z3, solver.model(), solver.ctx, n_inputs)
+    return ("sat", point, "") if point is not None else ("unknown", None, why)
+
+
+def _model_inputs(z3, model, context, n_inputs: int) -> tuple[list[Fraction] | None, str]:
+    """The exact values of X_0 .. X_{n-1} in `model`, or (None, why) when one is not a rational."""
     point = []
     for i in range(n_inputs):
-        value = model.eval(z3.Real(input_name(i), solver.ctx), model_completion=True)
+        value = model.eval(z3.Real(input_name(i), context), model_completion=True)
         if not z3.is_rational_value(value):
-            return "unknown", None, f"z3: model value of {input_name(i)} is not a rational ({value})"
+            return None, f"z3: model value of {input_name(i)} is not a rational ({value})"
         point.append(Fraction(value.numerator_as_long(), value.denominator_as_long()))
-    return "sat", point, ""
+    return point, ""
 
 
 def _better_points(z3, network, prop, phases, solver, model, deadline):
@@ -266,13 +271,7 @@ def _deepest_model(z3, network, prop, phases, seconds: float) -> list[Fraction] 
     optimiser.maximize(depth)
     if optimiser.check() != z3.sat:
         return None
-    values = []
-    for i in range(network.n_inputs):
-        value = optimiser.model().eval(z3.Real(input_name(i), context), model_completion=True)
-        if not z3.is_rational_value(value):
-            return None
-        values.append(Fraction(value.numerator_as_long(), value.denominator_as_long()))
-    return values
+    return _model_inputs(z3, optimiser.model(), context, network.n_inputs)[0]
 
 
 def _float_point(z3, solver, model: list[Fraction], prop: Property, deadline: float) -> np.ndarray | None:

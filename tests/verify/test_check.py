@@ -135,7 +135,6 @@ def _marabou_first(monkeypatch):
     from certfsm.verify import _box_engine
 
     monkeypatch.setattr(_check, "ENGINE_DEPTH", 0)
-    monkeypatch.setattr(_check, "CHEAP_Z3_UNSTABLE", -1)
     monkeypatch.setattr(_box_engine, "Z3_FIRST_UNSTABLE", -1)
     monkeypatch.setattr(_box_engine, "Z3_FIRST_NETWORK", 0)
 
