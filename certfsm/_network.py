@@ -20,6 +20,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._rational import float_at_least
+
 
 @dataclass(frozen=True, eq=False)
 class AffineLayer:
@@ -80,8 +82,8 @@ class AffineLayer:
         if self.exact is None:
             return None
         rows, constants = self.exact
-        weight = np.array([[_gap(e, w) for e, w in zip(row, floats)] for row, floats in zip(rows, self.weight)])
-        bias = np.array([_gap(e, b) for e, b in zip(constants, self.bias)])
+        weight = np.array([[float_at_least(abs(e - Fraction(float(w)))) for e, w in zip(row, floats)] for row, floats in zip(rows, self.weight)])
+        bias = np.array([float_at_least(abs(e - Fraction(float(b)))) for e, b in zip(constants, self.bias)])
         return weight.reshape(self.weight.shape), bias
 
 
@@ -92,13 +94,6 @@ class AffineLayer:
     @property
     def n_out(self) -> int:
         return int(self.weight.shape[0])
-
-
-def _gap(exact: Fraction, stored: float) -> float:
-    """A float64 >= |exact - stored| (rounded up, so it is a true bound)."""
-    difference = abs(exact - Fraction(float(stored)))
-    bound = float(difference)
-    return bound if Fraction(bound) >= difference else float(np.nextafter(bound, np.inf))
 
 
 @dataclass(frozen=True, eq=False)

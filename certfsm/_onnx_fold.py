@@ -42,6 +42,7 @@ from onnx import helper
 
 from ._errors import ModelError
 from ._network import AffineLayer, Network
+from ._rational import integer_form, rational_array
 
 SHAPE_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
 # The widest benchmark network has 512 neurons a layer; folding an elementwise operator into a fresh
@@ -93,14 +94,14 @@ class Chain:
             self.weight, self.bias, self.is_fresh = weight, bias, False
             return
         if bias_only and self.exact is None:
-            start = (self.weight, _rational(self.bias))
+            start = (self.weight, rational_array(self.bias))
         else:
-            start = self.exact or (_rational(self.weight), _rational(self.bias))
-        exact_weight, exact_bias = fold(*start, *(_rational(c) for c in constants))
+            start = self.exact or (rational_array(self.weight), rational_array(self.bias))
+        exact_weight, exact_bias = fold(*start, *(rational_array(c) for c in constants))
         self.weight, self.bias, self.is_fresh = weight, bias, False
         same_bias = _equal(bias, exact_bias)
         if bias_only and self.exact is None:
-            self.exact = None if same_bias else (_rational(weight), exact_bias)
+            self.exact = None if same_bias else (rational_array(weight), exact_bias)
             return
         self.exact = None if same_bias and _equal(weight, exact_weight) else (exact_weight, exact_bias)
 
@@ -245,8 +246,8 @@ def _dot(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """
     if left.dtype != object:
         return left @ right
-    left_numerators, left_denominator = _scaled(left)
-    right_numerators, right_denominator = _scaled(right)
+    left_numerators, left_denominator = integer_form(left)
+    right_numerators, right_denominator = integer_form(right)
     product = left_numerators @ right_numerators
     denominator = left_denominator * right_denominator
     result = np.empty(product.shape, dtype=object)
@@ -254,29 +255,9 @@ def _dot(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return result
 
 
-def _scaled(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Fractions as integer numerators (an object array of the same shape) over their common denominator."""
-    flat = values.reshape(-1)
-    denominator = math.lcm(*(v.denominator for v in flat)) if flat.size else 1
-    numerators = np.empty(flat.shape, dtype=object)
-    numerators[:] = [v.numerator * (denominator // v.denominator) for v in flat]
-    return numerators.reshape(values.shape), denominator
-
-
 def _equal(floats: np.ndarray, rationals: np.ndarray) -> bool:
     """Every float equals its rational counterpart exactly."""
     return all(Fraction(*float(f).as_integer_ratio()) == r for f, r in zip(floats.reshape(-1), rationals.reshape(-1)))
-
-
-def _rational(array: np.ndarray) -> np.ndarray:
-    """The exact values of a float (or already rational) array, as an object array of Fractions."""
-    array = np.asarray(array)
-    if array.dtype == object:
-        return array
-    flat = [Fraction(*float(v).as_integer_ratio()) for v in array.reshape(-1)]
-    result = np.empty(len(flat), dtype=object)
-    result[:] = flat
-    return result.reshape(array.shape)
 
 
 def _shape_operand(node: onnx.NodeProto, name: str, constants: dict) -> list[int] | None:

@@ -8,7 +8,7 @@ Z3 back-end check exactly the numbers stored in the network IR.
 
 A property's constants are exact rationals (a VNN-LIB ``0.1`` is 1/10,
 not the float64 next to it). Numeric engines see them rounded in the
-sound direction (`float_at_least`, `float_at_most`); the exact oracle
+sound direction (`certfsm._rational.float_at_least`, `float_at_most`); the exact oracle
 (`exact_outputs`) evaluates the network on rationals, so a witness is
 judged under the semantics DESIGN fixes, not under float rounding.
 """
@@ -20,6 +20,8 @@ from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
+
+from certfsm._rational import integer_form, rational_array
 
 
 def _checked(x) -> float:
@@ -77,18 +79,6 @@ def rational_term(value: Fraction) -> str:
     return f"(- {text})" if value < 0 else text
 
 
-def float_at_least(value: Fraction) -> float:
-    """The smallest float64 that is >= `value` (so a bound rounded up never cuts off a real point)."""
-    nearest = float(value)
-    return nearest if Fraction(nearest) >= value else float(np.nextafter(nearest, np.inf))
-
-
-def float_at_most(value: Fraction) -> float:
-    """The largest float64 that is <= `value`."""
-    nearest = float(value)
-    return nearest if Fraction(nearest) <= value else float(np.nextafter(nearest, -np.inf))
-
-
 def exact_outputs(network, x) -> list[Fraction]:
     """The network's scores at the float point `x`, in exact rational arithmetic.
 
@@ -100,7 +90,7 @@ def exact_outputs(network, x) -> list[Fraction]:
     integers (numpy object arrays) instead of a Fraction per weight:
     milliseconds for ACAS Xu, a fraction of a second for 250 000 weights.
     """
-    numerators, denominator = _integers(_as_fractions(np.asarray(x, dtype=np.float64).reshape(-1)))
+    numerators, denominator = integer_form(rational_array(np.asarray(x, dtype=np.float64).reshape(-1)))
     last = len(network.layers) - 1
     for index, layer in enumerate(network.layers):
         weight, weight_denominator, bias, bias_denominator = _integer_layer(layer)
@@ -114,30 +104,25 @@ def exact_outputs(network, x) -> list[Fraction]:
     return [Fraction(int(v), denominator) for v in numerators]
 
 
-def _as_fractions(values) -> list[Fraction]:
-    return [Fraction(*float(v).as_integer_ratio()) for v in values]
-
-
-def _integers(values) -> tuple[np.ndarray, int]:
-    """Rationals as integer numerators (object array) over their least common denominator."""
-    denominator = math.lcm(*(v.denominator for v in values)) if len(values) else 1
-    numerators = np.empty(len(values), dtype=object)
-    numerators[:] = [v.numerator * (denominator // v.denominator) for v in values]
-    return numerators, denominator
-
-
 def _integer_layer(layer) -> tuple[np.ndarray, int, np.ndarray, int]:
     """(weight numerators (n_out, n_in), their denominator, bias numerators, their denominator), cached."""
     cached = getattr(layer, "_integer_form", None)
     if cached is None:
         if layer.is_exact:
-            weights = _as_fractions(layer.weight.reshape(-1))
-            biases = _as_fractions(layer.bias)
+            weights, biases = rational_array(layer.weight), rational_array(layer.bias)
         else:
-            weights = [w for row in layer.exact_weight() for w in row]
-            biases = list(layer.exact_bias())
-        weight, weight_denominator = _integers(weights)
-        bias, bias_denominator = _integers(biases)
-        cached = (weight.reshape(layer.weight.shape), weight_denominator, bias, bias_denominator)
+            weights = rational_array_of(layer.exact_weight(), layer.weight.shape)
+            biases = rational_array_of(layer.exact_bias(), layer.bias.shape)
+        weight, weight_denominator = integer_form(weights)
+        bias, bias_denominator = integer_form(biases)
+        cached = (weight, weight_denominator, bias, bias_denominator)
         object.__setattr__(layer, "_integer_form", cached)
     return cached
+
+
+def rational_array_of(values, shape) -> np.ndarray:
+    """Nested tuples of Fractions (a layer's exact weights) as an object array of `shape`."""
+    result = np.empty(math.prod(shape), dtype=object)
+    result[:] = [v for row in values for v in row] if len(shape) == 2 else list(values)
+    return result.reshape(shape)
+

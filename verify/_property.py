@@ -26,8 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from certfsm._arrays import frozen_array
-
-from ._exact import float_at_least, float_at_most
+from certfsm._rational import float_at_least, float_at_most
 
 
 @dataclass(frozen=True, eq=False)
