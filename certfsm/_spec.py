@@ -251,7 +251,11 @@ def spec_from_dict(data: Any, path: str | os.PathLike, *, require_model: bool = 
 
 def check_spec(path: str | os.PathLike) -> list[str]:
     """Human-readable summary lines of a valid spec (for ``certfsm spec check``); raises SpecError on problems."""
-    spec = load_spec(path)
+    return describe_spec(load_spec(path))
+
+
+def describe_spec(spec: ControllerSpec) -> list[str]:
+    """Human-readable summary lines of a loaded spec."""
     lines = [f"spec {spec.name!r}: {spec.path}", f"model: {spec.model_path}", f"inputs ({spec.n_inputs}):"]
     for item in spec.inputs:
         unit = f" [{item.unit}]" if item.unit else ""

@@ -500,11 +500,11 @@ def replay(
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
     from certfsm._onnx import load_onnx
-    from certfsm._spec import check_spec, load_spec
+    from certfsm._spec import describe_spec, load_spec
     from certfsm.verify import check_network_fits_spec
 
-    lines = check_spec(_spec_argument(spec, False, ""))
-    controller = load_spec(spec)
+    controller = load_spec(_spec_argument(spec, False, ""))
+    lines = describe_spec(controller)
     network = load_onnx(controller.model_path)
     check_network_fits_spec(network, controller)
     for line in lines:
