@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import time
 import urllib.request
 
 import pytest
+from cli_process import running_cli, stop
 
 from certfsm.machine import Reason
 from certfsm.runtime import RuntimeCounters
@@ -74,21 +74,15 @@ def _scrape(port: int) -> dict[str, float] | None:
 def test_a_run_serves_counters_that_match_its_decisions(distilled_example):
     pytest.importorskip("prometheus_client", reason="the metrics extra (prometheus-client) is not installed")
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "certfsm.cli", "run", str(distilled_example[2]), "--probe",
-                                "example-trace", "--period-ms", "2", "--metrics-port", str(port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running_cli("run", distilled_example[2], "--probe", "example-trace", "--period-ms", "2",
+                     "--metrics-port", port) as process:
         deadline, samples = time.monotonic() + 60, None
         while time.monotonic() < deadline and process.poll() is None:
             samples = _scrape(port)
             if samples and samples.get('certfsm_reasons_total{reason="FALLBACK_SLA"}', 0) > 0:
                 break
             time.sleep(0.2)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        out, err = stop(process)
     assert process.returncode == 0, err
     assert samples is not None, f"no scrape of 127.0.0.1:{port} succeeded: {err}"
     steps = samples["certfsm_steps_total"]

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from cli_process import running_cli, stop
 
 INPUTS = ("compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth")
 
@@ -72,20 +73,14 @@ def test_a_changed_record_is_found_at_its_index_and_the_replay_stops_there(disti
 def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(distilled_example, tmp_path):
     artifact = distilled_example[2]
     log = tmp_path / "live.log"
-    process = subprocess.Popen([sys.executable, "-m", "certfsm.cli", "run", str(artifact), "--probe", "linux",
-                                "--period-ms", "5", "--audit", str(log), "--fsync-every", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running_cli("run", artifact, "--probe", "linux", "--period-ms", "5", "--audit", log,
+                     "--fsync-every", "1") as process:
         deadline = time.monotonic() + 60
         while (not log.exists() or log.stat().st_size < 2000) and time.monotonic() < deadline:
             time.sleep(0.1)
         process.send_signal(signal.SIGHUP)
         time.sleep(0.5)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        out, err = stop(process)
     assert process.returncode == 0, err
     assert "hot swap: " in out
     code, verified, _ = run_cli("audit", "verify", log)
