@@ -153,3 +153,23 @@ def mutated(seeds: list[bytes], tokens: list[bytes], nestings: list[tuple[bytes,
         return bytes(data)
 
     return build()
+
+
+def parser_fixture(target: str):
+    """A module-scoped pytest fixture `parse` running `target` in the worker (one per fuzz module)."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def parse():
+        parser = Parser(target)
+        yield parser
+        parser.close()
+
+    return parse
+
+
+def check_bytes(parse, case: Path, data: bytes, error: type, result: str) -> None:
+    """Write `data` to `case`, parse it in the worker and assert the contract (see `assert_contract`)."""
+    case.write_bytes(data)
+    assert_contract(parse(case), case, error, result)
+

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from certfsm._errors import ModelError
 from certfsm.examples import example_spec_path
-from parse_contract import FAST, SLOW, Parser, assert_contract, mutated
+from parse_contract import FAST, SLOW, check_bytes, mutated, parser_fixture
 
 
 def _shape_ops_model() -> bytes:
@@ -103,11 +103,7 @@ FILES = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def parse():
-    parser = Parser("certfsm._onnx.load_onnx")
-    yield parser
-    parser.close()
+parse = parser_fixture("certfsm._onnx.load_onnx")
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +112,7 @@ def case(tmp_path_factory):
 
 
 def _check(parse, case, data: bytes) -> None:
-    case.write_bytes(data)
-    assert_contract(parse(case), case, ModelError, "Network")
+    check_bytes(parse, case, data, ModelError, "Network")
 
 
 def test_the_seeds_load(parse, case):

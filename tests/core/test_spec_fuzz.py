@@ -16,7 +16,7 @@ from hypothesis import given
 
 from certfsm._errors import SpecError
 from certfsm.examples import example_spec_path
-from parse_contract import FAST, SLOW, Parser, assert_contract, mutated
+from parse_contract import FAST, SLOW, check_bytes, mutated, parser_fixture
 
 
 def _seeds() -> list[bytes]:
@@ -35,11 +35,7 @@ NESTINGS = [(b"[", b"]"), (b'{"a": ', b"}"), (b"[{}, ", b"]")]
 FILES = mutated(SEEDS, TOKENS, NESTINGS)
 
 
-@pytest.fixture(scope="module")
-def parse():
-    parser = Parser("certfsm._spec.load_spec")
-    yield parser
-    parser.close()
+parse = parser_fixture("certfsm._spec.load_spec")
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +49,7 @@ def case(tmp_path_factory):
 
 
 def _check(parse, case, data: bytes) -> None:
-    case.write_bytes(data)
-    assert_contract(parse(case), case, SpecError, "ControllerSpec")
+    check_bytes(parse, case, data, SpecError, "ControllerSpec")
 
 
 def test_the_seeds_load(parse, case):

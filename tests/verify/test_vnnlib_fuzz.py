@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 
 from certfsm._errors import VnnlibError
-from parse_contract import FAST, SLOW, Parser, assert_contract, mutated
+from parse_contract import FAST, SLOW, check_bytes, mutated, parser_fixture
 
 ACAS_STYLE = b"""; ACAS Xu property 1 style
 (declare-const X_0 Real)
@@ -51,11 +51,7 @@ NESTINGS = [(b"(and ", b")"), (b"(or ", b")"), (b"(+ ", b")"), (b"(", b")"), (b"
 FILES = mutated([ACAS_STYLE, BOXES_AND_TERMS], TOKENS, NESTINGS)
 
 
-@pytest.fixture(scope="module")
-def parse():
-    parser = Parser("certfsm.verify._vnnlib.parse_vnnlib")
-    yield parser
-    parser.close()
+parse = parser_fixture("certfsm.verify._vnnlib.parse_vnnlib")
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +60,7 @@ def case(tmp_path_factory):
 
 
 def _check(parse, case, data: bytes) -> None:
-    case.write_bytes(data)
-    assert_contract(parse(case), case, VnnlibError, "list")
+    check_bytes(parse, case, data, VnnlibError, "list")
 
 
 def test_the_seeds_parse(parse, case):
