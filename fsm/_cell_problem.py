@@ -114,6 +114,11 @@ class _Problem:
         margin = self.margin + delta if token != self.conservative else delta
         return (chosen_conjunction(token, self.n_outputs, self.rule, margin),)
 
+    def envelope_property(self, token: int) -> Property:
+        """Unsafe set: the closure of "the decision is not `token`" over the whole envelope (cells are its sub-boxes)."""
+        return Property(f"decision is {self.outputs[token]}", self.grid.lower, self.grid.upper,
+                        self.loses(token, 0.0), f"the gated decision is {self.outputs[token]}")
+
     def exact_property(self, cell: int, token: int) -> Property:
         """Unsafe set: the closure of "the decision is not `token`" over the closed cell box."""
         lower, upper = self.cell_box(cell)

@@ -17,6 +17,11 @@
   machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`,
   and `solve_text` hands any query text to Z3.
 
+- Many boxes at once: `prove_boxes(network, prop, lower, upper)` proves
+  one property on each of many sub-boxes of its box by bounds and
+  bisection alone (`BoxProofs`: which boxes are proved, and the work
+  done); `certfsm.fsm.distill` proves its grid cells with it.
+
 - One worker pool: `pool_for` runs tasks inline or in killable, bounded,
   forked worker processes with BLAS on one thread (`InlinePool`,
   `ProcessPool`; `single_threaded_blas`, `limit_blas_threads`); `check`'s
@@ -26,6 +31,7 @@ Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.
 """
 
+from ._box_batch import BoxProofs, prove_boxes
 from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs, plain_decimal
@@ -51,4 +57,5 @@ __all__ = [
     "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
     "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",
+    "BoxProofs", "prove_boxes",
 ]

@@ -111,7 +111,10 @@ class Boxes:
     (B, D, N_hidden or 0): the row weights and lower slopes of the last
     optimisation of each disjunct (NaN before any), which its children
     start from; the slopes are only kept while D * N_hidden is at most
-    `WARM_SLOPES_LIMIT` (memory), else the last axis is empty.
+    `WARM_SLOPES_LIMIT` (memory), else the last axis is empty. `origin`
+    (B,): the index of the box this one was cut from when many boxes are
+    searched at once (`_box_batch`; 0 for a single property's search),
+    inherited by the children.
     """
 
     lower: np.ndarray
@@ -124,12 +127,16 @@ class Boxes:
     combined: np.ndarray | None = None
     weights: np.ndarray | None = None
     slopes: np.ndarray | None = None
+    origin: np.ndarray | None = None
 
-    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined", "weights", "slopes")
+    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined", "weights", "slopes",
+               "origin")
 
     def __post_init__(self) -> None:
-        """Fresh boxes (no optimisation yet) may leave out `combined`, `weights` and `slopes`."""
+        """Fresh boxes (no optimisation yet) may leave out `combined`, `weights`, `slopes` and `origin`."""
         count, disjuncts = self.open.shape
+        if self.origin is None:
+            object.__setattr__(self, "origin", np.zeros(count, dtype=np.int64))
         if self.combined is None:
             object.__setattr__(self, "combined", np.full((count, disjuncts), -np.inf))
         if self.weights is None:
@@ -356,7 +363,7 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     candidates = Boxes(
         lower, upper, bounded.open, np.tile(boxes.depth + 1, 2 * dims.size), bounded.worst, bounded.rows,
         bounded.hidden, np.tile(boxes.combined, repeat), np.tile(boxes.weights, repeat),
-        np.tile(boxes.slopes, (2 * dims.size, 1, 1)),
+        np.tile(boxes.slopes, (2 * dims.size, 1, 1)), np.tile(boxes.origin, 2 * dims.size),
     )
     candidates = optimise(network, objectives, candidates, bounded.layers, steps=1)
     shortfall = np.where(candidates.open.any(axis=1), np.minimum(candidates.worst, 0.0), 0.0)

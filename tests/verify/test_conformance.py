@@ -10,10 +10,15 @@ verdict must carry a counterexample inside the box that re-evaluates to
 an unsafe output. An engine whose module or solver package is missing is
 skipped with the reason, never passed.
 
+Batched box bounding (`verify.prove_boxes`, the proof of distillation's
+grid cells) runs here as an incomplete engine too: the property's box cut
+into halves along every input, ``proved`` only when every part is.
+
 Then property-based checks on random small networks whose weights are
 small dyadic rationals (exact in float32): Marabou never says ``proved``
-where dense sampling finds an unsafe point, and Marabou and Z3 never
-contradict each other.
+where dense sampling finds an unsafe point, Marabou and Z3 never
+contradict each other, `prove_boxes` never proves a box on which Z3
+finds an unsafe point, and never a box that holds a planted unsafe point.
 """
 
 from __future__ import annotations
@@ -29,8 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certfsm import AffineLayer, Network
-from certfsm.verify._property import Conjunction, Property, chosen_conjunction
-from certfsm.verify._result import Result
+from certfsm.verify import Conjunction, Property, Result, chosen_conjunction, exact_outputs, prove_boxes
 
 TIMEOUT = 20.0
 
@@ -47,6 +51,24 @@ def _bounds_only(module, network: Network, prop: Property, timeout: float) -> Re
     return module.check(network, prop, engine="bounds", timeout=timeout)
 
 
+def _halves(prop: Property) -> tuple[np.ndarray, np.ndarray]:
+    """The property's box cut in two along every input: 2**n parts that cover it."""
+    mid = (prop.lower + prop.upper) / 2.0
+    sides = [((low, centre), (centre, high)) for low, centre, high in zip(prop.lower, mid, prop.upper)]
+    parts = list(itertools.product(*sides))
+    return (np.array([[side[0] for side in part] for part in parts]),
+            np.array([[side[1] for side in part] for part in parts]))
+
+
+def _many_boxes(module, network: Network, prop: Property, timeout: float) -> Result:
+    """`prove_boxes` on the box's halves as an engine: proved only when every half is, else unknown."""
+    lower, upper = _halves(prop)
+    found = module.prove_boxes(network, prop, lower, upper)
+    if found.proved.all():
+        return Result("proved", "prove_boxes", 0.0)
+    return Result("unknown", "prove_boxes", 0.0, reason=f"{int((~found.proved).sum())} parts not closed by bounds")
+
+
 @dataclass(frozen=True)
 class Engine:
     """An engine under test: its module, the solver packages it needs, how to call it."""
@@ -58,7 +80,12 @@ class Engine:
 
     @property
     def name(self) -> str:
+        if self.call is _many_boxes:
+            return "prove_boxes"
         return self.module_name.rsplit(".", 1)[-1].lstrip("_") + ("-bounds" if self.call is _bounds_only else "")
+
+    def is_complete(self, module) -> bool:
+        return bool(getattr(module, "COMPLETE", False)) and not self.incomplete
 
     def load(self):
         for package in self.packages:
@@ -77,6 +104,7 @@ ENGINES = (
     Engine("certfsm.verify._slopes", (), _direct),
     Engine("certfsm.verify._check", (), _orchestrator),
     Engine("certfsm.verify._check", (), _bounds_only, incomplete=True),
+    Engine("certfsm.verify", (), _many_boxes, incomplete=True),
 )
 
 
@@ -102,6 +130,8 @@ L1 = _net(([[1, 0], [-1, 0], [0, 1], [0, -1]], [0, 0, 0, 0]), ([[1, 1, 1, 1]], [
 THREE_TOKENS = _net(([[1]], [0]), ([[1], [-1], [0]], [0, 1, 0.25]))
 # y = relu(relu(x) - 0.5) on [0, 1]: at most 0.5, reached at x = 1
 DEEP = _net(([[1]], [0]), ([[1]], [-0.5]), ([[1]], [0]))
+# at most about 3.744 on [0, 1]^2, but whole-box bounds only show it is below 4.2 (halving the box closes 3.875)
+BUMPY = _net(([[1.5, -1], [-2, -1], [-0.5, 1.5], [0, -2]], [-0.5, 0.5, 1, 0.5]), ([[2, -1.5, 1.5, -2]], [0]))
 
 
 def _ge(value: float, index: int = 0, n: int = 1) -> Conjunction:
@@ -154,6 +184,8 @@ CASES = (
     Case("argmax-token-chosen-with-ties", THREE_TOKENS, _prop(0, 1, chosen_conjunction(0, 3, "argmax")), "violated"),
     Case("deep-maximum-reached", DEEP, _prop(0, 1, _ge(0.5)), "violated"),
     Case("deep-above-maximum", DEEP, _prop(0, 1, _ge(0.625)), "proved"),
+    Case("bumpy-below-its-maximum-after-splitting", BUMPY, _prop([0, 0], [1, 1], _ge(3.875)), "proved"),
+    Case("bumpy-reaches", BUMPY, _prop([0, 0], [1, 1], _ge(3.5)), "violated"),
 )
 
 
@@ -190,7 +222,7 @@ def test_engine_gives_the_known_answer(engine, case):
     result = spec.call(module, case.network, case.prop, TIMEOUT)
     assert isinstance(result, Result)
     assert_consistent(
-        result, case.expected, complete=module.COMPLETE and not spec.incomplete,
+        result, case.expected, complete=spec.is_complete(module),
         network=case.network, prop=case.prop,
     )
 
@@ -279,3 +311,84 @@ def test_marabou_and_z3_never_contradict(problem):
     network, prop = problem
     verdicts = {marabou.check(network, prop, TIMEOUT).verdict, z3_engine.check(network, prop, TIMEOUT).verdict}
     assert verdicts != {"proved", "violated"}, f"Marabou and Z3 disagree on {prop}"
+
+
+@st.composite
+def boxes_inside(draw, prop: Property, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` boxes inside the property's box, corners on a grid of eighths of it (some of them points)."""
+    steps = st.lists(st.integers(0, 8), min_size=prop.n_inputs, max_size=prop.n_inputs)
+    lower, upper = [], []
+    for _ in range(count):
+        ends = np.sort(np.array([draw(steps), draw(steps)]), axis=0) / 8.0
+        lower.append(prop.lower + ends[0] * (prop.upper - prop.lower))
+        upper.append(prop.lower + ends[1] * (prop.upper - prop.lower))
+    return np.array(lower), np.array(upper)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), problem=random_problems())
+def test_prove_boxes_never_contradicts_an_exact_check(data, problem):
+    """Every box `prove_boxes` proves is free of unsafe points: dense samples and Z3 (exact) find none there."""
+    z3_engine = next(engine for engine in ENGINES if engine.module_name.endswith("_z3")).load()
+    network, prop = problem
+    lower, upper = data.draw(boxes_inside(prop, 6))
+    found = prove_boxes(network, prop, lower, upper, max_depth=6)
+    assert found.proved.shape == (6,) and found.bounded >= 6
+    for low, high in zip(lower[found.proved], upper[found.proved]):
+        part = prop.restricted(low, high)
+        samples = _dense_samples(part, np.random.default_rng(0), count=512)
+        assert not np.any(part.unsafe_slack(network.evaluate(samples)) >= 0.0), f"proved {low}..{high}, sampled unsafe"
+        exact = z3_engine.check(network, part, TIMEOUT)
+        assert exact.verdict != "violated", f"prove_boxes proved {low}..{high}; Z3 found {exact.counterexample}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), problem=random_problems())
+def test_prove_boxes_never_proves_a_box_with_a_planted_unsafe_point(data, problem):
+    """Plant an unsafe point x (its exact outputs meet a random row with equality, the tightest case) and give
+    boxes that hold x, down to the point box [x, x]: none of them may be proved."""
+    network, prop = problem
+    x = prop.lower + np.array(data.draw(st.lists(st.integers(0, 4), min_size=prop.n_inputs,
+                                                 max_size=prop.n_inputs))) / 4.0 * (prop.upper - prop.lower)
+    row = np.array(data.draw(st.lists(st.integers(-2, 2), min_size=network.n_outputs, max_size=network.n_outputs)),
+                   dtype=float)
+    at_x = sum((float(a) * y for a, y in zip(row, exact_outputs(network, x)) if a), 0)
+    planted = Property("planted", prop.lower, prop.upper,
+                       (Conjunction(row[None], [float(at_x)], ("planted",), exact_b=(at_x,)),))
+    assert planted.is_unsafe_exactly(exact_outputs(network, x))
+    reach = np.array(data.draw(st.lists(st.integers(0, 4), min_size=2 * prop.n_inputs,
+                                        max_size=2 * prop.n_inputs))).reshape(2, -1) / 4.0
+    lower = np.array([x, np.maximum(prop.lower, x - reach[0]), prop.lower])
+    upper = np.array([x, np.minimum(prop.upper, x + reach[1]), prop.upper])
+    found = prove_boxes(network, planted, lower, upper, max_depth=6)
+    assert not found.proved.any(), f"proved a box holding the planted unsafe point {x}"
+
+
+def test_prove_boxes_splits_what_the_whole_box_cannot_close_and_counts_the_work():
+    """BUMPY below 3.875 is not closed by whole-box bounds on [0, 1]^2 but is after halvings; with no halvings
+    allowed it stays open. The work counts say which happened."""
+    prop = _prop([0, 0], [1, 1], _ge(3.875))
+    whole = prove_boxes(BUMPY, prop, prop.lower, prop.upper, max_depth=0)
+    assert not whole.proved.any() and whole.bounded == 1 and whole.deepest == 0
+    split = prove_boxes(BUMPY, prop, prop.lower, prop.upper, max_depth=8)
+    assert split.proved.all() and split.deepest >= 1 and split.bounded > 1
+
+
+def test_prove_boxes_keeps_overlapping_boxes_apart():
+    """Boxes may overlap: each sub-box is counted for the box it was cut from, never for a neighbour."""
+    prop = _prop([0, 0], [1, 1], _ge(1.0))
+    lower = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    upper = np.array([[0.25, 0.25], [1.0, 1.0], [0.5, 0.25]])
+    found = prove_boxes(XOR, prop, lower, upper, max_depth=8)
+    assert found.proved.tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("lower, upper, message", [
+    ([[0.0, 0.0]], [[2.0, 1.0]], r"^prove_boxes: a box leaves the box of property 'conformance'; widen"),
+    ([[0.5, 0.0]], [[0.25, 1.0]], r"^prove_boxes: every box must be finite with lower <= upper \(property"),
+    ([[0.0, np.nan]], [[1.0, 1.0]], r"^prove_boxes: every box must be finite"),
+    ([[0.0]], [[1.0]], r"^prove_boxes: lower \(1, 1\) and upper \(1, 1\) must both be \(boxes, 2\), one row per box"),
+])
+def test_prove_boxes_refuses_boxes_that_do_not_fit(lower, upper, message):
+    with pytest.raises(ValueError, match=message):
+        prove_boxes(XOR, _prop([0, 0], [1, 1], _ge(1.25)), lower, upper)
