@@ -115,8 +115,7 @@ def write_spec(case: str, folder: Path) -> Path:
 
 def run_row(case: str, jobs: int, timeout: float) -> dict:
     """Distil `case` with `jobs` workers in this process; the stats that the table shows, as a dict."""
-    from certfsm._onnx import load_onnx
-    from certfsm._spec import load_spec
+    from certfsm import load_onnx, load_spec
     from certfsm.fsm import distill, sampled_cross_check
 
     with tempfile.TemporaryDirectory(prefix="certfsm-bench-") as scratch:

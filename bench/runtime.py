@@ -48,8 +48,7 @@ def main() -> None:
 
     import onnxruntime
 
-    from certfsm import runtime
-    from certfsm._spec import load_spec
+    from certfsm import load_spec, runtime
     from certfsm.examples import example_spec_path
     from certfsm.fsm import distill_controller
 

@@ -1,23 +1,32 @@
 """certfsm.fsm: the grid, the lookup table, the state machine around it, and the proofs of both.
 
+Each concept has one home (the underscore module in brackets); everything
+outside this package uses only the names exported here, and this package
+uses only the public names of `certfsm` and `certfsm.verify`.
+
 - `Grid`: cells from the spec's bins (`cell_of`, and `cell_of_fixed` for
-  the hardware's integers).
+  the hardware's integers) (`_grid`).
 - `distill`: certified distillation of a network into a `Table` (every
   cell EXACT with a proved token, or CONSERVATIVE with a witness pair or
   a reason), resumable from a checkpoint; `sampled_cross_check` for the
-  report.
+  report (`_distill`; the question asked of a cell in `_cell_problem`,
+  its phases in `_cell_sampling`, `_cell_bounds` (through
+  `certfsm.verify.prove_boxes`) and `_cell_engines` (through
+  `certfsm.verify.check`), run on verify's worker pool by
+  `_cell_workers`, resumed from `_checkpoint`).
 - `Table`: a proposed token, a status and an allowed-token row per cell;
   `allowed_masks` from the legality rules; `check_table` and
-  `prove_table` (Z3) for the table-level property.
+  `prove_table` (Z3) for the table-level property (`_table`).
 - `step`: the one step function of the state machine (`MachineParams`,
-  `State`, `Reason`), with `replay` for traces.
-- `check_explicit` (explicit-state enumeration) and `prove_machine` (Z3,
-  by induction) for the machine properties; the two must agree
-  (`disagreements`).
+  `State`, `Reason`), with `replay` for traces (`_machine`).
+- `check_explicit` (explicit-state enumeration, `_explicit`) and
+  `prove_machine` (Z3, by induction, `_machine_proofs`) for the machine
+  properties; the two must agree (`disagreements`).
 - `distill_controller`: the whole `certfsm distill` (distil, prove,
   cross-check, write the artifact and the report), returning a
-  `DistillRun`; `render_decision_map` draws the table next to the
-  network over two inputs.
+  `DistillRun` (`_pipeline`, the report in `_distill_report`);
+  `render_decision_map` draws the table next to the network over two
+  inputs (`_decision_map`).
 
 Importing this package needs neither z3, maraboupy nor onnx; the proof
 functions import z3 when called.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm._decision import gated_decide
+from certfsm import gated_decide
 from certfsm.verify import Property, check, falsify
 
 from ._cell_problem import _Decision, _Problem

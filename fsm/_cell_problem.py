@@ -34,9 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm._decision import gated_decide, preference
-from certfsm._errors import SpecError
-from certfsm._network import Network
+from certfsm import Network, SpecError, gated_decide, preference
 from certfsm.verify import Conjunction, Property, chosen_conjunction
 
 from ._grid import Grid
@@ -68,7 +66,7 @@ class _Problem:
 
     def onnx_decisions(self, x: np.ndarray) -> np.ndarray:
         """Gated decisions of rows x in onnxruntime (the model as deployed, float32)."""
-        from certfsm._onnx import run_onnxruntime
+        from certfsm import run_onnxruntime
 
         scores = np.asarray(run_onnxruntime(self.network, np.atleast_2d(x)), dtype=np.float64)
         return gated_decide(scores, self.rule, self.margin, self.conservative)

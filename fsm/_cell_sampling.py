@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from certfsm._decision import gated_decide
+from certfsm import gated_decide
 
 from ._cell_problem import _Decision, _Problem, _valid_pairs
 from ._table import CONSERVATIVE

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm._errors import ReportError, SpecError
+from certfsm import ReportError, SpecError
 
 from ._cell_problem import ENGINES, _Decision, _Problem, _valid_pairs
 from ._table import CONSERVATIVE, EXACT, UNDECIDED

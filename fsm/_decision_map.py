@@ -43,9 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm._errors import ReportError, SpecError
-from certfsm._palette import token_colours
-from certfsm._staging import write_atomically
+from certfsm import ReportError, SpecError, token_colours, write_atomically
 
 from ._cell_problem import _problem
 from ._grid import Grid

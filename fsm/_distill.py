@@ -48,9 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm._errors import SpecError
-from certfsm._network import Network
-from certfsm._arrays import frozen_array
+from certfsm import Network, SpecError, frozen_array
 from certfsm.verify import single_threaded_blas
 
 from ._cell_engines import _Task

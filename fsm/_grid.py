@@ -35,8 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm._errors import SpecError
-from certfsm._arrays import frozen_array
+from certfsm import SpecError, frozen_array
 from certfsm.machine import OUT_OF_ENVELOPE, integer_envelope, integer_thresholds
 
 _INT64 = np.iinfo(np.int64)

@@ -35,8 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm._errors import SpecError
-from certfsm._staging import staged_folder
+from certfsm import SpecError, staged_folder
 
 from ._distill import Distillation, distill, sampled_cross_check
 from ._distill_report import write_summary
@@ -90,7 +89,7 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
     `stage(message)` the steps after it. Raises SpecError for bad
     arguments and ReportError/ArtifactError when a file cannot be written.
     """
-    from certfsm._artifact import ARTIFACT_SUFFIX
+    from certfsm import ARTIFACT_SUFFIX
 
     from ._decision_map import busiest_slice, check_axes, default_axes, render_decision_map
 
@@ -102,7 +101,7 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         raise SpecError(f"--samples {samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs; "
                         f"give --samples {CROSS_CHECK_SAMPLES} or more")
     if network is None:
-        from certfsm._onnx import load_onnx
+        from certfsm import load_onnx
 
         network = load_onnx(spec.model_path)
     pairs = tuple(maps) if maps else (default_axes(spec),)
@@ -168,7 +167,7 @@ def _entry(name: str, proof: Proof) -> dict:
 
 
 def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate: list[dict]) -> str:
-    from certfsm._artifact import write_artifact
+    from certfsm import write_artifact
     from certfsm.verify import certfsm_version
 
     grid = table.grid

@@ -28,8 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm._errors import SpecError
-from certfsm._arrays import frozen_array
+from certfsm import SpecError, frozen_array
 
 from ._grid import Grid
 from ._machine import Proof

@@ -23,6 +23,16 @@
   of table decisions, `override(token, cycles)`, `swap(machine)` between
   two cycles.
 
+Homes (the underscore modules; outside this package only the names
+above are used): the controller and `load`'s SLA monitor in
+`_controller`; the audit log's bytes in `_audit_format`, its writer in
+`_audit`, its reader and verifier in `_audit_read`, replay in `_replay`,
+the report in `_report`; the run loop in `_run`; probes in `_probes`,
+`_probes_linux`, `_probes_trace`, with `_calibration` and the reading
+blob `_blob`; counters in `_observe`, their Prometheus export in
+`_metrics_export`. The artifact loader and the machine are the core's
+(`certfsm.load_artifact`, `certfsm.machine`).
+
 Importing this package pulls in neither certfsm.verify, the distillation
 and proof modules of certfsm.fsm, onnx, onnxruntime, maraboupy, z3 nor
 matplotlib: the decisions are `certfsm.machine.Machine.step`, standard
@@ -47,7 +57,7 @@ def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
     """A controller for the certified artifact at `path`; ArtifactError (one line) for anything the loader refuses.
 
     `trusted_keys`: public key files (KEY.pub of certfsm keygen) or
-    `certfsm._signing.PublicKey` values; when given, an artifact loads only
+    `certfsm.PublicKey` values; when given, an artifact loads only
     when one of them signed it and the signature verifies (needs the
     ``sign`` extra). None (the default) checks no signature and imports no
     cryptography.
@@ -56,7 +66,7 @@ def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
     (`certfsm.sla`; none when the spec has none), False monitors nothing,
     or give a monitor. `record` receives every decision (the audit log).
     """
-    from certfsm._artifact import load_artifact
+    from certfsm import load_artifact
 
     artifact = load_artifact(path, trusted_keys=trusted_keys)
     if sla is True:
@@ -69,7 +79,7 @@ def load_machine(path, *, trusted_keys=None) -> Machine:
 
     `trusted_keys` as for `load`: when given, only a trusted key's valid signature lets the artifact load.
     """
-    from certfsm._artifact import load_artifact
+    from certfsm import load_artifact
 
     return Machine.from_artifact(load_artifact(path, trusted_keys=trusted_keys))
 

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from certfsm._errors import AuditLogError
+from certfsm import AuditLogError
 
 from ._audit_format import (FLAG_OVERRIDE, FLAG_SLA_OK, GENESIS, KIND_STEP, PREFIX, close_body, encode_header,
                             override_body, step_payload, swap_body)

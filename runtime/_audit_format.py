@@ -47,7 +47,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from certfsm._errors import AuditLogError
+from certfsm import AuditLogError
 
 MAGIC = b"CFSMAUDT"
 FORMAT_VERSION = 1

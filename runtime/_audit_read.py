@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from certfsm._errors import AuditLogError
+from certfsm import AuditLogError
 
 from ._audit import rotated_path
 from ._audit_format import (GENESIS, KIND_CLOSE, KIND_NAMES, KIND_SWAP, MAGIC, FrameLayout, LogHeader, Record,

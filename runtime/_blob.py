@@ -51,7 +51,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from certfsm._errors import ProbeError
+from certfsm import ProbeError
 
 BLOB_VERSION = 1
 BLOB_SIZE = 16

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from certfsm._errors import ProbeError
-from certfsm._jsonpath import json_path
+from certfsm import ProbeError, json_path
 
 from ._probes import HardwareProbe, ProbeSample
 

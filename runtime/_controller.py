@@ -21,7 +21,7 @@ import time
 from time import perf_counter_ns
 from typing import Callable, Mapping, NamedTuple
 
-from certfsm._errors import ArtifactError
+from certfsm import ArtifactError
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
 
 

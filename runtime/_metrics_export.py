@@ -10,7 +10,7 @@ describe a control loop and are not for the network at large.
 
 from __future__ import annotations
 
-from certfsm._errors import UsageError
+from certfsm import UsageError
 
 from ._observe import RuntimeCounters
 

@@ -38,7 +38,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from certfsm._readonly import ReadOnlyDict
+from certfsm import ReadOnlyDict
 
 COMPUTE_UTIL = "compute_util"
 MEM_BW_USED = "mem_bw_used"

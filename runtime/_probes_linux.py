@@ -43,7 +43,7 @@ import numbers
 import os
 import time
 
-from certfsm._errors import ProbeError
+from certfsm import ProbeError
 
 from ._probes import (CACHE_LEVELS, COMPUTE_UTIL, MEM_BW_PEAK, MEM_BW_USED, MEM_BW_UTIL, MEM_TOTAL, MEM_USED,
                       MEM_UTIL, QUEUE_DEPTH, STANDARD_QUANTITIES, TEMPERATURE, HardwareProbe, ProbeSample,

@@ -27,7 +27,7 @@ import os
 import time
 from typing import Iterable, Iterator
 
-from certfsm._errors import ProbeError
+from certfsm import ProbeError
 
 from ._probes import HardwareProbe, ProbeSample
 

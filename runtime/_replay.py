@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from certfsm._errors import AuditLogError
+from certfsm import AuditLogError
 from certfsm.machine import Machine
 
 from ._audit_format import StepRecord, SwapRecord
@@ -39,7 +39,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
     its spec's SLA paths as `certfsm run` does, and swaps to the others
     where the log swapped.
     """
-    from certfsm._artifact import Artifact, load_artifact
+    from certfsm import Artifact, load_artifact
 
     loaded = [a if isinstance(a, Artifact) else load_artifact(a) for a in artifacts]
     machines = {artifact.sha256: Machine.from_artifact(artifact) for artifact in loaded}

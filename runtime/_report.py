@@ -30,8 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from certfsm._errors import AuditLogError, UsageError
-from certfsm._staging import staged_folder
+from certfsm import AuditLogError, UsageError, staged_folder
 from certfsm.machine import Reason
 
 from ._audit_format import StepRecord, SwapRecord
@@ -174,7 +173,7 @@ def _png(figure) -> bytes:
 
 
 def _colours(n: int):
-    from certfsm._palette import token_colours
+    from certfsm import token_colours
 
     return token_colours(max(n, 1))
 

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from certfsm._errors import CertfsmError, UsageError
+from certfsm import CertfsmError, UsageError
 
 from ._calibration import Calibration
 from ._controller import Controller

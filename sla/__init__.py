@@ -37,6 +37,11 @@ integer sum for the mean), O(log window) comparisons per update. The
 state is a small JSON document (`snapshot`, `restore`, `copy`) for the
 audit log and for replays.
 
+Homes: `SlaMonitor` in `_monitor`, one path's latch in `_path`, the
+statistics in `_statistic` over the ring buffers of `_window`, the
+reported `SlaStatus` in `_status`, snapshots in `_snapshot`; a spec's SLA
+path itself is the core's `certfsm.SlaPath`.
+
 Standard library only: this package imports neither numpy, solvers nor
 `certfsm.verify` / `certfsm.fsm`, so the runtime can embed it anywhere.
 """

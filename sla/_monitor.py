@@ -20,8 +20,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from certfsm._errors import SpecError
-from certfsm._sla_path import SlaPath
+from certfsm import SlaPath, SpecError
 
 from ._path import PathMonitor, check_path
 from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_fingerprint
@@ -54,7 +53,7 @@ class SlaMonitor:
     """Monitors the SLA paths of a spec; `update` once per cycle gives the `sla_ok` of that cycle.
 
     Build it with `SlaMonitor.from_spec(spec)`, or from paths (objects with
-    the fields of `certfsm._spec.SlaPath`) and optionally the token names
+    the fields of `certfsm.SlaPath`) and optionally the token names
     the machine can emit; with `tokens` given, an update naming another
     token is refused (a typo would otherwise make every scoped path
     silently not apply). Path names are unique; statuses list the paths

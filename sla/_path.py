@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from certfsm._errors import SpecError
+from certfsm import SpecError
 
 from ._statistic import STATISTICS, make_statistic
 from ._status import PathStatus

@@ -31,7 +31,7 @@ import json
 import math
 from typing import Any
 
-from certfsm._errors import CertfsmError
+from certfsm import CertfsmError
 
 SNAPSHOT_FORMAT = 1
 

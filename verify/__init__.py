@@ -1,31 +1,44 @@
 """certfsm.verify: prove properties of a controller network.
 
+Each concept has one home (the underscore module in brackets); everything
+outside this package, `certfsm.fsm` and the CLI included, uses only the
+names exported here.
+
 - `Property` / `Conjunction`: an input box and the unsafe set over the
   outputs (a disjunction of conjunctions of linear constraints), the
-  VNN-LIB fragment; `spec_properties` builds the token-range and
-  legality properties of a controller spec; `parse_vnnlib` reads a file.
+  VNN-LIB fragment (`_property`); `spec_properties` builds the
+  token-range and legality properties of a controller spec
+  (`_spec_properties`); `parse_vnnlib` reads a file (`_vnnlib`).
 - `check(network, prop, engine="auto"|"marabou"|"z3"|"both"|"bounds",
-  timeout=..., jobs=...) -> Result`: the one entry point. Verdicts are
+  timeout=..., jobs=...) -> Result`: the one entry point (`_check`; the
+  back-ends `_bounds`, `_slopes`, `_split`, `_box_engine`, `_marabou`,
+  `_z3` are reached only through it, chosen by `_engines`). Verdicts are
   `proved` (UNSAT or sound bounds over a partition of the box),
-  `violated` (a counterexample re-evaluated in float64 and onnxruntime)
-  or `unknown` with the reason.
-- `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs;
-  `write_report` writes summary.json, report.md and one SMT-LIB 2.6 file
-  per query; `recheck_folder` re-runs them with a stock solver.
-- SMT-LIB and Z3, one door each: `smtlib_text` makes every query script,
-  `write_proof_query` writes every non-network proof file (table and
-  machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`,
-  and `solve_text` hands any query text to Z3.
-
+  `violated` (a counterexample re-evaluated in float64 and onnxruntime,
+  `validate_counterexample`, `_validate`) or `unknown` with the reason
+  (`Result`, `_result`). `falsify` searches for a counterexample alone
+  (`_falsify`).
 - Many boxes at once: `prove_boxes(network, prop, lower, upper)` proves
   one property on each of many sub-boxes of its box by bounds and
   bisection alone (`BoxProofs`: which boxes are proved, and the work
-  done); `certfsm.fsm.distill` proves its grid cells with it.
-
+  done; `_box_batch`); `certfsm.fsm.distill` proves its grid cells with
+  it.
+- Exact numbers: `exact_outputs` evaluates the network on rationals,
+  `exact_decimal` / `plain_decimal` print a float exactly (`_exact`).
+- `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs, and
+  `check_network_fits_spec`, the one check that a network fits a spec
+  (`_run`); `write_report` writes summary.json, report.md and one
+  SMT-LIB 2.6 file per query (`_report`); `recheck_folder` re-runs them
+  with a stock solver (`_recheck`).
+- SMT-LIB and Z3, one door each: `smtlib_text` makes every query script,
+  `write_proof_query` writes every non-network proof file (table and
+  machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`
+  (`_smtlib`), and `solve_text` hands any query text to Z3 (`_z3`).
 - One worker pool: `pool_for` runs tasks inline or in killable, bounded,
   forked worker processes with BLAS on one thread (`InlinePool`,
-  `ProcessPool`; `single_threaded_blas`, `limit_blas_threads`); `check`'s
-  branch and bound and `certfsm.fsm.distill` both run on it.
+  `ProcessPool`; `single_threaded_blas`, `limit_blas_threads`; `_pool`,
+  with solver isolation in `_isolation`); `check`'s branch and bound
+  and `certfsm.fsm.distill` both run on it.
 
 Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from certfsm._network import Network
+from certfsm import Network
 
 from ._property import Property
 from ._result import PROVED, UNKNOWN, VIOLATED, Result

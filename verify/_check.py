@@ -58,8 +58,7 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm._errors import EngineError
-from certfsm._network import Network
+from certfsm import EngineError, Network
 
 from . import _box_engine, _falsify, _pool, _split, _z3
 from ._engines import box_engine_name, engine_module, engines_needed, is_installed, missing_solver

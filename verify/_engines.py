@@ -12,7 +12,7 @@ import importlib.util
 import platform
 import sys
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 
 
 def engine_module(name: str):

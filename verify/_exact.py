@@ -8,7 +8,7 @@ Z3 back-end check exactly the numbers stored in the network IR.
 
 A property's constants are exact rationals (a VNN-LIB ``0.1`` is 1/10,
 not the float64 next to it). Numeric engines see them rounded in the
-sound direction (`certfsm._rational.float_at_least`, `float_at_most`); the exact oracle
+sound direction (`certfsm.float_at_least`, `float_at_most`); the exact oracle
 (`exact_outputs`) evaluates the network on rationals, so a witness is
 judged under the semantics DESIGN fixes, not under float rounding.
 """
@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from certfsm._rational import integer_form, rational_array
+from certfsm import integer_form, rational_array
 
 
 def _checked(x) -> float:

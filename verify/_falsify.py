@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm._network import Network
+from certfsm import Network
 
 from ._property import Property
 

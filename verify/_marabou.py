@@ -102,8 +102,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from certfsm._errors import EngineError
-from certfsm._network import Network
+from certfsm import EngineError, Network
 
 from ._isolation import run_in_child, run_silenced
 from ._property import Property, check_fits

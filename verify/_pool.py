@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 
 Work = Callable[[Any, Any], Any]
 

@@ -25,8 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from certfsm._arrays import frozen_array
-from certfsm._rational import float_at_least, float_at_most
+from certfsm import float_at_least, float_at_most, frozen_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,7 +247,7 @@ def check_fits(network, prop: Property, who: str = "") -> None:
     Every engine calls this first, so a mismatched query is an error that
     names the property and the fix, never a wrong answer from a solver.
     """
-    from certfsm._errors import EngineError
+    from certfsm import EngineError
 
     prefix = f"{who}: " if who else ""
     if prop.n_inputs != network.n_inputs:

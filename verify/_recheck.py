@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from certfsm._errors import EngineError, ReportError
+from certfsm import EngineError, ReportError
 
 from ._smtlib import read_header, read_status
 

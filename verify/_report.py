@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm._decision import decide
-from certfsm._staging import staged_folder
+from certfsm import decide, staged_folder
 
 from ._exact import plain_decimal
 from ._property import Property

@@ -48,7 +48,7 @@ def check_all(network, properties, *, engine, timeout, jobs, on_progress=None) -
 
 def verify_spec(spec, *, engine="auto", timeout=60.0, jobs=None, on_progress=None) -> VerifyRun:
     """Load the spec's model and check the spec's token-range and legality properties."""
-    from certfsm._onnx import load_onnx
+    from certfsm import load_onnx
 
     from ._spec_properties import spec_properties
 
@@ -59,7 +59,7 @@ def verify_spec(spec, *, engine="auto", timeout=60.0, jobs=None, on_progress=Non
 
 
 def check_network_fits_spec(network, spec) -> None:
-    from certfsm._errors import SpecError
+    from certfsm import SpecError
 
     if network.n_inputs != spec.n_inputs:
         raise SpecError(f"{spec.path}: model {Path(spec.model_path).name} takes {network.n_inputs} inputs "
@@ -89,7 +89,7 @@ def vnncomp_answer(results: list[Result]) -> str:
 def verify_vnnlib(onnx_path, vnnlib_path, *, engine="auto", timeout=116.0, jobs=None,
                   on_progress=None) -> VerifyRun:
     """Check one VNN-LIB instance; the timeout covers the whole instance."""
-    from certfsm._onnx import load_onnx
+    from certfsm import load_onnx
 
     from ._vnnlib import parse_vnnlib
 

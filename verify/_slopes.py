@@ -53,8 +53,7 @@ import time
 
 import numpy as np
 
-from certfsm._errors import EngineError
-from certfsm._network import Network
+from certfsm import EngineError, Network
 
 from ._bounds import ROUNDING_TOLERANCE, LayerBounds, output_magnitude, preactivation_bounds
 from ._property import Property, check_fits

@@ -21,8 +21,7 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
-from certfsm._errors import SpecError
-from certfsm._staging import write_atomically
+from certfsm import SpecError, write_atomically
 
 from ._exact import rational_term
 from ._property import Property

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from certfsm._network import Network
+from certfsm import Network
 
 from ._bounds import LayerBounds, objective_bounds, pack, preactivation_bounds
 from ._falsify import local_search

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm._errors import CertfsmError
-from certfsm._network import Network
+from certfsm import CertfsmError, Network
 
 from ._exact import exact_outputs
 from ._falsify import local_search
@@ -83,7 +82,7 @@ def _check(network: Network, prop: Property, point: np.ndarray) -> Validation:
         slack = float(prop.unsafe_slack(outputs))
         miss = f"by {-slack:.3g}" if slack < 0 else "(a strict row holds only with equality)"
         return Validation(False, point, outputs, None, f"float64 outputs miss the unsafe set {miss}")
-    from certfsm._onnx import run_onnxruntime
+    from certfsm import run_onnxruntime
 
     try:
         deployed = np.asarray(run_onnxruntime(network, point), dtype=np.float64).reshape(-1)

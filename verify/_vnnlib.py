@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm._errors import VnnlibError
+from certfsm import VnnlibError
 
 from ._exact import plain_decimal
 from ._property import Conjunction, Property

@@ -35,8 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from certfsm._errors import EngineError
-from certfsm._network import Network
+from certfsm import EngineError, Network
 
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
