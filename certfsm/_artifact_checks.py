@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import frozen_array
 from ._artifact_trust import RuleBox, SpecDerivation
 from ._errors import ArtifactError
 from .machine import bins_met, cell_allowed_masks
@@ -51,14 +52,6 @@ def _kind(value: Any) -> str:
         if isinstance(value, kinds):
             return name
     return f"a {type(value).__name__}"
-
-
-def _read_only(values, dtype, shape=None) -> np.ndarray:
-    array = np.array(values, dtype=dtype)
-    if shape is not None:
-        array = array.reshape(shape)
-    array.setflags(write=False)
-    return array
 
 
 def _same_numbers(given: Any, edges: list) -> bool:
@@ -149,7 +142,7 @@ class _Structure:
                                               (edges, rules))
         return dict(
             spec=payload["spec"], model_sha256=model_sha256,
-            edges=tuple(_read_only(row, np.float64) for row in edges), frac_bits=tuple(frac_bits),
+            edges=tuple(frozen_array(row, np.float64) for row in edges), frac_bits=tuple(frac_bits),
             proposal=proposal, exact=exact, allowed=allowed, conservative=conservative, confirm_cycles=confirm,
             cooldown_cycles=cooldown, overridable=tuple(overridable), codes=tuple(codes),
             certificate=self.certificate(payload["certificate"]), created_by=created_by,
@@ -291,9 +284,9 @@ class _Structure:
             if type(value) is not int or not 0 <= value <= full:
                 self.integer(value, f"{at}.allowed[{k}]", 0, full,
                              f"a bitmask over {n_outputs} outputs (an integer from 0 to {full})")
-        chosen = _read_only(proposal, np.int64, shape)
-        masks = _read_only(allowed, np.int64, shape)
-        exact = _read_only(np.frombuffer(status.encode("ascii"), dtype=np.uint8) == ord("e"), bool, shape)
+        chosen = frozen_array(proposal, np.int64).reshape(shape)
+        masks = frozen_array(allowed, np.int64).reshape(shape)
+        exact = frozen_array(np.frombuffer(status.encode("ascii"), dtype=np.uint8) == ord("e"), bool).reshape(shape)
         self.cells(chosen.reshape(-1), masks.reshape(-1), exact.reshape(-1), shape, names, conservative, legal_mask,
                    geometry)
         return chosen, exact, masks

@@ -20,6 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._arrays import frozen_array
 from ._rational import float_at_least
 
 
@@ -40,14 +41,12 @@ class AffineLayer:
     exact: tuple | None = None
 
     def __post_init__(self) -> None:
-        weight = np.array(self.weight, dtype=np.float64)
-        bias = np.array(self.bias, dtype=np.float64).reshape(-1)
+        weight = frozen_array(self.weight, np.float64)
+        bias = frozen_array(self.bias, np.float64).reshape(-1)
         if weight.ndim != 2 or weight.shape[0] != bias.shape[0]:
             raise ValueError(
                 f"{self.source}: weight shape {weight.shape} does not match bias shape {bias.shape}"
             )
-        weight.setflags(write=False)
-        bias.setflags(write=False)
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
         if self.exact is not None:

@@ -24,7 +24,6 @@ with every value and every error (a 100 001-entry list took minutes).
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.resources
 import json
@@ -47,11 +46,6 @@ MAX_VALUES = 10_000
 # float64's largest value has 309 digits; longer integers are kept as text and refused by check_plain_json.
 MAX_INTEGER_DIGITS = 400
 _BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
-
-
-def spec_schema() -> dict[str, Any]:
-    """The JSON Schema of the spec format (package data ``certfsm/spec.schema.json``), a fresh copy."""
-    return copy.deepcopy(_schema())
 
 
 @functools.cache

@@ -1,5 +1,6 @@
 """Fixtures shared by the test folders."""
 
+import importlib.resources
 import json
 import os
 from pathlib import Path
@@ -7,6 +8,12 @@ from pathlib import Path
 import pytest
 
 from certfsm.examples import example_spec_path
+
+
+@pytest.fixture
+def spec_schema() -> dict:
+    """The JSON Schema of the spec format as shipped (package data certfsm/spec.schema.json), a fresh copy."""
+    return json.loads(importlib.resources.files("certfsm").joinpath("spec.schema.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture

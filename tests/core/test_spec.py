@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from certfsm._decision import DECISION_RULES, margin_from_probability
 from certfsm._errors import SpecError
 from certfsm._spec import check_spec, load_spec, spec_from_dict
-from certfsm._spec_schema import spec_schema
 
 VALID = {
     "certfsm_spec": 1,
@@ -171,7 +170,7 @@ def test_optional_sections_take_their_defaults(workdir):
 
 
 @pytest.mark.parametrize("gate", [{"margin": 0.5}, {"probability": 0.75}, None])
-def test_to_json_round_trips_through_load(workdir, gate):
+def test_to_json_round_trips_through_load(workdir, gate, spec_schema):
     document = doc(legality_rules=[
         {"name": "hot", "when": {"temperature": {"min": 85, "max": 1000}}, "forbid": ["INT4"]},
         {"name": "any", "when": {}, "forbid": ["SPARSE_2_4"]},
@@ -183,7 +182,7 @@ def test_to_json_round_trips_through_load(workdir, gate):
         document["confidence_gate"] = gate
     spec = load_spec(write_spec(workdir, document))
     canonical = spec.to_json()
-    jsonschema.Draft202012Validator(spec_schema()).validate(canonical)
+    jsonschema.Draft202012Validator(spec_schema).validate(canonical)
     again = load_spec(write_spec(workdir, canonical, "again.json"))
     assert dataclasses.replace(again, path=spec.path) == spec
     assert again.to_json() == canonical
@@ -271,8 +270,8 @@ def test_check_spec_summarises_inputs_tokens_rules_and_gate(workdir):
 # ---------------------------------------------------------------- the schema
 
 
-def test_schema_is_valid_and_documents_every_field():
-    schema = spec_schema()
+def test_schema_is_valid_and_documents_every_field(spec_schema):
+    schema = spec_schema
     jsonschema.Draft202012Validator.check_schema(schema)
     assert tuple(schema["properties"]["decision"]["enum"]) == DECISION_RULES
     undocumented = []
@@ -292,8 +291,8 @@ def test_schema_is_valid_and_documents_every_field():
     assert undocumented == []
 
 
-def test_schema_forbids_unknown_keys_in_every_object():
-    schema = spec_schema()
+def test_schema_forbids_unknown_keys_in_every_object(spec_schema):
+    schema = spec_schema
     open_objects = []
 
     def walk(node, where):

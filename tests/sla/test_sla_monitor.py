@@ -14,7 +14,6 @@ import pytest
 
 from certfsm._errors import SpecError
 from certfsm._spec import SLA_STATISTICS, SlaPath, load_spec
-from certfsm._spec_schema import spec_schema
 from certfsm.examples import example_spec_path
 import certfsm.sla
 from certfsm.sla import STATISTICS, PathStatus, SlaMonitor, SlaStatus
@@ -213,8 +212,8 @@ def test_a_monitor_without_paths_is_always_ok():
     assert monitor.ok and monitor.update(None, "anything").ok and monitor.cycle == 1
 
 
-def test_the_statistics_are_the_spec_and_schema_ones():
-    schema = spec_schema()["$defs"]["sla_path"]["properties"]["statistic"]["enum"]
+def test_the_statistics_are_the_spec_and_schema_ones(spec_schema):
+    schema = spec_schema["$defs"]["sla_path"]["properties"]["statistic"]["enum"]
     assert STATISTICS == SLA_STATISTICS == tuple(schema)
 
 
