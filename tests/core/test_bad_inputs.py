@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,9 @@ from parse_contract import Parser
 BAD_INPUTS = Path(os.environ.get("CERTFSM_BAD_INPUTS")
                   or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "bad-inputs")
 ACASXU_NETWORK = BAD_INPUTS.parent / "acasxu" / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx"
-TIME_LIMIT = 10.0
-"""Seconds for one CLI run, start-up included (the parsers answer in well under one)."""
+TIME_LIMIT = 60.0
+"""Seconds for one CLI run, start-up included: a hang detector, far above the parsers' well-under-one-second
+answers so that a loaded machine does not turn it into a flake."""
 
 PARSERS = {"vnn_": ("certfsm.verify._vnnlib.parse_vnnlib", VnnlibError),
            "spec_": ("certfsm._spec.load_spec", SpecError),
@@ -83,19 +83,16 @@ def test_the_cli_answers_in_one_line_with_exit_2(name, tmp_path):
     (tmp_path / "report" / "summary.json").write_text("old and precious")
     (tmp_path / "result.txt").write_text("old result")
     for arguments in _commands(name, tmp_path):
-        start = time.monotonic()
         try:
             done = subprocess.run([sys.executable, "-m", "certfsm.cli", *arguments], capture_output=True, text=True,
                                   timeout=TIME_LIMIT)
         except subprocess.TimeoutExpired:
             pytest.fail(f"certfsm {' '.join(arguments)} gave no answer within {TIME_LIMIT} s")
-        seconds = time.monotonic() - start
         lines = done.stderr.splitlines()
         assert done.returncode == 2, f"exit {done.returncode}:\n{done.stderr}"
         assert "Traceback" not in done.stderr
         assert len(lines) == 1, done.stderr
         assert lines[0].startswith("certfsm: error: ") and name in lines[0], lines[0]
-        assert seconds < TIME_LIMIT
     assert (tmp_path / "report" / "summary.json").read_text() == "old and precious"
     assert (tmp_path / "result.txt").read_text() == "old result"
     assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["summary.json"]

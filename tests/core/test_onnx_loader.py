@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from certfsm._errors import ModelError
-from certfsm._network import AffineLayer, Network
+from certfsm import AffineLayer, Network
 from certfsm._onnx import load_onnx, run_onnxruntime, to_onnx
 
 # The whole ACAS Xu input range (the box of VNN-LIB property 7).

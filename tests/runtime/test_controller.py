@@ -11,12 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from certfsm import ArtifactError
+from certfsm import ArtifactError, runtime
 from certfsm._artifact import load_artifact
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm.machine import OUT_OF_ENVELOPE, Reason
-
-runtime = pytest.importorskip("certfsm.runtime")
 
 COOL, HOT = 50.0, 100.0  # temperatures in the example: INT4 is forbidden from 85 degC on
 

@@ -220,7 +220,7 @@ def test_timeout_comes_back_unknown_not_proved():
     elapsed = time.monotonic() - started
     assert result.verdict == "unknown"
     assert result.reason == "Marabou timed out after 1 s"
-    assert elapsed < 1 + _marabou._GRACE_SECONDS + 1
+    assert elapsed < 30.0, "the 1 s timeout was not applied (the query needs more than 60 s)"
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_a_hanging_child_is_killed_after_the_grace_period(monkeypatch):
     assert result.verdict == "unknown"
     killed = r"^Marabou crashed: no answer within 1\.\d s \(its timeout plus grace\), killed$"
     assert re.match(killed, result.reason), result.reason
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 30.0, "the hanging child was not killed"
 
 
 @pytest.mark.parametrize("exit_code", ["TIMEOUT", "ERROR", "UNKNOWN", "QUIT_REQUESTED", "Unsat?"])

@@ -115,7 +115,6 @@ def test_timeout_is_unknown_never_proved(acasxu):
     result = _z3.check(network, prop, 1.0)
     assert result.verdict == "unknown"
     assert result.reason == "z3 timed out after 1 s"
-    assert result.seconds < 10.0
 
 
 @pytest.mark.parametrize(
