@@ -68,10 +68,20 @@ def signed_example(tmp_path_factory, keys):
     return out, done.stdout
 
 
+@pytest.fixture(scope="module")
+def signed_session_example(distilled_example, keys, tmp_path_factory):
+    """The session's distilled example signed with 'ours' by `sign_artifact`, which `distill --sign` calls too (its
+    own test is slow): the signed artifact every fast test here needs, without a second distillation."""
+    path = tmp_path_factory.mktemp("signed-session") / "example.cfsm"
+    shutil.copyfile(distilled_example[2], path)
+    sign_artifact(path, keys["ours"][0])
+    return path
+
+
 @pytest.fixture
-def signed(signed_example, tmp_path):
+def signed(signed_session_example, tmp_path):
     path = tmp_path / "signed.cfsm"
-    shutil.copyfile(signed_example[0], path)
+    shutil.copyfile(signed_session_example, path)
     return path
 
 
@@ -112,6 +122,7 @@ def test_keygen_writes_a_private_key_0600_and_a_public_key_and_never_overwrites(
 # ---------------------------------------------------------------- load with and without trusted keys
 
 
+@pytest.mark.slow
 def test_distill_sign_adds_only_the_signature_key_so_the_unsigned_bytes_and_hash_are_unchanged(signed_example, keys,
                                                                                                tmp_path):
     path, stdout = signed_example
@@ -333,6 +344,7 @@ def bad_inputs(tmp_path, keys, signed):
     ]
 
 
+@pytest.mark.slow
 def test_each_bad_input_is_one_line_and_exit_2(signed, keys, tmp_path):
     before = signed.read_bytes()
     for args, pattern in bad_inputs(tmp_path, keys, signed):

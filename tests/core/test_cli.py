@@ -9,9 +9,11 @@ import pytest
 
 from certfsm.examples import example_spec_path
 
+from cli_in_process import run_main
 
 
 def run_cli(*args, cwd=None):
+    """The real `certfsm` process (the one-line-error tests run `main` in this process: `run_main`)."""
     done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=600)
     return done.returncode, done.stdout, done.stderr
@@ -66,7 +68,7 @@ def test_bad_spec_is_one_line_exit_2_and_leaves_an_old_report_untouched(tmp_path
     report.mkdir()
     (report / "summary.json").write_text("old and precious")
     spec = example_spec_with(decision="softmax")
-    code, out, err = run_cli("verify", spec, "--report", report, "--no-progress")
+    code, out, err = run_main("verify", spec, "--report", report, "--no-progress")
     assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: decision")
     assert (report / "summary.json").read_text() == "old and precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "spec.json"]
@@ -76,7 +78,7 @@ def test_malformed_onnx_named_by_the_spec_is_one_line_exit_2(tmp_path, example_s
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"\x08\x07this is not protobuf")
     spec = example_spec_with(model=str(model))
-    code, out, err = run_cli("verify", spec, "--report", tmp_path / "r", "--no-progress")
+    code, out, err = run_main("verify", spec, "--report", tmp_path / "r", "--no-progress")
     assert_one_line_error(code, err, r"^certfsm: error: .*broken\.onnx")
     assert not (tmp_path / "r").exists()
 
@@ -110,17 +112,17 @@ MISTAKES = [
 @pytest.mark.parametrize("args, message", MISTAKES, ids=[" ".join(a) for a, _ in MISTAKES])
 def test_each_command_line_mistake_is_one_line_and_exit_2(args, message, tmp_path):
     """Flags are named as typed (--jobs, --timeout), never by internal parameter names."""
-    code, _, err = run_cli(*args, cwd=tmp_path)
+    code, _, err = run_main(*args, cwd=tmp_path)
     assert_one_line_error(code, err, message)
 
 
 def test_inspect_of_a_file_that_is_not_an_artifact_is_bad_input(tmp_path):
     not_json = tmp_path / "model.cfsm"
     not_json.write_bytes(b"\x08\x07binary")
-    assert_one_line_error(*run_cli("inspect", not_json)[::2], r"^certfsm: error: .*model\.cfsm: ")
+    assert_one_line_error(*run_main("inspect", not_json)[::2], r"^certfsm: error: .*model\.cfsm: ")
     other_json = tmp_path / "other.cfsm"
     other_json.write_text('{"a": 1}')
-    assert_one_line_error(*run_cli("inspect", other_json)[::2], r"^certfsm: error: .*other\.cfsm: .*not a certfsm artifact")
+    assert_one_line_error(*run_main("inspect", other_json)[::2], r"^certfsm: error: .*other\.cfsm: .*not a certfsm artifact")
 
 
 def test_version_is_printed():
@@ -131,14 +133,14 @@ def test_version_is_printed():
 def test_spec_check_loads_the_model_and_refuses_one_that_is_not_onnx(tmp_path, example_spec_with):
     fake = tmp_path / "fake.onnx"
     fake.write_bytes(b"this is not a model")
-    code, _, err = run_cli("spec", "check", example_spec_with(model=str(fake)))
+    code, _, err = run_main("spec", "check", example_spec_with(model=str(fake)))
     assert_one_line_error(code, err, r"^certfsm: error: .*fake\.onnx: is not an ONNX model")
 
 
 def test_spec_check_accepts_the_example_and_rejects_a_bad_one(tmp_path, example_spec_with):
-    code, out, err = run_cli("spec", "check", example_spec_path("coadapt"))
+    code, out, err = run_main("spec", "check", example_spec_path("coadapt"))
     assert code == 0 and out.strip().endswith("ok")
-    code, out, err = run_cli("spec", "check", example_spec_with(legal_tokens=["KEEP", "WARP"]))
+    code, out, err = run_main("spec", "check", example_spec_with(legal_tokens=["KEEP", "WARP"]))
     assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: legal_tokens")
 
 
@@ -146,7 +148,7 @@ def test_bad_vnnlib_is_one_line_naming_the_line(tmp_path):
     prop = tmp_path / "bad.vnnlib"
     prop.write_text("(declare-const X_0 Real)\n(assert (<= X_0 1.0)\n")
     model = example_spec_path("coadapt").parent / "coadapt.onnx"
-    code, out, err = run_cli("vnnlib", model, prop, "--out", tmp_path / "result.txt")
+    code, out, err = run_main("vnnlib", model, prop, "--out", tmp_path / "result.txt")
     assert_one_line_error(code, err, r"^certfsm: error: .*bad\.vnnlib:2: unbalanced parentheses")
     assert not (tmp_path / "result.txt").exists()
 

@@ -15,7 +15,7 @@ import certfsm
 from certfsm import AffineLayer, Network, ReportError, SpecError
 from certfsm._spec import spec_from_dict
 from certfsm.examples import example_spec_path
-from certfsm.fsm import CONSERVATIVE, EXACT, Grid, Table, distill
+from certfsm.fsm import CONSERVATIVE, EXACT, Grid, Table
 from certfsm.fsm import _decision_map
 from certfsm.fsm._decision_map import CONSERVATIVE_LABEL, DecisionMap, default_axes, render_decision_map, token_colours
 
@@ -88,9 +88,9 @@ def example():
 
 
 @pytest.fixture(scope="module")
-def distilled(example):
-    spec, network = example
-    return distill(spec, network, jobs=1).table
+def distilled(distilled_example):
+    """The example's certified table, from the session's one distillation."""
+    return distilled_example[1].distillation.table
 
 
 def slice_status(spec, table, x_input, y_input, fixed):
@@ -115,7 +115,7 @@ def test_default_axes_of_the_example_are_the_inputs_its_rules_name(example):
 
 @pytest.mark.parametrize("x_input, y_input, fixed", [
     ("temperature", "queue_depth", {}),
-    ("temperature", "queue_depth", BUSY),
+    pytest.param("temperature", "queue_depth", BUSY, marks=pytest.mark.slow),
     ("compute_util", "mem_bw_util", {"l2_miss_rate": 60.0, "temperature": 90.0, "queue_depth": 60.0}),
 ])
 def test_the_certified_example_agrees_everywhere_on_its_exact_cells(example, distilled, tmp_path, x_input, y_input,
@@ -195,13 +195,14 @@ def test_svg_is_xml_with_titles_legend_and_hatching_only_where_shown(tmp_path):
     assert CONSERVATIVE_LABEL not in exact_text and "<pattern" not in exact_text
 
 
+@pytest.mark.slow
 def test_svg_output_is_reproducible_and_the_suffix_case_does_not_matter(tmp_path):
     render_tiny(tmp_path / "first.svg")
     render_tiny(tmp_path / "SECOND.SVG")
     assert (tmp_path / "first.svg").read_bytes() == (tmp_path / "SECOND.SVG").read_bytes()
 
 
-@pytest.mark.parametrize("x2, exact_shown", [(0.999, 2), (1.0, 0), (2.0, 0)])
+@pytest.mark.parametrize("x2, exact_shown", [(0.999, 2), (1.0, 0), pytest.param(2.0, 0, marks=pytest.mark.slow)])
 def test_the_fixed_value_picks_the_slice_of_cells_that_holds_it(tmp_path, x2, exact_shown):
     result = render_tiny(tmp_path / "map.png", fixed={"x2": x2, "x0": 7.0})
     assert result.fixed == {"x2": x2}

@@ -16,6 +16,8 @@ from certfsm._spec import load_spec
 from certfsm.examples import example_spec_path
 from certfsm.fsm import Grid
 
+from cli_in_process import run_main
+
 
 def run_cli(*args, cwd=None):
     done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
@@ -191,27 +193,28 @@ def test_unsafe_example_is_held_back_where_it_breaks_a_rule(tmp_path):
 
 
 def test_out_must_be_a_cfsm_file(tmp_path):
-    code, out, err = run_cli("distill", "--example", "--out", tmp_path / "x.json", "--report", tmp_path / "r",
+    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.json", "--report", tmp_path / "r",
                              "--no-progress")
     assert one_line_error(code, err, r"^certfsm: error: --out .*x\.json: an artifact file name ends in \.cfsm; "
                                      r"give e\.g\. --out x\.cfsm$"), err
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_bad_map_names_the_inputs(tmp_path):
-    code, out, err = run_cli("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
+    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
                              "--map", "temperature,nope", "--no-progress")
     assert code == 2 and "Traceback" not in err and "nope" in err, err
     assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()
 
 
 def test_a_missing_out_is_a_usage_error(tmp_path):
-    code, out, err = run_cli("distill", "--example", "--report", tmp_path / "r")
+    code, out, err = run_main("distill", "--example", "--report", tmp_path / "r")
     assert code == 2 and "--out" in err and "Traceback" not in err
 
 
 def test_inspect_of_a_missing_file_is_bad_input_in_one_line(tmp_path):
-    code, out, err = run_cli("inspect", tmp_path / "absent.cfsm")
+    code, out, err = run_main("inspect", tmp_path / "absent.cfsm")
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and re.match(r"^certfsm: error: .*absent\.cfsm: no such file", lines[0]), err
     assert "Traceback" not in err and out == ""
@@ -257,7 +260,7 @@ def assert_untouched(tmp_path, artifact, report):
 def test_bad_spec_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path, changes, pattern,
                                                                             example_spec_with):
     artifact, report = old_outputs(tmp_path)
-    code, out, err = run_cli("distill", example_spec_with(**changes), "--out", artifact, "--report", report,
+    code, out, err = run_main("distill", example_spec_with(**changes), "--out", artifact, "--report", report,
                              "--no-progress")
     assert one_line_error(code, err, pattern), err
     assert_untouched(tmp_path, artifact, report)
@@ -267,14 +270,14 @@ def test_malformed_onnx_is_one_line_exit_2_and_leaves_the_old_artifact_and_repor
     artifact, report = old_outputs(tmp_path)
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"\x08\x07this is not protobuf")
-    code, out, err = run_cli("distill", example_spec_with(model=str(model)), "--out", artifact, "--report",
+    code, out, err = run_main("distill", example_spec_with(model=str(model)), "--out", artifact, "--report",
                              report, "--no-progress")
     assert one_line_error(code, err, r"^certfsm: error: .*broken\.onnx"), err
     assert_untouched(tmp_path, artifact, report)
 
 
 def test_too_few_cross_check_samples_are_refused(tmp_path):
-    code, out, err = run_cli("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
+    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
                              "--samples", "99999", "--no-progress")
     assert one_line_error(code, err, r"^certfsm: error: --samples 99999: the cross-check needs at least 100000 random "
                                      r"inputs; give --samples 100000 or more$"), err

@@ -221,7 +221,7 @@ def _assert_replayed_violation(params, proof, step_function):
                                                    (last.after, last.output, last.reason), again)
 
 
-@pytest.mark.parametrize("with_table", [True, False])
+@pytest.mark.parametrize("with_table", [pytest.param(True, marks=pytest.mark.slow), False])
 def test_a_machine_without_legality_preemption_is_caught_with_a_trace_by_both(example, with_table):
     params = MachineParams.from_spec(example)
     table = synthetic_table(example) if with_table else None
@@ -364,7 +364,7 @@ def small_tables(draw):
     return spec, Table(grid, proposal, np.ones(grid.n_cells, dtype=np.int8), masks)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(small_tables())
 def test_z3_and_the_numpy_check_agree_on_random_small_tables(sample):
     spec, table = sample

@@ -17,6 +17,7 @@ def spec():
     return load_spec(example_spec_path("coadapt"))
 
 
+@pytest.mark.slow
 def test_a_crash_after_the_proofs_started_leaves_the_old_artifact_and_report(tmp_path, spec, monkeypatch):
     report = tmp_path / "report"
     report.mkdir()

@@ -98,7 +98,7 @@ events = st.lists(st.one_of(
     st.tuples(any_float, st.sampled_from([SHA_A, SHA_B, SHA_C])).map(lambda args: ("swap", args))), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(events=events, rotate_bytes=st.none() | st.integers(200, 1500), fsync_every=st.sampled_from([0, 1, 7]))
 def test_round_trip_is_bit_exact_across_rotation(events, rotate_bytes, fsync_every):
     with tempfile.TemporaryDirectory() as folder:

@@ -46,6 +46,7 @@ def test_the_report_holds_pngs_and_a_markdown_that_counts_the_logged_tokens(dist
     assert re.search(r"\| FALLBACK_SLA \| [1-9]\d* \|", text)
 
 
+@pytest.mark.slow
 def test_a_tampered_log_gets_a_report_that_names_the_bad_record_and_exit_1(logged_run, tmp_path):
     tampered = tmp_path / "tampered.log"
     data = bytearray(logged_run.read_bytes())

@@ -71,6 +71,7 @@ def _scrape(port: int) -> dict[str, float] | None:
         return None
 
 
+@pytest.mark.slow
 def test_a_run_serves_counters_that_match_its_decisions(distilled_example):
     pytest.importorskip("prometheus_client", reason="the metrics extra (prometheus-client) is not installed")
     port = _free_port()

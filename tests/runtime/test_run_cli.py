@@ -56,6 +56,7 @@ def test_a_recorded_run_verifies_replays_and_exports(distilled_example, trace, t
     assert code == 0 and len(steps) == 3000 and set(steps[0]["reading"]) == set(INPUTS)
 
 
+@pytest.mark.slow
 def test_a_changed_record_is_found_at_its_index_and_the_replay_stops_there(distilled_example, trace, tmp_path):
     artifact = distilled_example[2]
     log = tmp_path / "run.log"

@@ -72,7 +72,7 @@ def observed(status):
                              p.breaches, p.recoveries) for p in status.paths)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), paths=sla_paths(), restarts=st.sets(st.integers(0, 40), max_size=3),
        copies=st.sets(st.integers(0, 40), max_size=3))
 def test_monitor_agrees_with_the_reference_on_every_cycle(data, paths, restarts, copies):

@@ -120,7 +120,7 @@ def test_a_decimal_bound_a_float_rounds_onto_the_threshold_is_never_violated(eng
     Reading the box bound as the float 0.1 would make x = 0.1 a witness.
     """
     prop = Property("p", [0.0], [0.1], (_at_least(Fraction(0.1)),), exact_lower=(Fraction(0),), exact_upper=(TENTH,))
-    result = check(_identity(), prop, engine=engine, timeout=3 if engine == "bounds" else 20, jobs=1)
+    result = check(_identity(), prop, engine=engine, timeout=0.5 if engine == "bounds" else 20, jobs=1)
     assert result.verdict != "violated", result.reason
     if engine != "bounds":
         assert result.verdict == "proved", result.reason
