@@ -91,7 +91,8 @@ class PathMonitor:
     """The state of one path; `update` advances it by one cycle (see the module docstring)."""
 
     __slots__ = ("path", "name", "metric", "every_token", "tokens", "statistic", "violations", "max_violations",
-                 "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries")
+                 "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries", "applied", "value",
+                 "violated")
 
     def __init__(self, path) -> None:
         self.path = path
@@ -106,9 +107,15 @@ class PathMonitor:
         self.recovery_count = 0
         self.breaches = 0
         self.recoveries = 0
+        self.applied, self.value, self.violated = False, None, False  # of the last cycle, for `status`
 
     def update(self, sample: float | None, token: str) -> PathStatus:
         """Advance one cycle with this cycle's sample (None: missing) measured on the decision path `token`."""
+        self.advance(sample, token)
+        return self.status()
+
+    def advance(self, sample: float | None, token: str) -> bool:
+        """`update` without building the status (the runtime's per-cycle call); returns `breached`."""
         applies = self.every_token or token in self.tokens
         if applies:
             statistic, exceeds = self.statistic.observe(sample)
@@ -116,6 +123,7 @@ class PathMonitor:
         else:
             self.statistic.skip()
             statistic, violation = None, False
+        self.applied, self.value, self.violated = applies, statistic, violation
         count = self.violations.push(violation)
         if count > self.max_violations:
             if not self.breached:
@@ -128,8 +136,12 @@ class PathMonitor:
                 self.breached = False
                 self.recovery_count = 0
                 self.recoveries += 1
-        return PathStatus(self.name, applies, statistic, violation, count, self.breached, self.recovery_count,
-                          self.breaches, self.recoveries)
+        return self.breached
+
+    def status(self) -> PathStatus:
+        """The status after the last `advance`."""
+        return PathStatus(self.name, self.applied, self.value, self.violated, self.violations.count, self.breached,
+                          self.recovery_count, self.breaches, self.recoveries)
 
     def copy(self) -> PathMonitor:
         clone = PathMonitor.__new__(PathMonitor)
