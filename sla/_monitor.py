@@ -61,7 +61,8 @@ class SlaMonitor:
     in the given order.
     """
 
-    __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_metric_of_path", "_fingerprint", "_ok")
+    __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok",
+                 "_accepted")
 
     def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
         self.paths = tuple(paths)
@@ -73,12 +74,12 @@ class SlaMonitor:
                 raise SpecError(f"sla path {path.name!r} (paths[{index}]): name repeats paths[{seen[path.name]}]; "
                                 "give each path its own name")
             seen[path.name] = index
-        self._monitors = tuple(PathMonitor(path) for path in self.paths)
         self._metrics = tuple(dict.fromkeys(path.metric for path in self.paths))
-        self._metric_of_path = tuple(self._metrics.index(path.metric) for path in self.paths)
+        self._monitors = self._fresh_monitors()
         self._fingerprint = paths_fingerprint(self.paths)
         self.cycle = 0
         self._ok = True
+        self._accepted: set[str] = set()  # token names already checked (update_ok checks each name once)
 
     @classmethod
     def from_spec(cls, spec) -> SlaMonitor:
@@ -131,18 +132,31 @@ class SlaMonitor:
             value = metrics.get(name)
             # The common case first: a finite float (x - x is 0.0 exactly when x is finite).
             samples.append(value + 0.0 if type(value) is float and value - value == 0.0 else read_metric(name, value))
+        try:
+            accepted = token in self._accepted
+        except TypeError:  # unhashable: certainly not a token name
+            accepted = False
+        if not accepted:
+            self._accept(token)
+        self.cycle += 1
+        ok = True
+        for monitor in self._monitors:
+            if monitor.advance(samples[monitor.sample_index], token):
+                ok = False  # and go on: every path advances every cycle
+        self._ok = ok
+        return ok
+
+    def _fresh_monitors(self) -> tuple[PathMonitor, ...]:
+        return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
+
+    def _accept(self, token) -> None:
+        """Refuse a token that is not a name of this monitor's tokens; remember an accepted one."""
         if type(token) is not str and not isinstance(token, str):
             raise TypeError(f"token={token!r} is a {type(token).__name__}, not a token name; give the name of the token")
         if self.tokens is not None and token not in self.tokens:
             raise ValueError(f"token={token!r} is not a token of this monitor (known: {', '.join(sorted(self.tokens))}); "
                              "give the name of the token the metrics were measured on")
-        self.cycle += 1
-        ok = True
-        for monitor, metric in zip(self._monitors, self._metric_of_path):
-            if monitor.advance(samples[metric], token):
-                ok = False  # and go on: every path advances every cycle
-        self._ok = ok
-        return ok
+        self._accepted.add(token)
 
     def snapshot(self) -> dict[str, Any]:
         """The state as a JSON-ready document (format in `certfsm.sla._snapshot`); `restore` takes it back."""
@@ -152,7 +166,7 @@ class SlaMonitor:
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Continue from `snapshot` (taken from a monitor of the same paths); on SnapshotError nothing changes."""
         cycle, loads = check_snapshot(snapshot, self._monitors, self._fingerprint)
-        fresh = tuple(PathMonitor(path) for path in self.paths)
+        fresh = self._fresh_monitors()
         for monitor, (violations, samples, breached, recovery_count, breaches, recoveries) in zip(fresh, loads):
             monitor.violations.load(violations)
             monitor.statistic.load(samples)
@@ -166,7 +180,7 @@ class SlaMonitor:
         clone = SlaMonitor.__new__(SlaMonitor)
         clone.paths, clone.tokens, clone.cycle = self.paths, self.tokens, self.cycle
         clone._metrics, clone._fingerprint, clone._ok = self._metrics, self._fingerprint, self._ok
-        clone._metric_of_path = self._metric_of_path
+        clone._accepted = self._accepted
         clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
         return clone
 
