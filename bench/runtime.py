@@ -5,13 +5,18 @@ process, interleaved in rounds so that load on the machine hits every
 figure alike:
 
 - `Controller.step` (binning, table, state machine, SLA monitor), per call;
+- the same without an SLA monitor, and the plain rule text it is the twin
+  of (`Machine.cell_of` then `Machine.step`, no compiled binning, no step
+  table, no lock), to show what the twins buy;
 - the same with the audit log on, fsync every record / every 1 000 / on close;
 - `Controller.decide_many` on a batch of 1 000 000 readings (decisions per second);
 - one onnxruntime inference of the example's network on one input (the
   per-call cost of running the network itself, with no certfsm).
 
 Prints a Markdown table: p50 and p99 per call in microseconds, and the
-ratio of onnxruntime's p50 to each. Targets (issue: runtime): step at
+ratio of onnxruntime's p50 to each. Every figure includes the harness's
+own cost per call (a lambda call and two clock reads), shown on its own
+row ("empty call") and not subtracted, so the ratios are conservative. Targets (issue: runtime): step at
 least 5x faster than onnxruntime; decide_many at least 5 million per
 second; step with logging (fsync every 1 000) no slower than onnxruntime.
 
@@ -72,25 +77,39 @@ def main() -> None:
     singles = [row.astype(np.float32)[None] for row in readings]
 
     plain = runtime.load(artifact)
-    logged = {}
-    for label, every in (("fsync every record", 1), ("fsync every 1 000", 1000), ("fsync on close", 0)):
+    no_sla = runtime.load(artifact, sla=False)
+    machine = plain.machine
+    rule_state = [machine.initial_state()]
+
+    def rule_text(reading):
+        rule_state[0] = machine.step(rule_state[0], machine.cell_of(reading))[0]
+
+    logged, writers = {}, []
+    for label, every in (("step + audit log, fsync every record", 1), ("step + audit log, fsync every 1 000", 1000),
+                         ("step + audit log, fsync on close", 0)):
         controller = runtime.load(artifact)
         writer = runtime.open_audit(controller, folder / f"{every}.log", fsync_every=every)
-        logged[label] = (controller, writer)
+        logged[label] = (controller, every)
+        writers.append(writer)
 
-    samples: dict[str, list[float]] = {key: [] for key in ("onnxruntime, one input", "step", *logged)}
+    rows_label = ("onnxruntime, one input", "step (with the SLA monitor)", "step, no SLA monitor",
+                  "Machine.cell_of + Machine.step (no twins, no SLA)", *logged, "empty call (harness)")
+    samples: dict[str, list[float]] = {key: [] for key in rows_label}
     batch = rng.uniform(lower, upper, size=(1_000_000, len(lower)))
     batch_seconds = []
     for _ in range(options.rounds):
         samples["onnxruntime, one input"] += _timed(lambda x: session.run(None, {name: x}), singles)
-        samples["step"] += _timed(lambda r: plain.step(r, metrics, 0.0), rows)
-        for label, (controller, _) in logged.items():
-            count = 500 if label == "fsync every record" else len(rows)
+        samples["step (with the SLA monitor)"] += _timed(lambda r: plain.step(r, metrics, 0.0), rows)
+        samples["step, no SLA monitor"] += _timed(lambda r: no_sla.step(r, None, 0.0), rows)
+        samples["Machine.cell_of + Machine.step (no twins, no SLA)"] += _timed(rule_text, rows)
+        samples["empty call (harness)"] += _timed(lambda r: None, rows)
+        for label, (controller, every) in logged.items():
+            count = 500 if every == 1 else len(rows)
             samples[label] += _timed(lambda r, c=controller: c.step(r, metrics, 0.0), rows[:count])
         started = time.perf_counter()
         plain.decide_many(batch)
         batch_seconds.append(time.perf_counter() - started)
-    for _, writer in logged.values():
+    for writer in writers:
         writer.close()
 
     reference = statistics.median(samples["onnxruntime, one input"])
