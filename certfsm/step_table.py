@@ -39,6 +39,15 @@ A *node* is the row of one state: ``node[mode][cell_class]`` is the
 override, is the common case). Filling a slot twice from two threads
 stores equal transitions, and nodes are interned with `dict.setdefault`,
 so a table may be shared between threads without a lock of its own.
+
+Memory stays bounded whatever the machine: a machine with many tokens
+and long confirm and cooldown counts has millions of states, and a
+long run may visit many of them. When the interned nodes would pass
+`max_bytes`, the table starts a new generation of nodes (a new intern
+dictionary). Transitions filled later lead into the new generation only,
+so a runner leaves the old one behind and it is freed; at most about two
+generations are alive. Every node, old or new, still only holds
+`Machine.step`'s own results.
 """
 
 from __future__ import annotations
@@ -70,10 +79,10 @@ class StepTable:
     (OUT_OF_ENVELOPE) is the out-of-envelope class, the last one.
     """
 
-    __slots__ = ("machine", "cell_class", "n_classes", "_representative", "_override_class", "_other_override",
-                 "_nodes", "_modes")
+    __slots__ = ("machine", "cell_class", "n_classes", "max_nodes", "_representative", "_override_class",
+                 "_other_override", "_nodes", "_modes")
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, max_bytes: int = 64 << 20) -> None:
         self.machine = machine
         classes: dict[tuple[int, int], int] = {}
         representative: list[int] = []
@@ -94,14 +103,19 @@ class StepTable:
         self._other_override = len(overridable) + 1
         self._modes = 2 * (len(overridable) + 2)
         self._nodes: dict[State, list] = {}
+        node_bytes = 64 + self._modes * (64 + 8 * self.n_classes) + 200  # the rows, and the state keying them
+        self.max_nodes = max(16, max_bytes // node_bytes)
 
     # ------------------------------------------------------------- lookups
 
     def node(self, state: State) -> list:
         """The row of `state` (created empty on first use)."""
-        node = self._nodes.get(state)
+        nodes = self._nodes
+        node = nodes.get(state)
         if node is None:
-            node = self._nodes.setdefault(state, [[None] * self.n_classes for _ in range(self._modes)])
+            if len(nodes) >= self.max_nodes:
+                nodes = self._nodes = {}  # a new generation (module docstring)
+            node = nodes.setdefault(state, [[None] * self.n_classes for _ in range(self._modes)])
         return node
 
     def mode(self, sla_ok: bool, override) -> int:

@@ -9,6 +9,8 @@ class representatives.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,3 +95,18 @@ def test_a_table_that_ignored_the_allowed_mask_would_be_caught():
     on_turbo = State(2, -1, 0, 0)
     assert table.step(on_turbo, 0) != table.step(on_turbo, 5)
     assert table.cell_class[0] != table.cell_class[5]
+
+
+def test_a_table_with_a_small_memory_budget_starts_new_generations_and_still_equals_step():
+    machine = synthetic()
+    table = StepTable(machine, max_bytes=1)
+    assert table.max_nodes == 16
+    state = mine = machine.initial_state()
+    rng = random.Random(3)
+    for _ in range(5000):
+        cell, sla_ok = rng.randrange(-1, machine.n_cells), rng.random() > 0.05
+        override = rng.choice([None] * 8 + [1, 3, 2])
+        state, token, reason = machine.step(state, cell, sla_ok, override)
+        mine, my_token, my_reason = table.step(mine, cell, sla_ok, override)
+        assert (mine, my_token, my_reason) == (state, token, reason)
+        assert len(table._nodes) <= table.max_nodes
