@@ -53,7 +53,8 @@ class Decision(NamedTuple):
 
     A named tuple rather than a frozen dataclass: one is built per control
     cycle, and a named tuple costs a fifth of the time to build (the
-    controller builds it with `tuple.__new__`, a fifth again).
+    controller calls `tuple.__new__` directly, skipping the named tuple's
+    Python-level `__new__`, which costs as much again as the tuple).
     """
 
     token: str
@@ -74,7 +75,8 @@ class Controller:
     """A certified machine running: `step` one reading per cycle, `decide_many` for batches.
 
     `sla` is an optional monitor with ``update(metrics, token) -> status``
-    (``status.ok``), `record` an optional callable that receives every
+    (``status.ok``; its ``update_ok(metrics, token) -> bool`` is called
+    instead when it has one, as `certfsm.sla.SlaMonitor` does), `record` an optional callable that receives every
     `Decision` with its inputs. `audit` is an optional
     `runtime._audit.AuditWriter`: every step, swap and override request
     is appended to it (a step without `now` is stamped with `clock()`).
