@@ -47,10 +47,16 @@ from .machine import OUT_OF_ENVELOPE, Machine
 CellOf = Callable[[Sequence], "int | None"]
 
 
+def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
+    """Per input, the keys and the offsets of the real-valued binning (the module docstring says why they bin
+    exactly); `Controller.decide_many` uses them as numpy arrays."""
+    return [((*edges[:-1], math.nextafter(edges[-1], math.inf)), _offsets(machine, len(edges), stride))
+            for edges, stride in zip(machine.edges, machine.strides)]
+
+
 def compile_cell_of(machine: Machine) -> CellOf:
     """The real-valued binning of `machine`: a flat cell, OUT_OF_ENVELOPE, or None (not a fast-path reading)."""
-    keys = [(*edges[:-1], math.nextafter(edges[-1], math.inf)) for edges in machine.edges]
-    return _compile(machine, keys, "float", float)
+    return _compile(machine, [keys for keys, _ in binning_tables(machine)], "float", float)
 
 
 def compile_cell_of_fixed(machine: Machine) -> CellOf:
@@ -61,13 +67,18 @@ def compile_cell_of_fixed(machine: Machine) -> CellOf:
     return _compile(machine, keys, "int", int)
 
 
-def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
+def _offsets(machine: Machine, n_keys: int, stride: int) -> tuple[int, ...]:
+    """What each bisect_right count adds to the flat cell: OUT below and above, bin k * stride inside."""
     out = -machine.n_cells
+    return (out, *(k * stride for k in range(n_keys - 1)), out)
+
+
+def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
     namespace = {"bisect_right": bisect_right, "number": number, "OUT_OF_ENVELOPE": OUT_OF_ENVELOPE,
                  "SEQUENCES": (list, tuple)}
     for i, (key, stride) in enumerate(zip(keys, machine.strides)):
         namespace[f"k{i}"] = tuple(key)
-        namespace[f"o{i}"] = (out, *(k * stride for k in range(len(key) - 1)), out)
+        namespace[f"o{i}"] = _offsets(machine, len(key), stride)
     xs = [f"x{i}" for i in range(machine.n_inputs)]
     source = "\n".join([
         f"def cell_of(reading):",

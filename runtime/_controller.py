@@ -26,7 +26,7 @@ from time import perf_counter_ns
 from typing import Callable, Mapping, NamedTuple
 
 from certfsm._errors import ArtifactError
-from certfsm.fast_binning import compile_cell_of, compile_cell_of_fixed
+from certfsm.fast_binning import binning_tables, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
 from certfsm.step_table import StepTable
 
@@ -99,6 +99,7 @@ class Controller:
         self._override_cycles: int | None = None
         self._last_cell = OUT_OF_ENVELOPE
         self._lock = threading.Lock()
+        self._batch = None  # decide_many's arrays, made on first use
         self._enter(machine.initial_state())
 
     def _enter(self, state: State) -> None:
@@ -284,13 +285,25 @@ class Controller:
         if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
             raise ValueError(f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values "
                              f"({', '.join(machine.names)})")
-        proposal = _proposals(machine)
-        inside = np.ones(rows.shape[0], dtype=bool)
+        lookup, columns = self._batch_tables(np)
         flat = np.zeros(rows.shape[0], dtype=np.int64)
-        for column, edges, stride in zip(rows.T, machine.edges, machine.strides):
-            inside &= (column >= edges[0]) & (column <= edges[-1])
-            flat += np.searchsorted(np.asarray(edges[1:-1]), column, side="right") * stride
-        return np.where(inside, proposal[np.where(inside, flat, 0)], machine.params.conservative)
+        for column, (keys, offsets) in zip(rows.T, columns):
+            flat += offsets[np.searchsorted(keys, column, side="right")]
+        return lookup[np.maximum(flat, OUT_OF_ENVELOPE)]
+
+    def _batch_tables(self, np):
+        """The compiled binning's keys and offsets as arrays (`certfsm.fast_binning` says why a negative sum is
+        out of the envelope), and the proposals with the conservative token appended at index -1; made once
+        per machine."""
+        compiled = self._compiled
+        cached = self._batch
+        if cached is None or cached[0] is not compiled:
+            machine = compiled.machine
+            lookup = np.array([*machine.proposal, machine.params.conservative], dtype=np.int64)
+            columns = [(np.asarray(keys, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
+                       for keys, offsets in binning_tables(machine)]
+            cached = self._batch = (compiled, lookup, columns)
+        return cached[1], cached[2]
 
 
 def _verdict_of(sla) -> Callable:
@@ -299,16 +312,6 @@ def _verdict_of(sla) -> Callable:
     if lean is not None:
         return lean
     return lambda metrics, token: bool(sla.update(metrics or {}, token).ok)
-
-
-def _proposals(machine: Machine):
-    import numpy as np
-
-    cached = getattr(machine, "_proposal_array", None)
-    if cached is None:
-        cached = np.asarray(machine.proposal, dtype=np.int64)
-        object.__setattr__(machine, "_proposal_array", cached)
-    return cached
 
 
 def spec_sla_monitor(spec):
