@@ -240,7 +240,7 @@ class AuditWriter:
                 unknown = sorted(set(metrics) - self._metric_set)
                 raise AuditLogError(f"append_step: metrics name {unknown}, which the log's header does not "
                                     f"({list(self.metric_names)}); create the log with every metric name")
-            values = [*reading, *map(metrics.get, self.metric_names)]  # None where absent, made NaN below
+            values = [*reading, *map(metrics.get, self.metric_names)]  # None where absent
         else:
             metrics = () if metrics is None else list(metrics)
             if len(metrics) not in (0, self._n_metrics):
@@ -248,7 +248,7 @@ class AuditWriter:
                                     f"{self._n_metrics} metrics {list(self.metric_names)}; pass a mapping or one "
                                     "value per metric")
             values = [*reading, *(metrics or [_NAN] * self._n_metrics)]
-        return values  # None (missing) stays until a pack refuses it: `_packed` makes it NaN then
+        return values  # a None (missing) stays until the pack refuses it; `_append_step_with_nan` logs NaN
 
     def _append_step_with_nan(self, index, time, values, cell, token, code, reason, flags, override, state) -> int:
         values = [_NAN if v is None else v for v in values]

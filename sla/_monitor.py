@@ -79,7 +79,7 @@ class SlaMonitor:
         self._fingerprint = paths_fingerprint(self.paths)
         self.cycle = 0
         self._ok = True
-        self._accepted: set[str] = set()  # token names already checked (update_ok checks each name once)
+        self._accepted: set[str] = set()  # names of `tokens` already checked (update_ok checks each once)
 
     @classmethod
     def from_spec(cls, spec) -> SlaMonitor:
@@ -150,13 +150,15 @@ class SlaMonitor:
         return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
 
     def _accept(self, token) -> None:
-        """Refuse a token that is not a name of this monitor's tokens; remember an accepted one."""
+        """Refuse a token that is not a name of this monitor's tokens; remember one of `tokens` once accepted
+        (with `tokens` None any name goes, and nothing is remembered, so no set grows with the names seen)."""
         if type(token) is not str and not isinstance(token, str):
             raise TypeError(f"token={token!r} is a {type(token).__name__}, not a token name; give the name of the token")
         if self.tokens is not None and token not in self.tokens:
             raise ValueError(f"token={token!r} is not a token of this monitor (known: {', '.join(sorted(self.tokens))}); "
                              "give the name of the token the metrics were measured on")
-        self._accepted.add(token)
+        if self.tokens is not None:
+            self._accepted.add(token)
 
     def snapshot(self) -> dict[str, Any]:
         """The state as a JSON-ready document (format in `certfsm.sla._snapshot`); `restore` takes it back."""
@@ -180,7 +182,7 @@ class SlaMonitor:
         clone = SlaMonitor.__new__(SlaMonitor)
         clone.paths, clone.tokens, clone.cycle = self.paths, self.tokens, self.cycle
         clone._metrics, clone._fingerprint, clone._ok = self._metrics, self._fingerprint, self._ok
-        clone._accepted = self._accepted
+        clone._accepted = set(self._accepted)
         clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
         return clone
 
