@@ -136,7 +136,8 @@ class StepTable:
         return found
 
     def step(self, state: State, cell: int, sla_ok: bool = True, override=None) -> tuple[State, int, Reason]:
-        """Same signature and result as `Machine.step`, through the table."""
+        """Same signature and result as `Machine.step`, through the table; `cell` is what `cell_of` returns
+        (a flat cell, or OUT_OF_ENVELOPE)."""
         found = self.transition(state, self.node(state), self.mode(sla_ok, override), cell, sla_ok, override)
         return found.state, found.token, found.reason
 
