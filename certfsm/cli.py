@@ -268,8 +268,8 @@ def distill(
                    + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
                    + "); the table holds the conservative token there")
     for entry in run.certificate:
-        if entry["verdict"] != "proved":
-            typer.echo(f"{entry['property']}: {entry['verdict']} ({entry['engine']})")
+        if not entry.is_proved:
+            typer.echo(f"{entry.property}: {entry.verdict} ({entry.engine})")
     state = "certified" if run.certified else "NOT certified (the runtime will refuse it)"
     signed = ""
     if signer is not None:

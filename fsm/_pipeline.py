@@ -7,8 +7,9 @@ still exists, and only then does the report folder replace the old one.
 Bad input or a crash at any point leaves the previous artifact and report
 untouched.
 
-The artifact is certified (every required certificate entry `proved`)
-only when:
+The certificate is one `certfsm.VerdictRecord` per property, all
+required; the artifact is certified by the core's one rule
+(`certfsm.is_certified`, the loader's), which holds here only when:
 
 - ``cells-exact``: every exact cell's token was proved for the whole cell
   by the distillation, and the sampled cross-check found no input of an
@@ -22,6 +23,10 @@ only when:
   properties, and no property is proved by one engine and refuted by the
   other.
 
+The payload is built by the core (`certfsm.artifact_payload`, next to
+the loader that reads it) and holds no run facts; times, jobs and the
+other facts of the run go to summary.json.
+
 An uncertified artifact is still written, so that `certfsm inspect` can
 show why the runtime refuses it.
 """
@@ -29,13 +34,13 @@ show why the runtime refuses it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from certfsm._errors import SpecError
+from certfsm import SpecError, VerdictRecord, is_certified
 from certfsm._staging import staged_folder
 
 from ._distill import Distillation, distill, sampled_cross_check
@@ -61,20 +66,13 @@ class DistillRun:
     machine_proofs: tuple[Proof, ...]
     explicit_proofs: tuple[Proof, ...]
     disagreements: tuple[str, ...]
-    certificate: tuple[dict, ...]
+    certificate: tuple[VerdictRecord, ...]
     artifact_path: Path
     artifact_sha256: str
     report_path: Path
     summary: dict
-
-    @property
-    def certified(self) -> bool:
-        return is_certified(self.certificate)
-
-
-def is_certified(certificate) -> bool:
-    """The runtime's rule: every required certificate entry is proved."""
-    return all(entry["verdict"] == "proved" for entry in certificate if entry["required"])
+    certified: bool
+    """The core's one rule (`certfsm.is_certified`), the loader's: the runtime loads the artifact written."""
 
 
 def distill_controller(spec, *, out, report, network=None, jobs: int | None = None, per_cell_timeout: float = 10.0,
@@ -125,6 +123,7 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         explicit = check_explicit(params, alphabet(params, table_rows(table)))
         conflicts = tuple(disagreements(machine_proofs, explicit))
         certificate = _certificate(distillation, cross, table_proofs, machine_proofs, explicit, conflicts)
+        certified = is_certified(certificate, spec.to_json(), bool((table.status == EXACT).any()))
         tell("drawing the decision maps")
         pictures = [render_decision_map(spec, network, table, staging / f"decision-map-{x}-{y}.png", x_input=x,
                                         y_input=y, fixed=busiest_slice(spec, table, x, y),
@@ -133,64 +132,50 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         tell(f"writing {out}")
         artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)
         summary = write_summary(staging, spec=spec, network=network, distillation=distillation, cross_check=cross,
-                                certificate=certificate, certified=is_certified(certificate),
-                                disagreements=conflicts, pictures=pictures, artifact=out,
-                                artifact_sha256=artifact_sha256)
-    return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, tuple(certificate),
-                      out, artifact_sha256, report, summary)
+                                certificate=certificate, certified=certified, disagreements=conflicts,
+                                pictures=pictures, artifact=out, artifact_sha256=artifact_sha256)
+    return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, certificate,
+                      out, artifact_sha256, report, summary, certified)
 
 
 def _certificate(distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit,
-                 conflicts) -> list[dict]:
-    """The artifact's certificate entries, all required; see the module docstring for what each one means."""
+                 conflicts) -> tuple[VerdictRecord, ...]:
+    """The artifact's certificate, every record required; see the module docstring for what each one means."""
     status, engines = distillation.table.status, distillation.engine_of_cell
     used = sorted(set(engines[status == EXACT].tolist())) or ["none"]
     mismatches = cross["mismatches"]
-    entries = [{"property": _CELLS_EXACT, "engine": "+".join(used),
-                "verdict": "violated" if mismatches else "proved",
-                "seconds": round(distillation.seconds, 3), "smt2": None, "smt2_sha256": None, "required": True}]
+    records = [VerdictRecord("violated" if mismatches else "proved", "+".join(used), distillation.seconds,
+                             f"{mismatches} sampled inputs of exact cells decided otherwise" if mismatches else "",
+                             property=_CELLS_EXACT)]
     for proof in (*table_proofs, *machine_proofs):
-        entries.append(_entry(proof.property if proof.property.startswith("table-") else f"machine-{proof.property}",
-                              proof))
-    contradicted = {line.split(":", 1)[0] for line in conflicts}
+        name = proof.property if proof.property.startswith("table-") else f"machine-{proof.property}"
+        records.append(_record(name, proof))
+    contradicted = {line.split(":", 1)[0]: line for line in conflicts}
     for proof in explicit:
-        entry = _entry(f"enumeration-{proof.property}", proof)
-        if proof.property in contradicted and entry["verdict"] == "proved":
-            entry["verdict"] = "unknown"
-        entries.append(entry)
-    return entries
+        record = _record(f"enumeration-{proof.property}", proof)
+        if proof.property in contradicted and record.is_proved:
+            record = replace(record, verdict="unknown", reason=contradicted[proof.property])
+        records.append(record)
+    return tuple(records)
 
 
-def _entry(name: str, proof: Proof) -> dict:
-    return {"property": name, "engine": proof.engine, "verdict": proof.verdict, "seconds": round(proof.seconds, 3),
-            "smt2": Path(proof.smt2_path).name if proof.smt2_path else None, "smt2_sha256": proof.smt2_sha256,
-            "required": True}
+def _record(name: str, proof: Proof) -> VerdictRecord:
+    """`proof` as a certificate record under the certificate's name for it (without the proof's evidence)."""
+    return VerdictRecord(proof.verdict, proof.engine, proof.seconds, proof.reason, property=name, smt2=proof.smt2,
+                         smt2_sha256=proof.smt2_sha256)
 
 
-def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate: list[dict]) -> str:
-    from certfsm._artifact import write_artifact
+def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate) -> str:
+    from certfsm import allowed_bitmasks, artifact_payload, write_artifact
     from certfsm.verify import certfsm_version
 
-    grid = table.grid
-    payload = {
-        "spec": spec.to_json(),
-        "model_sha256": network.sha256,
-        "grid": {"edges": [edges.tolist() for edges in grid.edges], "frac_bits": list(grid.frac_bits)},
-        "table": {"proposal": table.proposal.tolist(),
-                  "status": "".join("e" if s == EXACT else "c" for s in table.status.tolist()),
-                  "allowed": _bitmasks(table.allowed).tolist()},
-        "machine": {"conservative": params.conservative, "confirm_cycles": params.confirm_cycles,
-                    "cooldown_cycles": params.cooldown_cycles, "overridable": sorted(params.overridable),
-                    "codes": list(params.codes)},
-        "certificate": certificate,
-        "created_by": f"certfsm {certfsm_version()}",
-    }
+    payload = artifact_payload(
+        spec=spec.to_json(), model_sha256=network.sha256, edges=table.grid.edges, frac_bits=table.grid.frac_bits,
+        proposal=table.proposal, exact=table.status == EXACT, allowed=allowed_bitmasks(table.allowed),
+        conservative=params.conservative, confirm_cycles=params.confirm_cycles,
+        cooldown_cycles=params.cooldown_cycles, overridable=params.overridable, codes=params.codes,
+        certificate=certificate, created_by=f"certfsm {certfsm_version()}")
     return write_artifact(out, payload)
-
-
-def _bitmasks(allowed: np.ndarray) -> np.ndarray:
-    """Row of booleans per cell -> integer with bit k set when output k is allowed."""
-    return (allowed.astype(np.int64) << np.arange(allowed.shape[1], dtype=np.int64)).sum(axis=1)
 
 
 def _write_cells(path: Path, distillation: Distillation, spec) -> None:

@@ -399,13 +399,11 @@ def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stabl
             cell = cell if hits else None
         else:
             verdict = "unknown"
-        path = sha = None
+        name = sha = None
         if folder is not None:
-            path = Path(folder) / f"{prop}.smt2"
-            sha = write_proof_file(path, body, "QF_LIRA", prop=prop, description=_DESCRIPTIONS[prop],
-                                   verdict=verdict, seconds=seconds, stable=stable,
-                                   extra={"spec": spec.name, "cells": table.n_cells})
-            path = str(path)
-        results.append(Proof(prop, verdict, "z3", seconds, reason=reason if verdict != "proved" else "",
-                             cell=cell, smt2_path=path, smt2_sha256=sha))
+            name = f"{prop}.smt2"
+            sha = write_proof_file(Path(folder) / name, body, "QF_LIRA", prop=prop, description=_DESCRIPTIONS[prop],
+                                   verdict=verdict, stable=stable, extra={"spec": spec.name, "cells": table.n_cells})
+        results.append(Proof(verdict, "z3", seconds, reason if verdict != "proved" else "", cell=cell, property=prop,
+                             smt2=name, smt2_sha256=sha))
     return tuple(results)

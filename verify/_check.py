@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -106,8 +106,14 @@ def check(
 
     `jobs` worker processes (default: the number of CPUs) share the
     branch and bound; `progress(done_fraction, message)` is called as the
-    closed fraction of the box grows; `seed` fixes the falsifier.
+    closed fraction of the box grows; `seed` fixes the falsifier. The
+    `Result` names the property (``prop.name``).
     """
+    return replace(_check(network, prop, engine, timeout, jobs, progress, seed), property=prop.name)
+
+
+def _check(network: Network, prop: Property, engine: str, timeout: float, jobs: int | None, progress: Progress | None,
+           seed: int) -> Result:
     started = time.monotonic()
     _check_arguments(network, prop, engine, timeout, jobs)
     jobs = jobs or os.cpu_count() or 1
