@@ -231,7 +231,8 @@ def distill(
     example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
     example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
-    timeout: float = typer.Option(10.0, help="Seconds of engine time per cell that bounds cannot decide."),
+    timeout: float = typer.Option(120.0, help="Wall-clock guard per cell (work counts decide; when the guard fires "
+                                              "first the run stops and writes nothing)."),
     checkpoint: Optional[Path] = typer.Option(None, help="Resume from and append to this checkpoint file."),
     seed: int = typer.Option(0, help="Seed of the samples, the falsifiers and the cross-check."),
     samples: int = typer.Option(100_000, help="Random inputs of the cross-check (at least 100000)."),

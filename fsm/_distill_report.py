@@ -50,7 +50,7 @@ def write_summary(folder: Path, *, spec, network, distillation, cross_check: dic
         "engines": {key: stats[key] for key in ("by_engine", "bounds_share", "bounds_share_of_exact",
                                                 "decided_without_marabou_share", "marabou_queries",
                                                 "engine_tasks")},
-        "run": {key: stats[key] for key in ("seconds", "cells_per_second", "jobs", "per_cell_timeout", "seed",
+        "run": {key: stats[key] for key in ("seconds", "cells_per_second", "jobs", "per_cell_timeout", "work_budget", "seed",
                                             "resumed_cells", "reproved_checkpoint_cells")},
         "cross_check": cross_check,
         "certificate": [{**record.report_entry(), "description": _description(record.property)}

@@ -77,9 +77,9 @@ def invariant_holds(params: MachineParams, state: State, since: int) -> bool:
 # ------------------------------------------------------------- SMT-LIB files and solving
 
 
-def solve_script(body: list[str], logic: str, timeout: float):
+def solve_script(body: list[str], logic: str, timeout: float, rlimit: int | None = None):
     """Solve the script with Z3: (answer, model values by name or None, reason). Answer: sat, unsat or unknown."""
-    return solve_text(smtlib_text(body, logic), timeout)
+    return solve_text(smtlib_text(body, logic), timeout, rlimit)
 
 
 def write_proof_file(path, body: list[str], logic: str, *, prop: str, description: str, verdict: str,
@@ -247,7 +247,7 @@ class StepEncoding:
 
 
 def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: float = 60.0, stable: bool = False,
-                  step_function=step, encoding=StepEncoding) -> tuple[Proof, ...]:
+                  step_function=step, encoding=StepEncoding, rlimit: int | None = None) -> tuple[Proof, ...]:
     """Every query of INVARIANT_QUERIES + MACHINE_PROPERTIES by Z3, one `Proof` each.
 
     `table=None` proves the machine for free admissible inputs (any table
@@ -256,7 +256,7 @@ def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: fl
     ``machine-<name>.smt2``. `step_function` and `encoding` name the
     machine under proof (the production `step` and its `StepEncoding`
     unless a test plants a variant); counterexamples are replayed
-    through `step_function`.
+    through `step_function`. `rlimit` as in `prove_table`.
     """
     rows = None if table is None else table_rows(table)
     encoder = encoding(params)
@@ -265,7 +265,7 @@ def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: fl
     for name in INVARIANT_QUERIES + MACHINE_PROPERTIES:
         body = encoder.body(name, rows)
         started = time.perf_counter()
-        answer, model, reason = solve_script(body, "QF_LIA", timeout)
+        answer, model, reason = solve_script(body, "QF_LIA", timeout, rlimit)
         seconds = time.perf_counter() - started
         raw[name] = (body, answer, model, reason, seconds)
     invariant_ok = all(raw[name][1] == "unsat" for name in INVARIANT_QUERIES)

@@ -40,10 +40,11 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm import SpecError, VerdictRecord, is_certified
+from certfsm import EngineError, SpecError, VerdictRecord, is_certified
+from certfsm.verify import WALL_CLOCK_GUARD
 from certfsm._staging import staged_folder
 
-from ._distill import Distillation, distill, sampled_cross_check
+from ._distill import CELL_GUARD_SECONDS, Distillation, distill, sampled_cross_check
 from ._distill_report import write_summary
 from ._explicit import alphabet, check_explicit, table_rows
 from ._machine import MachineParams, Proof
@@ -51,6 +52,11 @@ from ._machine_proofs import disagreements, prove_machine
 from ._table import EXACT, prove_table
 
 CROSS_CHECK_SAMPLES = 100_000
+PROOF_RLIMIT = 200_000_000
+"""Z3's deterministic resource count per table or machine query (the example's largest takes 0.6 M, 0.05 s), so
+that the verdict does not depend on the machine's speed."""
+PROOF_GUARD_SECONDS = 600.0
+"""The wall-clock guard per table or machine query: when it fires before `PROOF_RLIMIT` is spent, the run stops."""
 _CELLS_EXACT = "cells-exact"
 
 Stage = Callable[[str], None]
@@ -75,7 +81,8 @@ class DistillRun:
     """The core's one rule (`certfsm.is_certified`), the loader's: the runtime loads the artifact written."""
 
 
-def distill_controller(spec, *, out, report, network=None, jobs: int | None = None, per_cell_timeout: float = 10.0,
+def distill_controller(spec, *, out, report, network=None, jobs: int | None = None,
+                       per_cell_timeout: float = CELL_GUARD_SECONDS,
                        checkpoint=None, seed: int = 0, samples: int = CROSS_CHECK_SAMPLES,
                        maps: tuple[tuple[str, str], ...] | None = None, progress=None,
                        stage: Stage | None = None) -> DistillRun:
@@ -116,9 +123,10 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
     params = MachineParams.from_spec(spec)
     with staged_folder(report) as staging:
         tell("proving the table (z3)")
-        table_proofs = prove_table(table, spec, staging)
+        table_proofs = prove_table(table, spec, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
         tell("proving the state machine (z3)")
-        machine_proofs = prove_machine(params, table, staging)
+        machine_proofs = prove_machine(params, table, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
+        _stop_if_guarded(table_proofs + machine_proofs)
         tell("enumerating the state machine")
         explicit = check_explicit(params, alphabet(params, table_rows(table)))
         conflicts = tuple(disagreements(machine_proofs, explicit))
@@ -136,6 +144,15 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
                                 pictures=pictures, artifact=out, artifact_sha256=artifact_sha256)
     return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, certificate,
                       out, artifact_sha256, report, summary, certified)
+
+
+def _stop_if_guarded(proofs) -> None:
+    """A proof the wall-clock guard ended would make the artifact depend on the machine's speed: stop instead."""
+    for proof in proofs:
+        if proof.reason.startswith(WALL_CLOCK_GUARD):
+            raise EngineError(f"{proof.property}: {proof.reason} ({PROOF_GUARD_SECONDS:g} s, rlimit {PROOF_RLIMIT}), "
+                              "so its verdict would depend on the machine's speed; nothing was written; re-run on a "
+                              "less loaded machine")
 
 
 def _certificate(distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit,

@@ -367,13 +367,17 @@ def _all(terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else f"(and {' '.join(terms)})"
 
 
-def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False) -> tuple[Proof, ...]:
+def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False,
+                rlimit: int | None = None) -> tuple[Proof, ...]:
     """The table-level property by Z3, one `Proof` per name in TABLE_PROPERTIES, each with its SMT-LIB file.
 
     Proved only from unsat; a sat answer counts as violated only when
     `check_table` confirms a violation of that kind in the cell Z3 names;
     otherwise unknown. With `folder`, writes ``<property>.smt2`` there
-    (``table-tokens.smt2`` ...; the folder must exist).
+    (``table-tokens.smt2`` ...; the folder must exist). `rlimit` (Z3's
+    deterministic resource count) makes the verdict independent of the
+    machine's speed, `timeout` then being a guard
+    (`certfsm.verify.solve_text`).
     """
     from ._machine_proofs import solve_script, write_proof_file
 
@@ -384,7 +388,7 @@ def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stabl
     for prop in TABLE_PROPERTIES:
         body = encoding + _negated_property(spec, prop)
         started = time.perf_counter()
-        answer, model, reason = solve_script(body, "QF_LIRA", timeout)
+        answer, model, reason = solve_script(body, "QF_LIRA", timeout, rlimit)
         seconds = time.perf_counter() - started
         cell = None
         if answer == "unsat":
