@@ -5,7 +5,9 @@
   VNN-LIB fragment; `spec_properties` builds the token-range and
   legality properties of a controller spec; `parse_vnnlib` reads a file.
 - `check(network, prop, engine="auto"|"marabou"|"z3"|"both"|"bounds",
-  timeout=..., jobs=...) -> Result`: the one entry point. Verdicts are
+  timeout=..., jobs=..., budget=...) -> Result` (the core's one verdict
+  record, `certfsm.VerdictRecord`, with the counterexample): the one
+  entry point. Verdicts are
   `proved` (UNSAT or sound bounds over a partition of the box),
   `violated` (a counterexample re-evaluated in float64 and onnxruntime)
   or `unknown` with the reason. With a `WorkBudget` (boxes, Z3 queries,

@@ -437,3 +437,19 @@ def test_loading_imports_neither_fsm_nor_verify_nor_a_solver(distilled_example):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "none"
+
+
+def test_certified_is_one_rule_for_the_pipeline_the_loader_and_the_artifact(distilled_example):
+    """Every required entry proved is not enough: the entries must also be exactly the required set, each by an
+    engine that can prove it; `certfsm distill` reports what the loader will decide."""
+    from dataclasses import replace
+
+    from certfsm import is_certified
+
+    spec, run, path = distilled_example
+    artifact = load_artifact(path)
+    assert run.certified and artifact.is_certified and is_certified(run.certificate, spec.to_json(), True)
+    by_sampling = (replace(run.certificate[0], engine="sampling"),) + run.certificate[1:]
+    assert all(record.is_proved and record.required for record in by_sampling)
+    assert not is_certified(by_sampling, spec.to_json(), True)
+    assert not is_certified(run.certificate[1:], spec.to_json(), True)
