@@ -5,17 +5,23 @@ The core, light enough for an embedded target: the controller spec
 imports onnx only when called), the decision rule and confidence gate,
 the artifact format, the certified machine (`certfsm.machine`: binning,
 table, parameters and the step function, standard library only) and the
-error hierarchy. The heavy parts live in
+error hierarchy; the one verdict record (`VerdictRecord`, every proof's
+verdict, engine, time and SMT-LIB file) and the one rule for a certified
+certificate (`is_certified`); the one writer of an artifact's payload
+(`artifact_payload`, `write_artifact`, next to its loader). The heavy parts live in
 the sub-packages: `certfsm.verify` (Marabou, Z3, bounds, reports),
 `certfsm.fsm` (grid, table, state machine and its proofs).
 """
 
 from ._errors import ArtifactError, CertfsmError, EngineError, ModelError, ReportError, SigningError, SpecError, VnnlibError
+from ._verdict import PROVED, UNKNOWN, VERDICTS, VIOLATED, VerdictRecord
 
 # The numeric parts load on first use (PEP 562), so that `import certfsm.machine`
 # (the runtime's scalar path) needs the standard library alone.
 _LAZY = {"decide": "_decision", "decision_margin": "_decision", "gated_decide": "_decision",
-         "margin_from_probability": "_decision", "AffineLayer": "_network", "Network": "_network"}
+         "margin_from_probability": "_decision", "AffineLayer": "_network", "Network": "_network",
+         "allowed_bitmasks": "_artifact", "artifact_payload": "_artifact", "write_artifact": "_artifact",
+         "is_certified": "_artifact_trust"}
 
 
 def __getattr__(name: str):
@@ -46,4 +52,6 @@ __all__ = [
     "AffineLayer", "ArtifactError", "CertfsmError", "EngineError", "ModelError", "Network", "ReportError",
     "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_onnx", "load_spec",
     "margin_from_probability",
+    "PROVED", "UNKNOWN", "VERDICTS", "VIOLATED", "VerdictRecord", "allowed_bitmasks", "artifact_payload",
+    "is_certified", "write_artifact",
 ]

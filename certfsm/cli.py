@@ -231,7 +231,8 @@ def distill(
     example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
     example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
-    timeout: float = typer.Option(10.0, help="Seconds of engine time per cell that bounds cannot decide."),
+    timeout: float = typer.Option(120.0, help="Wall-clock guard per cell (work counts decide; when the guard fires "
+                                              "first the run stops and writes nothing)."),
     checkpoint: Optional[Path] = typer.Option(None, help="Resume from and append to this checkpoint file."),
     seed: int = typer.Option(0, help="Seed of the samples, the falsifiers and the cross-check."),
     samples: int = typer.Option(100_000, help="Random inputs of the cross-check (at least 100000)."),
@@ -268,8 +269,8 @@ def distill(
                    + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
                    + "); the table holds the conservative token there")
     for entry in run.certificate:
-        if entry["verdict"] != "proved":
-            typer.echo(f"{entry['property']}: {entry['verdict']} ({entry['engine']})")
+        if not entry.is_proved:
+            typer.echo(f"{entry.property}: {entry.verdict} ({entry.engine})")
     state = "certified" if run.certified else "NOT certified (the runtime will refuse it)"
     signed = ""
     if signer is not None:

@@ -13,7 +13,8 @@
   `State`, `Reason`), with `replay` for traces.
 - `check_explicit` (explicit-state enumeration) and `prove_machine` (Z3,
   by induction) for the machine properties; the two must agree
-  (`disagreements`).
+  (`disagreements`). Each answer is a `Proof`: the core's one verdict
+  record (`certfsm.VerdictRecord`) with its trace or cell.
 - `distill_controller`: the whole `certfsm distill` (distil, prove,
   cross-check, write the artifact and the report), returning a
   `DistillRun`; `render_decision_map` draws the table next to the

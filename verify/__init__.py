@@ -5,10 +5,14 @@
   VNN-LIB fragment; `spec_properties` builds the token-range and
   legality properties of a controller spec; `parse_vnnlib` reads a file.
 - `check(network, prop, engine="auto"|"marabou"|"z3"|"both"|"bounds",
-  timeout=..., jobs=...) -> Result`: the one entry point. Verdicts are
+  timeout=..., jobs=..., budget=...) -> Result` (the core's one verdict
+  record, `certfsm.VerdictRecord`, with the counterexample): the one
+  entry point. Verdicts are
   `proved` (UNSAT or sound bounds over a partition of the box),
   `violated` (a counterexample re-evaluated in float64 and onnxruntime)
-  or `unknown` with the reason.
+  or `unknown` with the reason. With a `WorkBudget` (boxes, Z3 queries,
+  Z3's resource count) ``proved`` no longer depends on the machine's
+  speed; the timeout is then a guard (`WALL_CLOCK_GUARD` in the stats).
 - `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs;
   `write_report` writes summary.json, report.md and one SMT-LIB 2.6 file
   per query; `recheck_folder` re-runs them with a stock solver.
@@ -26,6 +30,7 @@ Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.
 """
 
+from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs, plain_decimal
@@ -51,4 +56,5 @@ __all__ = [
     "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
     "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",
+    "WALL_CLOCK_GUARD", "WorkBudget",
 ]
