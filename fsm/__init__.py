@@ -23,6 +23,8 @@ Importing this package needs neither z3, maraboupy nor onnx; the proof
 functions import z3 when called.
 """
 
+from ._deep_cells import CellFailure
+from ._deep_inspect import DeepResult, QueryCheck, deep_inspect
 from ._decision_map import DecisionMap, busiest_slice, default_axes, render_decision_map
 from ._distill import ENGINES as DISTILL_ENGINES
 from ._distill import Distillation, distill, sampled_cross_check
@@ -37,7 +39,7 @@ from ._table import (CONSERVATIVE, EXACT, TABLE_PROPERTIES, UNDECIDED, CellClass
                      allowed_masks, check_table, prove_table, rule_meets)
 
 __all__ = [
-    "CONSERVATIVE", "DISTILL_ENGINES", "EXACT", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "NO_CANDIDATE",
+    "CONSERVATIVE", "CellFailure", "DeepResult", "QueryCheck", "deep_inspect", "DISTILL_ENGINES", "EXACT", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "NO_CANDIDATE",
     "OUT_OF_ENVELOPE", "TABLE_PROPERTIES", "UNDECIDED", "CellClass", "DecisionMap", "Distillation", "DistillRun",
     "Grid", "MachineInput", "MachineParams", "Proof", "Reason", "State", "StepEncoding", "Table", "TableViolation",
     "Trace", "TraceStep", "allowed_masks", "alphabet", "busiest_slice", "check_explicit", "check_table",

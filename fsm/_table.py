@@ -367,13 +367,17 @@ def _all(terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else f"(and {' '.join(terms)})"
 
 
-def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False) -> tuple[Proof, ...]:
+def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False,
+                header_seconds=None) -> tuple[Proof, ...]:
     """The table-level property by Z3, one `Proof` per name in TABLE_PROPERTIES, each with its SMT-LIB file.
 
     Proved only from unsat; a sat answer counts as violated only when
     `check_table` confirms a violation of that kind in the cell Z3 names;
     otherwise unknown. With `folder`, writes ``<property>.smt2`` there
-    (``table-tokens.smt2`` ...; the folder must exist).
+    (``table-tokens.smt2`` ...; the folder must exist). `header_seconds`
+    (property name -> seconds) puts recorded times in the file headers
+    instead of the measured ones, so that `inspect --deep` regenerates a
+    distill report's files byte for byte.
     """
     from ._machine_proofs import solve_script, write_proof_file
 
@@ -402,8 +406,9 @@ def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stabl
         path = sha = None
         if folder is not None:
             path = Path(folder) / f"{prop}.smt2"
+            shown = seconds if header_seconds is None else header_seconds[prop]
             sha = write_proof_file(path, body, "QF_LIRA", prop=prop, description=_DESCRIPTIONS[prop],
-                                   verdict=verdict, seconds=seconds, stable=stable,
+                                   verdict=verdict, seconds=shown, stable=stable,
                                    extra={"spec": spec.name, "cells": table.n_cells})
             path = str(path)
         results.append(Proof(prop, verdict, "z3", seconds, reason=reason if verdict != "proved" else "",
