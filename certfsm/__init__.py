@@ -58,6 +58,7 @@ def load_spec(path):
 
 __all__ = [
     "AffineLayer", "ArtifactError", "CertfsmError", "EngineError", "ModelError", "Network", "ReportError",
-    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_artifact", "load_onnx", "load_spec",
-    "margin_from_probability", "spec_from_dict",
+    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_onnx", "load_spec",
+    "margin_from_probability",
+    "load_artifact", "spec_from_dict",
 ]

@@ -31,6 +31,7 @@ held back by the rules at distillation) is counted, not failed.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
@@ -39,15 +40,49 @@ from pathlib import Path
 import numpy as np
 
 from certfsm import ReportError
-from certfsm.verify import exact_outputs
+from certfsm.verify import check, exact_outputs
 
-from ._cell_engines import _Task
-from ._cell_problem import _Problem, _valid_pairs
-from ._cell_workers import _run_tasks
+from ._cell_problem import _Decision, _Problem, _valid_pairs
+from ._cell_workers import _BoundTask, _Outcome, _run_tasks, _work
 from ._distill import _bound_tasks
-from ._table import EXACT, Table
+from ._table import EXACT, UNDECIDED, Table
 
 CELLS_FILE = "cells.jsonl"
+
+
+@dataclass(frozen=True, eq=False)
+class _CellTask:
+    """One exact cell that bounds left open: prove `token` on it with `verify.check` within `timeout` seconds."""
+
+    cell: int
+    token: int
+    timeout: float
+
+
+def _reprove(problem: _Problem, task) -> _Outcome:
+    """A chunk of cells for bounds (the distillation's `_work`) or one cell for `verify.check` (auto, one job).
+
+    A cell is EXACT only on `check`'s proof; otherwise UNDECIDED with the
+    reason, which names the validated counterexample when there is one.
+    """
+    if isinstance(task, _BoundTask):
+        return _work(problem, task)
+    started = time.monotonic()
+    result = check(problem.network, problem.exact_property(task.cell, task.token), engine="auto",
+                   timeout=task.timeout, jobs=1, seed=task.cell)
+    if result.is_proved:
+        label = "branch and bound + z3" if "z3" in result.engine else "branch and bound"
+        decision = _Decision(task.cell, EXACT, task.token, label)
+    elif result.is_violated:
+        x = np.asarray(result.counterexample, dtype=np.float64)
+        decided = problem.outputs[int(problem.decisions(x[None])[0])]
+        decision = _Decision(task.cell, UNDECIDED, task.token, result.engine, reason=(
+            f"not re-proved: {result.engine} reaches the closure of another decision at {_point(x)}, validated "
+            f"exactly, in float64 and in onnxruntime; the network decides {decided} there"))
+    else:
+        decision = _Decision(task.cell, UNDECIDED, task.token, result.engine,
+                             reason=f"not re-proved in {task.timeout:g} s: {result.engine}: {result.reason}")
+    return _Outcome("engines", [decision], [], time.monotonic() - started)
 
 
 @dataclass(frozen=True)
@@ -80,29 +115,21 @@ def reprove_exact_cells(problem: _Problem, table: Table, *, jobs: int, per_cell_
     done = [0]
 
     def follow_up(outcome) -> list:
-        return [_Task(cell, "prove", int(table.proposal[cell]), np.mean(problem.cell_box(cell), axis=0)[None],
-                      float(per_cell_timeout), cell) for cell in outcome.left_open]
+        return [_CellTask(cell, int(table.proposal[cell]), float(per_cell_timeout)) for cell in outcome.left_open]
 
     def on_outcome(outcome) -> None:
         for decision in outcome.decisions:
             if decision.status == EXACT and decision.token == int(table.proposal[decision.cell]):
                 proved[decision.engine] += 1
                 continue
-            if decision.witness is not None:
-                first, second = (problem.decisions(np.asarray(x)[None])[0] for x in decision.witness)
-                why = (f"not re-proved: the network decides {problem.outputs[first]} at "
-                       f"{_point(decision.witness[0])} and {problem.outputs[second]} at {_point(decision.witness[1])} "
-                       "(validated in float64 and onnxruntime)")
-            else:
-                why = f"not re-proved in {per_cell_timeout:g} s: {decision.reason or decision.engine}"
-            failures.append(_failure(problem, decision.cell, int(table.proposal[decision.cell]), why))
+            failures.append(_failure(problem, decision.cell, int(table.proposal[decision.cell]), decision.reason))
         done[0] += len(outcome.decisions)
         if progress is not None:
             progress(done[0], len(cells), "bound propagation" if outcome.kind == "bounds" else "branch and bound + z3")
 
     if progress is not None:
         progress(0, len(cells), "bound propagation")
-    _run_tasks(problem, _bound_tasks(cells, tokens, jobs), follow_up, jobs, on_outcome)
+    _run_tasks(problem, _bound_tasks(cells, tokens, jobs), follow_up, jobs, on_outcome, work=_reprove)
     if sum(proved.values()) + len(failures) != len(cells):
         raise AssertionError("internal error: an exact cell was neither re-proved nor failed")
     return proved, sorted(failures, key=lambda f: f.cell)

@@ -142,15 +142,15 @@ class DeepResult:
         out += [f"  FAILED {line}" for line in self.failures[:20]]
         if len(self.failures) > 20:
             out.append(f"  ... and {len(self.failures) - 20} more failures")
-        out.append(f"deep: {'ok: everything re-proved' if self.is_ok else f'FAILED: {len(self.failures)} item(s) did not re-prove'}"
-                   f" in {self.seconds.get('total', 0.0):.1f} s")
+        verdict = "ok: everything re-proved" if self.is_ok else f"FAILED: {len(self.failures)} item(s) did not re-prove"
+        out.append(f"deep: {verdict} in {self.seconds.get('total', 0.0):.1f} s")
         return out
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.lines())
 
 
-def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = None, per_cell_timeout: float = 10.0,
+def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = None, per_cell_timeout: float = 60.0,
                  trusted_keys=None, progress: Progress | None = None, stage: Stage | None = None) -> DeepResult:
     """Re-prove the artifact at `artifact_path` against the ONNX model at `model_path` (see the module docstring).
 
@@ -166,7 +166,7 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
     tell = stage or (lambda message: None)
     artifact_path, model_path = Path(artifact_path), Path(model_path)
     artifact = load_artifact(artifact_path, trusted_keys=trusted_keys)
-    network = _model(model_path, artifact.model_sha256, artifact_path)
+    network = model_for_artifact(model_path, artifact)
     if report is not None and not Path(report).is_dir():
         raise ReportError(f"{report}: no such report folder; give the folder certfsm distill wrote with --report")
     spec = spec_from_dict(json.loads(json.dumps(artifact.spec)), artifact_path, require_model=False)
@@ -176,17 +176,16 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
     table = Table(problem.grid, artifact.proposal.reshape(-1),
                   np.where(artifact.exact.reshape(-1), EXACT, CONSERVATIVE), allowed.astype(bool))
     seconds = {}
-
-    clock = time.monotonic()
-    proved, cell_failures = reprove_exact_cells(problem, table, jobs=jobs or os.cpu_count() or 1,
-                                                per_cell_timeout=per_cell_timeout, progress=progress)
-    seconds["cells"] = time.monotonic() - clock
     witnesses = None
     if report is not None:
         clock = time.monotonic()
         tell("re-validating the report's witness pairs")
         witnesses = revalidate_witnesses(problem, table, report)
         seconds["witnesses"] = time.monotonic() - clock
+    clock = time.monotonic()
+    proved, cell_failures = reprove_exact_cells(problem, table, jobs=jobs or os.cpu_count() or 1,
+                                                per_cell_timeout=per_cell_timeout, progress=progress)
+    seconds["cells"] = time.monotonic() - clock
     clock = time.monotonic()
     tell("regenerating and solving the table and machine queries (z3)")
     queries, enumeration = _queries(artifact, spec, table, report)
@@ -196,8 +195,13 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
                       witnesses, int(np.count_nonzero(table.status == CONSERVATIVE)), queries, enumeration, seconds)
 
 
-def _model(path: Path, expected: str, artifact_path: Path):
-    """The network of the model file, once its SHA-256 is the one the artifact names."""
+def model_for_artifact(path, artifact):
+    """The network of the ONNX file at `path`, once its SHA-256 is the loaded `artifact`'s ``model_sha256``.
+
+    Raises ModelError naming the file and both hashes otherwise (the
+    CLI calls it before printing anything, so bad input is one line).
+    """
+    path, expected, artifact_path = Path(path), artifact.model_sha256, artifact.path
     try:
         data = path.read_bytes()
     except OSError as error:
