@@ -358,7 +358,8 @@ def inspect(
                                              "timeout fails the cell, so the default is generous)."),
     progress: bool = typer.Option(True, help="Show a progress bar (with --deep)."),
 ) -> None:
-    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out."""
+    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out
+    (with --deep, only when the artifact also re-proves against its model)."""
     from certfsm._inspect import inspect_artifact
 
     if deep and model is None:

@@ -136,13 +136,16 @@ def reprove_exact_cells(problem: _Problem, table: Table, *, jobs: int, per_cell_
 
 
 def _point(x) -> str:
-    return "(" + ", ".join(f"{float(v):.6g}" for v in np.asarray(x).reshape(-1)) + ")"
+    """The point as float64 reprs, which read back to the very floats that were checked."""
+    return "(" + ", ".join(repr(float(v)) for v in np.asarray(x).reshape(-1)) + ")"
 
 
 @dataclass(frozen=True)
 class WitnessCheck:
-    """What the report's witness pairs came to: validated pairs, conservative cells without one, failures."""
+    """What the report's witness pairs came to: pairs claimed and validated, conservative cells without one, and
+    the failures (pairs that do not hold, records that are not this artifact's)."""
 
+    claimed: int
     validated: int
     without_witness: int
     failures: tuple[CellFailure, ...]
@@ -192,7 +195,7 @@ def revalidate_witnesses(problem: _Problem, table: Table, folder) -> WitnessChec
             if reason:
                 failures.append(_failure(problem, cell, int(table.proposal[cell]), f"{path} line {cell + 1}: {reason}"))
     failed = {f.cell for f in failures}
-    return WitnessCheck(sum(cell not in failed for cell in cells), without,
+    return WitnessCheck(len(cells), sum(cell not in failed for cell in cells), without,
                         tuple(sorted(failures, key=lambda f: f.cell)))
 
 

@@ -130,7 +130,7 @@ class DeepResult:
         else:
             w = self.witnesses
             out.append(f"deep: conservative cells: {self.conservative}; witness pairs re-validated exactly, in "
-                       f"float64 and in onnxruntime: {w.validated} of {w.validated + len(w.failures)}; without a "
+                       f"float64 and in onnxruntime: {w.validated} of {w.claimed}; without a "
                        f"witness (undecided or held back by the rules): {w.without_witness} "
                        f"({self.seconds.get('witnesses', 0.0):.1f} s)")
         proved = sum(q.verdict == "proved" for q in self.queries)
