@@ -115,20 +115,44 @@ def test_inspect_deep_on_the_example_prints_what_it_re_proved_and_exits_0(distil
     assert re.search(r"^deep: ok: everything re-proved in \d+\.\d s$", out, re.MULTILINE)
 
 
+# What refuses each edit the loader lets through: the first failure `inspect --deep` prints.
+CELL_NOT_REPROVED = r"exact cell \d+ \(compute_util in .*\), token {}: not re-proved"
+QUERY_DIFFERS = r"{}\.smt2: the query regenerated from the artifact hashes to [0-9a-f]{{16}}\.\.\. but the certificate"
+DEEP_CATCHES = {
+    "exact_token_swapped_for_another_allowed": CELL_NOT_REPROVED.format("FUSE_CONV"),
+    "conservative_cell_turned_exact": CELL_NOT_REPROVED.format("KEEP"),
+    "conservative_cell_turned_exact_with_a_token": CELL_NOT_REPROVED.format("FUSE_CONV"),
+    "confirm_cooldown_in_both": QUERY_DIFFERS.format("machine-invariant-initial"),
+    "every_legal_token_overridable_in_both": QUERY_DIFFERS.format("machine-invariant-initial"),
+    "rule_box_moved_with_masks_recomputed": QUERY_DIFFERS.format("table-tokens"),
+    "rule_box_deleted_with_masks_recomputed": QUERY_DIFFERS.format("table-tokens"),
+    "gate_margin_zero": CELL_NOT_REPROVED.format(r"\w+"),
+}
+
+
+def test_every_edit_the_loader_lets_through_says_what_refuses_it():
+    assert sorted([*DEEP_CATCHES, "model_hash_swapped"]) == sorted(edit.__name__ for edit in LOADED_BY_LOADER)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("edit", REFUSED_BY_LOADER + LOADED_BY_LOADER, ids=lambda edit: edit.__name__)
 def test_every_rehashed_edit_is_refused_by_inspect_deep(distilled, tmp_path, capsys, edit):
+    """0 accepted: the loader's refusals stop inspect before the re-proof (exit 1), a swapped model hash is bad
+    input naming the model (exit 2), and every other edit fails the re-proof where DEEP_CATCHES says (exit 1)."""
     path, _, original = distilled
     payload = copy.deepcopy(original)
     edit(payload)
     code, out, err = deep_cli(capsys, rehash(tmp_path, payload), "--model", MODEL)
-    assert code != 0, out
-    if edit in LOADED_BY_LOADER and edit.__name__ != "model_hash_swapped":
+    if edit.__name__ == "model_hash_swapped":
+        assert code == 2 and out == "" and re.match(rf"^certfsm: error: {re.escape(str(MODEL))}: the model's sha256 "
+                                                    r"is [0-9a-f]{16}\.\.\. but .*edited\.cfsm was distilled from a "
+                                                    r"model with sha256 ", err), err
+    elif edit in LOADED_BY_LOADER:
         assert code == 1 and re.search(r"^deep: FAILED: \d+ item\(s\) did not re-prove", out, re.MULTILINE), out + err
-    elif edit.__name__ == "model_hash_swapped":
-        assert code == 2 and "the model's sha256 is" in err
+        first = next(line for line in out.splitlines() if line.startswith("  FAILED "))
+        assert re.match(rf"  FAILED {DEEP_CATCHES[edit.__name__]}", first), first
     else:
-        assert code == 1 and "deep: not run: the artifact fails the checks above" in out
+        assert code == 1 and "deep: not run: the artifact fails the checks above" in out, out + err
 
 
 @pytest.mark.slow
