@@ -57,8 +57,8 @@ Stage = Callable[[str], None]
 class QueryCheck:
     """One regenerated SMT-LIB query: Z3's verdict on it, its hash against the certificate's, and the report's file.
 
-    `report` is None without a report folder, else "same", "missing" or
-    where the report's file first differs.
+    `report` is None without a report folder, else "same", or a phrase
+    saying that the report's file is missing or where it first differs.
     """
 
     property: str
@@ -244,7 +244,7 @@ def _queries(artifact, spec, table: Table, report) -> tuple[tuple[QueryCheck, ..
 
 
 def _compare(regenerated: Path, reported: Path) -> str:
-    """ "same", "missing" or where the report's file first differs from the regenerated one."""
+    """What the report's copy of a regenerated file is: "same", missing, or where it first differs."""
     try:
         theirs = reported.read_bytes()
     except OSError:
