@@ -218,3 +218,24 @@ def test_inspect_deep_passes_on_the_512_cell_acasxu_distillation(acasxu, tmp_pat
     assert result.is_ok, result.failures
     assert sum(result.exact_proved.values()) == int((run.distillation.table.status == 1).sum()) > 0
     assert result.witnesses.validated == len(run.distillation.witnesses)
+
+
+def test_a_report_of_another_table_is_refused_record_by_record(distilled_example):
+    """cells.jsonl is read, never believed: a record whose status or token differs from the table fails its cell."""
+    from dataclasses import replace
+
+    from certfsm import load_onnx
+    from certfsm.fsm._cell_problem import _problem
+    from certfsm.fsm._deep_cells import revalidate_witnesses
+
+    spec, run, _ = distilled_example
+    table = run.distillation.table
+    problem = _problem(spec, load_onnx(spec.model_path))
+    assert revalidate_witnesses(problem, table, run.report_path).failures == ()
+    cell = int(np.flatnonzero(table.status == 1)[0])
+    proposal = table.proposal.copy()
+    proposal[cell] = (proposal[cell] + 1) % 4
+    checked = revalidate_witnesses(problem, replace(table, proposal=proposal), run.report_path)
+    assert [f.cell for f in checked.failures] == [cell]
+    assert re.fullmatch(rf".*cells\.jsonl line {cell + 1} says exact \w+, but the artifact holds exact \w+: the report "
+                        r"is not this artifact's", checked.failures[0].reason)
