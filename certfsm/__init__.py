@@ -41,6 +41,20 @@ def load_onnx(path):
     return _load_onnx(path)
 
 
+def load_artifact(path, *, require_proved=True, trusted_keys=None):
+    """Read and check a .cfsm artifact (standard library and numpy; see `certfsm._artifact.load_artifact`)."""
+    from ._artifact import load_artifact as _load_artifact
+
+    return _load_artifact(path, require_proved=require_proved, trusted_keys=trusted_keys)
+
+
+def spec_from_dict(data, path, *, require_model=True):
+    """Validate an already parsed spec document as if read from `path` (imports jsonschema on first use)."""
+    from ._spec import spec_from_dict as _spec_from_dict
+
+    return _spec_from_dict(data, path, require_model=require_model)
+
+
 def load_spec(path):
     """Load and validate a controller spec (imports jsonschema on first use)."""
     from ._spec import load_spec as _load_spec
@@ -53,5 +67,5 @@ __all__ = [
     "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_onnx", "load_spec",
     "margin_from_probability",
     "PROVED", "UNKNOWN", "VERDICTS", "VIOLATED", "VerdictRecord", "allowed_bitmasks", "artifact_payload",
-    "is_certified", "write_artifact",
+    "is_certified", "write_artifact", "load_artifact", "spec_from_dict",
 ]

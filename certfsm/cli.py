@@ -292,15 +292,15 @@ def _input_pair(text: str) -> tuple[str, str]:
 class _CellProgress:
     """A rich progress bar over cells on stderr, then one line per later step; silent when not `enabled`."""
 
-    def __init__(self, enabled: bool):
-        self.enabled, self.bar, self.task = enabled, None, None
+    def __init__(self, enabled: bool, label: str = "distilling"):
+        self.enabled, self.label, self.bar, self.task = enabled, label, None, None
 
     def __enter__(self):
         if self.enabled:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("distilling"), BarColumn(), MofNCompleteColumn(),
+            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
                                 console=Console(stderr=True))
             self.bar.__enter__()
@@ -350,18 +350,49 @@ def inspect(
     trust: Optional[list[Path]] = typer.Option(None, "--trust", metavar="PUB",
                                                help="A trusted public key (KEY.pub, repeatable): the artifact must "
                                                     "be signed by one of them."),
+    deep: bool = typer.Option(False, "--deep", help="Re-prove the artifact from its content and --model: every exact "
+                                                    "cell, every witness of --report, every table and machine query."),
+    model: Optional[Path] = typer.Option(None, "--model", metavar="M.onnx",
+                                         help="The ONNX model the artifact was distilled from (with --deep)."),
+    jobs: Optional[int] = typer.Option(None, help="Worker processes for --deep (default: all cores)."),
+    timeout: float = typer.Option(60.0, help="Seconds per cell that bounds alone cannot close (with --deep; a "
+                                             "timeout fails the cell, so the default is generous)."),
+    progress: bool = typer.Option(True, help="Show a progress bar (with --deep)."),
 ) -> None:
-    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out."""
+    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out
+    (with --deep, only when the artifact also re-proves against its model)."""
     from certfsm._inspect import inspect_artifact
 
+    if deep and model is None:
+        raise UsageError("--deep re-proves the artifact against its model; give --model M.onnx, the ONNX model it "
+                         "was distilled from")
+    if model is not None and not deep:
+        raise UsageError("--model is read only by --deep; add --deep or leave --model out")
     inspection = inspect_artifact(artifact, report=report, trusted_keys=trust or None)
     not_an_artifact = next((c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")),
                            None)
     if not_an_artifact is not None:
         raise ArtifactError(not_an_artifact.detail)
+    if deep and inspection.artifact is not None:
+        from certfsm.fsm import model_for_artifact
+
+        model_for_artifact(model, inspection.artifact)
     for line in inspection:
         typer.echo(line)
-    raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
+    if not deep:
+        raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
+    if not inspection.is_ok:
+        typer.echo("deep: not run: the artifact fails the checks above")
+        raise typer.Exit(EXIT_FAILED)
+    from certfsm.fsm import deep_inspect
+
+    with _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar:
+        result = deep_inspect(artifact, model, report=report, jobs=_jobs(jobs),
+                              per_cell_timeout=_seconds("--timeout", timeout), trusted_keys=trust or None,
+                              progress=bar.update, stage=bar.stage)
+    for line in result:
+        typer.echo(line)
+    raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
 @app.command()

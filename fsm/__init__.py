@@ -19,11 +19,17 @@
   cross-check, write the artifact and the report), returning a
   `DistillRun`; `render_decision_map` draws the table next to the
   network over two inputs.
+- `deep_inspect`: `certfsm inspect --deep`, an artifact re-proved from
+  its own content and the model (`model_for_artifact` checks the model's
+  SHA-256): every exact cell, every witness of the report, every table
+  and machine query regenerated and solved; returns a `DeepResult`.
 
 Importing this package needs neither z3, maraboupy nor onnx; the proof
 functions import z3 when called.
 """
 
+from ._deep_cells import CellFailure
+from ._deep_inspect import DeepResult, QueryCheck, deep_inspect, model_for_artifact
 from ._decision_map import DecisionMap, busiest_slice, default_axes, render_decision_map
 from ._distill import ENGINES as DISTILL_ENGINES
 from ._distill import Distillation, distill, sampled_cross_check
@@ -44,5 +50,6 @@ __all__ = [
     "Trace", "TraceStep", "allowed_masks", "alphabet", "busiest_slice", "check_explicit", "check_table",
     "default_axes", "disagreements", "distill", "distill_controller", "explore", "free_rows", "initial_state",
     "invariant_holds", "prove_machine", "prove_table", "render_decision_map", "replay", "rule_meets",
-    "sampled_cross_check", "step", "table_rows", "transition_violations"
+    "sampled_cross_check", "step", "table_rows", "transition_violations",
+    "CellFailure", "DeepResult", "QueryCheck", "deep_inspect", "model_for_artifact",
 ]
