@@ -196,30 +196,6 @@ def test_an_edited_report_file_and_a_forged_witness_are_named(distilled, tmp_pat
                         r"from the query regenerated from the artifact at byte \d+ \(line \d+\)", bad[0].describe())
 
 
-@pytest.mark.slow
-def test_inspect_deep_passes_on_the_512_cell_acasxu_distillation(acasxu, tmp_path, monkeypatch):
-    """bench/distill.py's acasxu-small (network 1_1, 4x4x4x4x2 cells, argmin): distilled, then re-proved.
-
-    Several minutes on two cores: distillation with 5 s per cell, then
-    every exact cell re-proved (most by branch and bound).
-    """
-    from certfsm import load_spec
-    from certfsm.fsm import distill_controller
-
-    monkeypatch.setenv("CERTFSM_ACASXU", str(acasxu))
-    bench = importlib.util.spec_from_file_location("bench_distill", Path(__file__).parents[2] / "bench" / "distill.py")
-    module = importlib.util.module_from_spec(bench)
-    bench.loader.exec_module(module)
-    spec = load_spec(module.write_spec("acasxu-small", tmp_path))
-    run = distill_controller(spec, out=tmp_path / "acas.cfsm", report=tmp_path / "report", jobs=2,
-                             per_cell_timeout=5.0)
-    assert run.certified and run.distillation.table.n_cells == 512
-    result = deep_inspect(tmp_path / "acas.cfsm", spec.model_path, report=tmp_path / "report", jobs=2)
-    assert result.is_ok, result.failures
-    assert sum(result.exact_proved.values()) == int((run.distillation.table.status == 1).sum()) > 0
-    assert result.witnesses.validated == len(run.distillation.witnesses)
-
-
 def test_a_report_of_another_table_is_refused_record_by_record(distilled_example):
     """cells.jsonl is read, never believed: a record whose status or token differs from the table fails its cell."""
     from dataclasses import replace
