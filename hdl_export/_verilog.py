@@ -11,7 +11,8 @@ paths or time, so the same machine always prints the same bytes.
 
 from __future__ import annotations
 
-from ._netlist import (ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire)
+from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
+from ._vectors import Layout
 
 _INDENT = "    "
 
@@ -208,6 +209,54 @@ def print_verilog(module: Module) -> str:
                 group.append(nodes[index])
             body += _registers(group)
         index += 1
+    lines += [(_INDENT + line) if line else "" for line in body]
+    lines += ["endmodule", "", "`default_nettype wire", ""]
+    return "\n".join(lines)
+
+
+def print_testbench(module: Module, stimulus: Layout, expected: Layout, steps: int,
+                    stimulus_file: str = "stimulus.hex", expected_file: str = "expected.hex") -> str:
+    """A self-checking test bench: drive one stimulus word per rising edge, compare the ports and state after it.
+
+    Outputs are read from the ports; the state registers through the
+    instance (`_hardware.STATE_REGISTERS`), so a wrong state shows at once
+    rather than cycles later. Each mismatch prints one ``MISMATCH`` line
+    (the first ten) and the run ends with ``RESULT steps=N mismatches=M``.
+    """
+    ports = {port.name: port for port in module.ports}
+    lines = ["`timescale 1ns / 1ps", "`default_nettype none", "",
+             f"// Self-checking test bench for {module.name}: {steps} rising edges, expected values from the Python "
+             "reference (certfsm.machine).", f"module {module.name}_tb;"]
+    body = [f"localparam integer STEPS = {steps};",
+            f"reg [{stimulus.width - 1}:0] stimulus [0:STEPS - 1];",
+            f"reg [{expected.width - 1}:0] expected [0:STEPS - 1];",
+            f"reg [{expected.width - 1}:0] seen;",
+            "reg clk;"]
+    for name, width in stimulus.fields:
+        signed = "signed " if ports[name].signed else ""
+        body.append(f"reg {signed}{_range(width)}{name};")
+    outputs = [p for p in module.ports if p.direction == "output"]
+    body += [f"wire {_range(p.width)}{p.name};" for p in outputs]
+    connections = [f".{p.name}({p.name})" for p in module.ports]
+    body.append(f"{module.name} dut ({', '.join(connections)});")
+    body += ["integer step;", "integer mismatches;", "", "initial begin",
+             f"{_INDENT}$readmemh(\"{stimulus_file}\", stimulus);",
+             f"{_INDENT}$readmemh(\"{expected_file}\", expected);",
+             f"{_INDENT}clk = 1'b0;", f"{_INDENT}mismatches = 0;",
+             f"{_INDENT}for (step = 0; step < STEPS; step = step + 1) begin",
+             f"{_INDENT * 2}{{{', '.join(name for name, _ in stimulus.fields)}}} = stimulus[step];",
+             f"{_INDENT * 2}#1 clk = 1'b1;",
+             f"{_INDENT * 2}#1 seen = {{{', '.join(name if name in ports else 'dut.' + name for name, _ in expected.fields)}}};",
+             f"{_INDENT * 2}if (seen !== expected[step]) begin",
+             f"{_INDENT * 3}mismatches = mismatches + 1;",
+             f"{_INDENT * 3}if (mismatches <= 10) $display(\"MISMATCH step=%0d seen=%h expected=%h\", step, seen, "
+             "expected[step]);",
+             f"{_INDENT * 2}end",
+             f"{_INDENT * 2}clk = 1'b0;",
+             f"{_INDENT}end",
+             f"{_INDENT}$display(\"RESULT steps=%0d mismatches=%0d\", STEPS, mismatches);",
+             f"{_INDENT}$finish;",
+             "end"]
     lines += [(_INDENT + line) if line else "" for line in body]
     lines += ["endmodule", "", "`default_nettype wire", ""]
     return "\n".join(lines)
