@@ -35,6 +35,13 @@ def load_onnx(path):
     return _load_onnx(path)
 
 
+def load_artifact(path, *, require_proved: bool = True, trusted_keys=None):
+    """Read and check a certified artifact (.cfsm); ArtifactError names the first failing check (numpy only)."""
+    from ._artifact import load_artifact as _load_artifact
+
+    return _load_artifact(path, require_proved=require_proved, trusted_keys=trusted_keys)
+
+
 def load_spec(path):
     """Load and validate a controller spec (imports jsonschema on first use)."""
     from ._spec import load_spec as _load_spec
@@ -44,6 +51,7 @@ def load_spec(path):
 
 __all__ = [
     "AffineLayer", "ArtifactError", "CertfsmError", "EngineError", "ModelError", "Network", "ReportError",
-    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_onnx", "load_spec",
+    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_artifact", "load_onnx",
+    "load_spec",
     "margin_from_probability",
 ]
