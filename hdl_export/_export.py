@@ -58,7 +58,7 @@ def export_verilog(artifact_path, out, *, check: bool = False, module: str | Non
                               artifact={"file": artifact_path.name, "payload_sha256": artifact.sha256,
                                         "file_sha256": _sha256(artifact_path)})
     except SpecError as error:
-        raise SpecError(f"{artifact_path}: {error}") from None
+        raise SpecError(f"{artifact_path}: {error}, then distil it again") from None
 
 
 def export_machine(machine: Machine, out, module_name: str, units=None, *, check: bool = False,
