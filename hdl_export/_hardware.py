@@ -175,8 +175,12 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     ports, banks = [Port("clk", "input", 1, False, "rising-edge clock"),
                     Port("rst", "input", 1, False, "synchronous reset, active high")], []
     for index, ((interior, low, high), ident) in enumerate(zip(fixed, names)):
-        width, signed = _bus_shape(low, high)
         bits = machine.frac_bits[index]
+        if low > high:
+            raise SpecError(f"inputs[{index}] ({machine.names[index]}): no value v * 2^-{bits} lies in the envelope "
+                            f"[{machine.edges[index][0]:g}, {machine.edges[index][-1]:g}], so the hardware would "
+                            "always fall back; raise frac_bits of that input in the spec")
+        width, signed = _bus_shape(low, high)
         ports.append(Port(ident, "input", width, signed,
                           f"{machine.names[index]} as v * 2^-{bits}" + (f" {units[index]}" if units[index] else "")))
         bins = len(machine.edges[index]) - 1

@@ -17,8 +17,29 @@ from ._vectors import Layout
 _INDENT = "    "
 
 
-def _range(width: int) -> str:
-    return f"[{width - 1}:0] " if width > 1 else ""
+def _range(width: int, indexed: bool = False) -> str:
+    """The declared range; a one-bit signal that is indexed (a mask over one token) still needs [0:0]."""
+    return f"[{width - 1}:0] " if width > 1 or indexed else ""
+
+
+def _indexed(module: Module) -> frozenset[str]:
+    """Names that appear as the vector of a ``[]`` (bit select or ROM read) anywhere in the module."""
+    names, pending = set(), []
+    for node in module.body:
+        if isinstance(node, Wire):
+            pending.append(node.expr)
+        elif isinstance(node, Register):
+            pending += [node.next] + ([node.enable] if node.enable is not None else [])
+        elif isinstance(node, Decision):
+            for rule in (*node.rules, node.otherwise):
+                pending += [rule.guard, *(value for _, value in rule.values)]
+    while pending:
+        expr = pending.pop()
+        if isinstance(expr, Op):
+            if expr.op == "[]" and isinstance(expr.args[0], Ref):
+                names.add(expr.args[0].name)
+            pending += list(expr.args)
+    return frozenset(names)
 
 
 def _literal(value: int, width: int) -> str:
@@ -58,21 +79,22 @@ def _show(value: float) -> str:
     return f"{value:g}"
 
 
-def _declarations(module: Module) -> list[str]:
+def _declarations(module: Module, indexed: frozenset[str]) -> list[str]:
     lines = []
     outputs = {p.name for p in module.ports if p.direction == "output"}
     for node in module.body:
         if isinstance(node, ComparatorBank):
-            lines.append(f"reg  {_range(node.bin.width)}{node.bin.name};")
+            kind = "reg " if node.thresholds else "wire"
+            lines.append(f"{kind} {_range(node.bin.width)}{node.bin.name};")
             lines.append(f"wire {node.in_envelope.name};")
         elif isinstance(node, Wire):
             lines.append(f"wire {_range(node.width)}{node.name};")
         elif isinstance(node, Rom):
-            lines.append(f"reg  {_range(node.width)}{node.name} [0:{len(node.entries) - 1}];")
+            lines.append(f"reg  {_range(node.width, node.name in indexed)}{node.name} [0:{len(node.entries) - 1}];")
         elif isinstance(node, Lookup):
             lines.append(f"reg  {_range(node.width)}{node.name};")
         elif isinstance(node, Register) and node.name not in outputs:
-            lines.append(f"reg  {_range(node.width)}{node.name};")
+            lines.append(f"reg  {_range(node.width, node.name in indexed)}{node.name};")
         elif isinstance(node, Decision):
             lines += [f"reg  {_range(width)}{name};" for name, width in node.targets]
     return lines
@@ -89,8 +111,11 @@ def _bank(bank: ComparatorBank) -> list[str]:
         checks.append(f"({bus} >= {_bus_literal(bank.low, bank)})")
     checks.append(f"({bus} <= {_bus_literal(bank.high, bank)})")
     lines.append(f"assign {bank.in_envelope.name} = {' && '.join(checks)};")
-    lines.append("always @* begin")
     width = bank.bin.width
+    if not bank.thresholds:
+        return lines + [f"assign {bank.bin.name} = {_literal(0, width)};  // one bin: "
+                        f"[{_show(bank.edges[0])}, {_show(bank.edges[1])}]"]
+    lines.append("always @* begin")
     for k in range(len(bank.thresholds), 0, -1):
         threshold = bank.thresholds[k - 1]
         test = f"{bus} >= {_bus_literal(threshold, bank)}"
@@ -181,10 +206,11 @@ def print_verilog(module: Module) -> str:
         lines.append(f"{_INDENT}{declaration:<44}// {port.doc}")
     lines.append(");")
     body = []
+    indexed = _indexed(module)
     for constant in module.constants:
-        text = f"localparam {_range(constant.width)}{constant.name} = {_literal(constant.value, constant.width)};"
+        text = f"localparam {_range(constant.width, constant.name in indexed)}{constant.name} = {_literal(constant.value, constant.width)};"
         body.append(f"{text:<52}// {constant.doc}" if constant.doc else text)
-    body += ["", *_declarations(module)]
+    body += ["", *_declarations(module, indexed)]
     nodes = list(module.body)
     index = 0
     while index < len(nodes):

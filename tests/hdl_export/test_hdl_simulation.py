@@ -8,12 +8,16 @@ threshold must make the simulation fail, so the check can fail.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from tiny_machine import tiny_machine
 
 from certfsm.hdl_export import export_machine, lint, simulate
+from certfsm.machine import Machine, MachineParams
 
 needs_simulators = pytest.mark.skipif(not (shutil.which("iverilog") and shutil.which("vvp")
                                            and shutil.which("verilator")),
@@ -63,3 +67,48 @@ def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original,
     result = simulate(tmp_path, "certfsm_tiny.v", "certfsm_tiny_tb.v", tiny_export.summary["testbench"]["steps"])
     assert not result.passed, f"altering {what} went unnoticed"
     assert result.numbers["mismatches"] > 0 and result.numbers["first_mismatches"]
+
+
+@st.composite
+def small_machines(draw):
+    """Random small machines: 1-3 inputs (some signed, frac_bits 0-4, edges off the fixed-point grid), 1-4 tokens
+    with distinct codes, any confirm/cooldown, random tables and masks (the conservative token always allowed)."""
+    n_inputs = draw(st.integers(1, 3))
+    names, edges, bits = [], [], []
+    for i in range(n_inputs):
+        low = draw(st.sampled_from([-3.0, -0.75, 0.0, 0.5, 20.0]))
+        steps = draw(st.lists(st.sampled_from([0.1, 0.25, 0.3, 1.0, 2.5]), min_size=1, max_size=4))
+        row = [low]
+        for step in steps:
+            row.append(round(row[-1] + step, 6))
+        names.append(f"x{i}")
+        edges.append(tuple(row))
+        bits.append(draw(st.integers(0, 4)))
+        assume(math.ceil(row[0] * 2 ** bits[-1]) <= math.floor(row[-1] * 2 ** bits[-1]))
+    n_tokens = draw(st.integers(1, 4))
+    codes = tuple(draw(st.permutations(range(16)))[:n_tokens])
+    conservative = draw(st.integers(0, n_tokens - 1))
+    cells = 1
+    for row in edges:
+        cells *= len(row) - 1
+    allowed = tuple(draw(st.integers(0, (1 << n_tokens) - 1)) | (1 << conservative) for _ in range(cells))
+    proposal = tuple(draw(st.sampled_from([t for t in range(n_tokens) if mask >> t & 1])) for mask in allowed)
+    params = MachineParams(n_tokens=n_tokens, conservative=conservative, confirm_cycles=draw(st.integers(1, 4)),
+                           cooldown_cycles=draw(st.integers(0, 5)),
+                           overridable=frozenset(draw(st.sets(st.integers(0, n_tokens - 1)))) | {conservative},
+                           codes=codes)
+    return Machine(names=tuple(names), edges=tuple(edges), frac_bits=tuple(bits),
+                   tokens=tuple(f"T{t}" for t in range(n_tokens)), proposal=proposal,
+                   exact=tuple(draw(st.booleans()) for _ in range(cells)), allowed=allowed, params=params)
+
+
+@needs_simulators
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(machine=small_machines(), seed=st.integers(0, 2**16))
+def test_random_small_machines_simulate_exactly_as_the_python_reference_and_lint_clean(machine, seed, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("random-hdl")
+    exported = export_machine(machine, folder, "certfsm_random", random_steps=3_000, seed=seed)
+    result = simulate(folder, "certfsm_random.v", "certfsm_random_tb.v", exported.summary["testbench"]["steps"])
+    assert result.passed, (result.detail, machine)
+    linted = lint(folder, "certfsm_random.v")
+    assert linted.passed, (folder / "lint.log").read_text()

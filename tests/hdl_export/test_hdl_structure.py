@@ -68,6 +68,14 @@ def test_a_machine_without_frac_bits_is_refused_naming_the_input_and_the_fix():
         hardware_of(machine, "certfsm_tiny")
 
 
+def test_an_envelope_holding_no_fixed_point_value_is_refused():
+    machine = tiny_machine(edges=((-2.0, -0.5, 0.0, 1.3, 3.0), (0.25, 0.5)), frac_bits=(2, 0), proposal=(0,) * 4,
+                           exact=(True,) * 4, allowed=(7,) * 4)
+    with pytest.raises(SpecError, match=r"^inputs\[1\] \(load\): no value v \* 2\^-0 lies in the envelope \[0\.25, 0\.5\], "
+                                        r"so the hardware would always fall back; raise frac_bits of that input"):
+        hardware_of(machine, "certfsm_tiny")
+
+
 def test_inputs_whose_verilog_names_collide_are_refused():
     machine = tiny_machine(names=("a-b", "a_b"))
     with pytest.raises(SpecError, match=r"^inputs \['a-b', 'a_b'\] give the Verilog names \['a_b', 'a_b'\]"):
