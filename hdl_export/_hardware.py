@@ -319,8 +319,8 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     otherwise = Rule("5. confirmed, cooldown running: hold", Const(1, 1),
                      values(current, counted_down, table_reason(Reason.HOLD_COOLDOWN), proposal_q, proposal_count))
     decision = Decision(targets, rules, otherwise,
-                        "one step of certfsm.machine.step, tested in its order, the first rule that holds wins (numbers: "
-                        "the rules in certfsm.machine's docstring); "
+                        "one step of certfsm.machine.step, tested in its order, the first rule that holds wins "
+                        "(numbers: the rules in certfsm.machine's docstring); "
                         "a requested override that is not obeyed leaves the table path to decide and reports "
                         "the refusal as the reason")
 
@@ -347,7 +347,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             table, masks, *pipeline, *state, *stage1, decision, code_lookup, *outputs)
     doc = (f"certfsm: the certified machine of artifact sha256 {machine.artifact_sha256 or '(none)'}",
            f"inputs: {', '.join(machine.names)}; grid {' x '.join(map(str, machine.shape))} = {machine.n_cells} cells",
-           f"tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
+           "tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
            f"machine: {params.describe()}",
            f"latency: {LATENCY} cycles (reading sampled at edge n, decision on the outputs after edge n + 1); "
            "one decision per clock")

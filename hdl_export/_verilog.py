@@ -116,6 +116,7 @@ def _bank(bank: ComparatorBank) -> list[str]:
         return lines + [f"assign {bank.bin.name} = {_literal(0, width)};  // one bin: "
                         f"[{_show(bank.edges[0])}, {_show(bank.edges[1])}]"]
     lines.append("always @* begin")
+    last = len(bank.edges) - 2
     for k in range(len(bank.thresholds), 0, -1):
         threshold = bank.thresholds[k - 1]
         test = f"{bus} >= {_bus_literal(threshold, bank)}"
@@ -123,7 +124,7 @@ def _bank(bank: ComparatorBank) -> list[str]:
             test = "1'b1"
         keyword = "if" if k == len(bank.thresholds) else "else if"
         lines.append(f"{_INDENT}{keyword} ({test}) {bank.bin.name} = {_literal(k, width)};"
-                     f"  // [{_show(bank.edges[k])}, {_show(bank.edges[k + 1])}{']' if k + 1 == len(bank.edges) - 1 else ')'}")
+                     f"  // [{_show(bank.edges[k])}, {_show(bank.edges[k + 1])}{']' if k == last else ')'}")
     prefix = "else " if bank.thresholds else ""
     lines.append(f"{_INDENT}{prefix}{bank.bin.name} = {_literal(0, width)};"
                  f"  // [{_show(bank.edges[0])}, {_show(bank.edges[1])}{']' if len(bank.edges) == 2 else ')'}")
@@ -208,7 +209,8 @@ def print_verilog(module: Module) -> str:
     body = []
     indexed = _indexed(module)
     for constant in module.constants:
-        text = f"localparam {_range(constant.width, constant.name in indexed)}{constant.name} = {_literal(constant.value, constant.width)};"
+        value = _literal(constant.value, constant.width)
+        text = f"localparam {_range(constant.width, constant.name in indexed)}{constant.name} = {value};"
         body.append(f"{text:<52}// {constant.doc}" if constant.doc else text)
     body += ["", *_declarations(module, indexed)]
     nodes = list(module.body)
@@ -250,6 +252,7 @@ def print_testbench(module: Module, stimulus: Layout, expected: Layout, steps: i
     (the first ten) and the run ends with ``RESULT steps=N mismatches=M``.
     """
     ports = {port.name: port for port in module.ports}
+    observed = [name if name in ports else f"dut.{name}" for name, _ in expected.fields]
     lines = ["`timescale 1ns / 1ps", "`default_nettype none", "",
              f"// Self-checking test bench for {module.name}: {steps} rising edges, expected values from the Python "
              "reference (certfsm.machine).", f"module {module.name}_tb;"]
@@ -272,7 +275,7 @@ def print_testbench(module: Module, stimulus: Layout, expected: Layout, steps: i
              f"{_INDENT}for (step = 0; step < STEPS; step = step + 1) begin",
              f"{_INDENT * 2}{{{', '.join(name for name, _ in stimulus.fields)}}} = stimulus[step];",
              f"{_INDENT * 2}#1 clk = 1'b1;",
-             f"{_INDENT * 2}#1 seen = {{{', '.join(name if name in ports else 'dut.' + name for name, _ in expected.fields)}}};",
+             f"{_INDENT * 2}#1 seen = {{{', '.join(observed)}}};",
              f"{_INDENT * 2}if (seen !== expected[step]) begin",
              f"{_INDENT * 3}mismatches = mismatches + 1;",
              f"{_INDENT * 3}if (mismatches <= 10) $display(\"MISMATCH step=%0d seen=%h expected=%h\", step, seen, "

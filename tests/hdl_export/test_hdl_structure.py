@@ -71,8 +71,9 @@ def test_a_machine_without_frac_bits_is_refused_naming_the_input_and_the_fix():
 def test_an_envelope_holding_no_fixed_point_value_is_refused():
     machine = tiny_machine(edges=((-2.0, -0.5, 0.0, 1.3, 3.0), (0.25, 0.5)), frac_bits=(2, 0), proposal=(0,) * 4,
                            exact=(True,) * 4, allowed=(7,) * 4)
-    with pytest.raises(SpecError, match=r"^inputs\[1\] \(load\): no value v \* 2\^-0 lies in the envelope \[0\.25, 0\.5\], "
-                                        r"so the hardware would always fall back; raise frac_bits of that input"):
+    with pytest.raises(SpecError, match=r"^inputs\[1\] \(load\): no value v \* 2\^-0 lies in the envelope "
+                                        r"\[0\.25, 0\.5\], so the hardware would always fall back; "
+                                        r"raise frac_bits of that input"):
         hardware_of(machine, "certfsm_tiny")
 
 
