@@ -112,3 +112,11 @@ def test_random_small_machines_simulate_exactly_as_the_python_reference_and_lint
     assert result.passed, (result.detail, machine)
     linted = lint(folder, "certfsm_random.v")
     assert linted.passed, (folder / "lint.log").read_text()
+
+
+def test_a_missing_simulator_is_a_failed_check_naming_the_install_never_a_pass(tiny_export, monkeypatch):
+    monkeypatch.setenv("PATH", str(tiny_export.folder))
+    linted = lint(tiny_export.folder, "certfsm_tiny.v")
+    simulated = simulate(tiny_export.folder, "certfsm_tiny.v", "certfsm_tiny_tb.v", 1)
+    assert not linted.passed and linted.detail == "verilator is not on PATH; apt-get install -y verilator"
+    assert not simulated.passed and simulated.detail == "iverilog is not on PATH; apt-get install -y iverilog"
