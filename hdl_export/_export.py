@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,9 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
     module_file = folder / f"{module_name}.v"
     bench_file = folder / f"{module_name}_tb.v"
     module_file.write_text(print_verilog(hw.module))
+    started = time.perf_counter()
     steps = write_vectors(hw, stimulus(hw, random_steps, seed), folder / "stimulus.hex", folder / "expected.hex")
+    vectors_seconds = time.perf_counter() - started
     bench_file.write_text(print_testbench(hw.module, stimulus_layout(hw), expected_layout(hw), steps))
 
     checks: tuple[Check, ...] = ()
@@ -98,8 +101,11 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
                    "language": "Verilog-2005", "latency_cycles": LATENCY, "decisions_per_clock": 1,
                    "cells": machine.n_cells, "grid": list(machine.shape),
                    "ports": [{"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
-                             for p in hw.module.ports]},
-        "testbench": {"file": bench_file.name, "steps": steps, "random_steps": random_steps, "seed": seed},
+                             for p in hw.module.ports],
+                   "state_registers": {"current": hw.token_width, "candidate_valid": 1, "candidate": hw.token_width,
+                                       "count": hw.count_width, "cooldown": hw.cooldown_width}},
+        "testbench": {"file": bench_file.name, "steps": steps, "random_steps": random_steps, "seed": seed,
+                      "vectors_seconds": round(vectors_seconds, 3)},
         "files": files,
         "checked": check,
         "checks": {c.name: c.as_json() for c in checks},
