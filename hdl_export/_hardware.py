@@ -19,8 +19,8 @@ Port contract (the formal-equivalence check and the test bench rely on it):
 - One input bus per machine input, named after it: the integer v meaning
   v * 2^-frac_bits; unsigned when the envelope's lower end is >= 0, else
   signed (two's complement); wide enough for the envelope and one value
-  beyond each representable end, so an over-range reading is seen as out
-  of envelope.
+  above it (a signed bus also one below), so an over-range reading is
+  seen as out of envelope.
 - ``in_valid``: the inputs of this cycle are one reading. ``sla_ok``: the
   SLA monitor's verdict for it. ``override_request`` with
   ``override_code`` (a 4-bit token code): an operator override; a code
@@ -127,10 +127,6 @@ def _bus_shape(low: int, high: int) -> tuple[int, bool]:
 
 def _width(largest: int) -> int:
     return max(1, int(largest).bit_length())
-
-
-def ref(name: str, width: int) -> Ref:
-    return Ref(name, width)
 
 
 def _op(op: str, *args, width: int = 1) -> Op:

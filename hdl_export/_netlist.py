@@ -10,9 +10,11 @@ next) maps every node to its text in one place.
 
 Invariants the builder (`_hardware.py`) keeps and the printers rely on:
 every name is a legal identifier in Verilog and C and unique in the
-module; a node refers only to names declared before it (ports, constants,
-then the nodes in `Module.body` order); the operands of a binary
-operator have the same width, so no printer needs implicit widening.
+module; every name an expression refers to is a port, a constant or a
+node of `Module.body` (the state registers and the rule chain refer to
+each other, so a printer declares every name before any logic); the
+operands of a binary operator have the same width, so no printer needs
+implicit widening.
 """
 
 from __future__ import annotations
