@@ -72,7 +72,11 @@ xnor xor"""
 _C99 = """auto break char const continue do double enum extern float goto inline long register restrict return short
 sizeof static struct switch typedef union void volatile"""
 _PORTS = "clk rst in_valid sla_ok override_request override_code token_code reason_code cell_index out_valid"
-_RESERVED = frozenset(f"{_VERILOG_2005} {_C99} {_PORTS}".split()) | frozenset(keyword.kwlist)
+_INTERNAL = """in_envelope reading_cell table_rom mask_rom valid_q in_envelope_q cell_q sla_ok_q override_request_q
+override_code_q proposal_q allowed_q current candidate_valid candidate count cooldown override_token override_is_token
+counted_down cooldown_expired current_allowed override_obeyable override_refusal proposal_count confirmed next_current
+next_candidate_valid next_candidate next_count next_cooldown next_reason next_token_code"""
+_RESERVED = frozenset(f"{_VERILOG_2005} {_C99} {_PORTS} {_INTERNAL}".split()) | frozenset(keyword.kwlist)
 
 
 @dataclass(frozen=True)
@@ -164,9 +168,10 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     dw = _width(params.cooldown_cycles)
     n = params.n_tokens
     names = [identifier(name) for name in machine.names]
-    if len(set(names)) != len(names):
-        raise SpecError(f"inputs {list(machine.names)} give the Verilog names {names}, which repeat; rename the "
-                        "inputs in the spec so that they differ in more than punctuation")
+    derived = [f"{name}{suffix}" for name in names for suffix in ("", "_bin", "_in_envelope")]
+    if len(set(derived)) != len(derived):
+        raise SpecError(f"inputs {list(machine.names)} give the Verilog names {names}, whose signals (NAME, NAME_bin, "
+                        "NAME_in_envelope) repeat; rename the inputs in the spec so that they stay apart")
 
     ports, banks = [Port("clk", "input", 1, False, "rising-edge clock"),
                     Port("rst", "input", 1, False, "synchronous reset, active high")], []

@@ -77,10 +77,17 @@ def test_an_envelope_holding_no_fixed_point_value_is_refused():
         hardware_of(machine, "certfsm_tiny")
 
 
-def test_inputs_whose_verilog_names_collide_are_refused():
-    machine = tiny_machine(names=("a-b", "a_b"))
-    with pytest.raises(SpecError, match=r"^inputs \['a-b', 'a_b'\] give the Verilog names \['a_b', 'a_b'\]"):
-        hardware_of(machine, "certfsm_tiny")
+@pytest.mark.parametrize("names, verilog", [(("a-b", "a_b"), r"\['a_b', 'a_b'\]"),
+                                           (("a", "a_bin"), r"\['a', 'a_bin'\]")])
+def test_inputs_whose_verilog_names_collide_are_refused(names, verilog):
+    with pytest.raises(SpecError, match=rf"^inputs \[.*\] give the Verilog names {verilog}, whose signals \(NAME, "
+                                        r"NAME_bin, NAME_in_envelope\) repeat; rename the inputs in the spec"):
+        hardware_of(tiny_machine(names=names), "certfsm_tiny")
+
+
+def test_inputs_named_like_a_port_an_internal_signal_or_a_keyword_get_a_prefix():
+    hw = hardware_of(tiny_machine(names=("count", "wire")), "certfsm_tiny")
+    assert [bank.bus.name for bank in hw.banks] == ["in_count", "in_wire"]
 
 
 def test_the_reference_shows_a_decision_latency_edges_after_its_reading_and_holds_outputs_meanwhile():
