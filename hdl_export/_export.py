@@ -19,7 +19,7 @@ from certfsm import ReportError, SpecError, load_artifact
 from certfsm.machine import Machine
 
 from ._checks import Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
-from ._hardware import LATENCY, default_module_name, hardware_of
+from ._hardware import LATENCY, STATE_REGISTERS, default_module_name, hardware_of
 from ._vectors import expected_layout, stimulus, stimulus_layout, write_vectors
 from ._verilog import print_testbench, print_verilog
 
@@ -102,8 +102,7 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
                    "cells": machine.n_cells, "grid": list(machine.shape),
                    "ports": [{"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
                              for p in hw.module.ports],
-                   "state_registers": {"current": hw.token_width, "candidate_valid": 1, "candidate": hw.token_width,
-                                       "count": hw.count_width, "cooldown": hw.cooldown_width}},
+                   "state_registers": dict(zip(STATE_REGISTERS, hw.state_widths))},
         "testbench": {"file": bench_file.name, "steps": steps, "random_steps": random_steps, "seed": seed,
                       "vectors_seconds": round(vectors_seconds, 3)},
         "files": files,

@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass
 
 from certfsm import SpecError
-from certfsm.machine import Machine, Reason
+from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
 from ._netlist import (ComparatorBank, Const, Constant, Decision, Lookup, Module, Op, Port, Ref, Register, Rom,
                        RomEntry, Rule, Wire)
@@ -96,8 +96,27 @@ class Hardware:
 
     @property
     def no_cell(self) -> int:
-        """The `cell` output out of envelope: all ones, which is never a cell index."""
+        """The `cell_index` output out of envelope: all ones, which is never a cell index."""
         return (1 << self.cell_width) - 1
+
+    @property
+    def state_widths(self) -> tuple[int, ...]:
+        """The widths of the state registers, in `STATE_REGISTERS` order."""
+        return (self.token_width, 1, self.token_width, self.count_width, self.cooldown_width)
+
+    @staticmethod
+    def register_values(state: State) -> dict[str, int]:
+        """The state registers (`STATE_REGISTERS`, in order) that hold a machine `State`."""
+        has_candidate = state.candidate != NO_CANDIDATE
+        return {"current": state.current, "candidate_valid": int(has_candidate),
+                "candidate": state.candidate if has_candidate else 0, "count": state.count,
+                "cooldown": state.cooldown}
+
+    @staticmethod
+    def state_of(registers) -> State:
+        """The machine `State` that state-register values (a mapping by name) stand for."""
+        candidate = registers["candidate"] if registers["candidate_valid"] else NO_CANDIDATE
+        return State(registers["current"], candidate, registers["count"], registers["cooldown"])
 
 
 def identifier(name: str) -> str:

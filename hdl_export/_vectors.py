@@ -35,9 +35,9 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, State
+from certfsm.machine import OUT_OF_ENVELOPE, State
 
-from ._hardware import Hardware
+from ._hardware import STATE_REGISTERS, Hardware
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,9 @@ def stimulus_layout(hw: Hardware) -> Layout:
 
 
 def expected_layout(hw: Hardware) -> Layout:
+    """The outputs, then the state registers in `STATE_REGISTERS` order (`Reference.edge` gives them so)."""
     return Layout((("out_valid", 1), ("token_code", 4), ("reason_code", 4), ("cell_index", hw.cell_width),
-                   ("current", hw.token_width), ("candidate_valid", 1), ("candidate", hw.token_width),
-                   ("count", hw.count_width), ("cooldown", hw.cooldown_width)))
+                   *zip(STATE_REGISTERS, hw.state_widths)))
 
 
 def pack_cycle(layout: Layout, cycle: Cycle) -> int:
@@ -128,10 +128,7 @@ class Reference:
             else:
                 self.outputs = (0, *self.outputs[1:])
             self.stage = self.sample(cycle) if cycle.in_valid else None
-        state = self.state
-        has_candidate = state.candidate != NO_CANDIDATE
-        return (*self.outputs, state.current, int(has_candidate), state.candidate if has_candidate else 0,
-                state.count, state.cooldown)
+        return (*self.outputs, *self.hw.register_values(self.state).values())
 
     def sample(self, cycle: Cycle) -> tuple[int, bool, int | None]:
         """The (cell, sla_ok, override) that `Machine.step` gets for a valid cycle's inputs."""

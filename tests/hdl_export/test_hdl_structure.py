@@ -14,7 +14,7 @@ import pytest
 from tiny_machine import tiny_machine
 
 from certfsm import SpecError
-from certfsm.hdl_export import LATENCY, Cycle, Reference, check_module_name, hardware_of, print_verilog
+from certfsm.hdl_export import LATENCY, STATE_REGISTERS, Cycle, Reference, check_module_name, hardware_of, print_verilog
 from certfsm.machine import Reason
 
 GOLDEN = Path(__file__).parent / "golden" / "certfsm_tiny.v"
@@ -101,3 +101,14 @@ def test_the_reference_shows_a_decision_latency_edges_after_its_reading_and_hold
     assert LATENCY == 2
     assert seen[1][0] == 0 and seen[2][:4] == (1, 0, int(Reason.FALLBACK_ENVELOPE), hw.no_cell)
     assert seen[3][0] == 0 and seen[3][1:4] == seen[2][1:4]
+
+
+def test_state_registers_and_machine_states_map_both_ways():
+    from certfsm.machine import NO_CANDIDATE, State
+
+    hw = hardware_of(tiny_machine(), "certfsm_tiny")
+    for state in (State(0), State(1, 2, 1, 3), State(2, NO_CANDIDATE, 0, 1)):
+        registers = hw.register_values(state)
+        assert tuple(registers) == STATE_REGISTERS and hw.state_of(registers) == state
+    assert hw.register_values(State(1)) == {"current": 1, "candidate_valid": 0, "candidate": 0, "count": 0,
+                                            "cooldown": 0}
