@@ -51,7 +51,6 @@ def load_spec(path):
 
 __all__ = [
     "AffineLayer", "ArtifactError", "CertfsmError", "EngineError", "ModelError", "Network", "ReportError",
-    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_artifact", "load_onnx",
-    "load_spec",
-    "margin_from_probability",
+    "SigningError", "SpecError", "VnnlibError", "decide", "decision_margin", "gated_decide", "load_artifact",
+    "load_onnx", "load_spec", "margin_from_probability",
 ]
