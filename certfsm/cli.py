@@ -506,7 +506,7 @@ def export_verilog(
     random_steps: int = typer.Option(200_000, "--random-steps", help="Random edges in the test bench, on top of "
                                                                      "the cells, envelope edges and states."),
 ) -> None:
-    """Write the certified machine as one synthesizable Verilog-2005 module; with --check, exit 0 only when every check passes."""
+    """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
     from certfsm.hdl_export import check_module_name, export_verilog as export
 
     if module is not None:
