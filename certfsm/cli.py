@@ -503,14 +503,16 @@ def export_verilog(
     check: bool = typer.Option(False, "--check", help="Also lint (verilator), simulate (iverilog), synthesize "
                                                       "(yosys) and place and route (nextpnr-ice40)."),
     module: Optional[str] = typer.Option(None, "--module", help="Verilog module name (default certfsm_<spec name>)."),
-    random_steps: int = typer.Option(200_000, "--random-steps", help="Random edges in the test bench, on top of "
-                                                                     "the cells, envelope edges and states."),
+    random_steps: Optional[int] = typer.Option(
+        None, "--random-steps", help="Random edges in the test bench (default 200 000), on top of the cells, "
+                                     "envelope edges and states."),
 ) -> None:
     """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
-    from certfsm.hdl_export import check_module_name, export_verilog as export
+    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name, export_verilog as export
 
     if module is not None:
         check_module_name(module)
+    random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
     if random_steps < 0:
         raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
     result = export(artifact, out, check=check, module=module, random_steps=random_steps)

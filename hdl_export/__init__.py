@@ -21,10 +21,11 @@ from ._checks import ICE40_DEVICE, Check, lint, place_and_route, simulate, synth
 from ._export import DEFAULT_RANDOM_STEPS, Export, export_machine, export_verilog
 from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
 from ._netlist import Module
-from ._vectors import Cycle, Reference, stimulus, write_vectors
+from ._vectors import Cycle, Layout, Reference, expected_layout, stimulus, stimulus_layout, write_vectors
 from ._verilog import print_testbench, print_verilog
 
 __all__ = ["DEFAULT_RANDOM_STEPS", "ICE40_DEVICE", "LATENCY", "STATE_REGISTERS", "Check", "Cycle", "Export",
-           "Hardware", "Module", "Reference", "check_module_name", "default_module_name", "export_machine",
-           "export_verilog", "hardware_of", "lint", "place_and_route", "print_testbench", "print_verilog", "simulate",
-           "stimulus", "synth_generic", "synth_ice40", "tool_versions", "write_vectors"]
+           "Hardware", "Layout", "Module", "Reference", "check_module_name", "default_module_name", "expected_layout",
+           "export_machine", "export_verilog", "hardware_of", "lint", "place_and_route", "print_testbench",
+           "print_verilog", "simulate", "stimulus", "stimulus_layout", "synth_generic", "synth_ice40", "tool_versions",
+           "write_vectors"]

@@ -107,8 +107,12 @@ def lint(folder: Path, module_file: str) -> Check:
     return _timed("lint", work)
 
 
-def simulate(folder: Path, module_file: str, bench_file: str, steps: int) -> Check:
-    """Compile with `iverilog -g2005` and run the self-checking bench with `vvp`: passes with 0 mismatches."""
+def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expected=None) -> Check:
+    """Compile with `iverilog -g2005` and run the self-checking bench with `vvp`: passes with 0 mismatches.
+
+    With `expected` (the bench's expected-word `Layout`) each reported
+    mismatch also names the fields that differ, as (seen, expected).
+    """
     def work():
         compiled = run_tool("iverilog", ["-g2005", "-o", "simulation.vvp", module_file, bench_file], folder,
                             "simulation-compile.log")
@@ -119,7 +123,7 @@ def simulate(folder: Path, module_file: str, bench_file: str, steps: int) -> Che
         ran = run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log")
         seconds = time.perf_counter() - started
         result = re.search(r"RESULT steps=(\d+) mismatches=(\d+)", ran.stdout)
-        first = [dict(step=int(m[0]), seen=m[1], expected=m[2])
+        first = [_mismatch(int(m[0]), m[1], m[2], expected)
                  for m in re.findall(r"MISMATCH step=(\d+) seen=(\w+) expected=(\w+)", ran.stdout)]
         if result is None:
             return Check("simulation", False, "vvp ended without a RESULT line (simulation.log)", log="simulation.log")
@@ -128,11 +132,21 @@ def simulate(folder: Path, module_file: str, bench_file: str, steps: int) -> Che
         numbers = {"steps": simulated, "mismatches": mismatches, "simulation_seconds": round(seconds, 3),
                    "seconds_per_million_steps": round(seconds / max(simulated, 1) * 1e6, 3),
                    "first_mismatches": first}
-        detail = (f"{simulated} steps, 0 mismatches" if passed else
-                  f"{mismatches} mismatches in {simulated} steps" + (f", the first at step {first[0]['step']}"
-                                                                     if first else ""))
+        detail = f"{simulated} steps, 0 mismatches" if passed else f"{mismatches} mismatches in {simulated} steps"
+        if first:
+            differing = ", ".join(f"{name} {seen} (expected {want})"
+                                  for name, (seen, want) in first[0].get("fields", {}).items())
+            detail += f", the first at step {first[0]['step']}" + (f": {differing}" if differing else "")
         return Check("simulation", passed, detail, numbers, "simulation.log")
     return _timed("simulation", work)
+
+
+def _mismatch(step: int, seen: str, expected: str, layout) -> dict:
+    found = {"step": step, "seen": seen, "expected": expected}
+    if layout is not None and re.fullmatch(r"[0-9a-fA-F]+", seen):
+        got, want = layout.unpack(int(seen, 16)), layout.unpack(int(expected, 16))
+        found["fields"] = {name: [got[name], want[name]] for name in want if got[name] != want[name]}
+    return found
 
 
 def _yosys_stats(folder: Path, name: str, module_file: str, top: str, command: str) -> tuple[Check | None, dict]:

@@ -87,7 +87,8 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
         # Simulation and synthesis are independent: run them side by side (two tool processes).
         with ThreadPoolExecutor(max_workers=2) as pool:
             simulated = pool.submit(lambda: (lint(folder, module_file.name),
-                                             simulate(folder, module_file.name, bench_file.name, steps),
+                                             simulate(folder, module_file.name, bench_file.name, steps,
+                                                      expected_layout(hw)),
                                              synth_generic(folder, module_file.name, module_name)))
             placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name),
                                           place_and_route(folder)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tiny_machine import tiny_machine
 
-from certfsm.hdl_export import export_machine, lint, simulate
+from certfsm.hdl_export import expected_layout, export_machine, hardware_of, lint, simulate
 from certfsm.machine import Machine, MachineParams
 
 needs_simulators = pytest.mark.skipif(not (shutil.which("iverilog") and shutil.which("vvp")
@@ -64,9 +65,13 @@ def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original,
     text = (tiny_export.folder / "certfsm_tiny.v").read_text()
     assert text.count(original) == 1, what
     (tmp_path / "certfsm_tiny.v").write_text(text.replace(original, altered))
-    result = simulate(tmp_path, "certfsm_tiny.v", "certfsm_tiny_tb.v", tiny_export.summary["testbench"]["steps"])
+    layout = expected_layout(hardware_of(tiny_machine(), "certfsm_tiny"))
+    result = simulate(tmp_path, "certfsm_tiny.v", "certfsm_tiny_tb.v", tiny_export.summary["testbench"]["steps"],
+                      layout)
     assert not result.passed, f"altering {what} went unnoticed"
-    assert result.numbers["mismatches"] > 0 and result.numbers["first_mismatches"]
+    first = result.numbers["first_mismatches"][0]
+    assert result.numbers["mismatches"] > 0 and first["fields"]
+    assert re.search(rf"the first at step {first['step']}: \w+ \d+ \(expected \d+\)", result.detail)
 
 
 @st.composite
