@@ -528,6 +528,37 @@ def replay(
     raise typer.Exit(EXIT_FAILED)
 
 
+@app.command("export-verilog")
+def export_verilog(
+    artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
+    out: Path = typer.Option(..., "--out", help="Folder for the module, its test bench and vectors, summary.json."),
+    check: bool = typer.Option(False, "--check", help="Also lint (verilator), simulate (iverilog), synthesize "
+                                                      "(yosys) and place and route (nextpnr-ice40)."),
+    module: Optional[str] = typer.Option(None, "--module", help="Verilog module name (default certfsm_<spec name>)."),
+    random_steps: Optional[int] = typer.Option(
+        None, "--random-steps", help="Random edges in the test bench (default 200 000), on top of the cells, "
+                                     "envelope edges and states."),
+) -> None:
+    """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
+    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name, export_verilog as export
+
+    if module is not None:
+        check_module_name(module)
+    random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
+    if random_steps < 0:
+        raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
+    result = export(artifact, out, check=check, module=module, random_steps=random_steps)
+    summary = result.summary
+    typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
+               f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
+               "steps")
+    for item in result.checks:
+        typer.echo(f"{item.name}: {'pass' if item.passed else 'FAIL'}: {item.detail}")
+    typer.echo(f"{out / 'summary.json'}: " + ("every check passed" if check and result.is_ok else
+                                              "a check failed" if check else "written (no checks run: add --check)"))
+    raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
+
+
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
