@@ -7,19 +7,25 @@ by the public name given here, never from the underscore module:
 
 - errors: `CertfsmError` and its subclasses (`_errors`, standard library
   only, imported at once);
-- the controller spec: `load_spec` (`_spec`, `_spec_rules`,
-  `_spec_schema`; imports jsonschema when called), `SlaPath` (one SLA path
-  of a spec, `_sla_path`);
+- the one verdict record: `VerdictRecord` (every proof's property,
+  engine, verdict, time and SMT-LIB file) and the verdicts `PROVED`,
+  `VIOLATED`, `UNKNOWN`, `VERDICTS` (`_verdict`, standard library only,
+  imported at once);
+- the controller spec: `load_spec`, `spec_from_dict` (`_spec`,
+  `_spec_rules`, `_spec_schema`; import jsonschema when called),
+  `SlaPath` (one SLA path of a spec, `_sla_path`);
 - the network IR: `Network`, `AffineLayer` (`_network`); `load_onnx` and
   `run_onnxruntime` (`_onnx`, `_onnx_graph`, `_onnx_fold`; import onnx and
   onnxruntime when called);
 - the decision rule and confidence gate: `decide`, `preference`,
   `decision_margin`, `gated_decide`, `margin_from_probability`
   (`_decision`);
-- the artifact: `Artifact`, `load_artifact`, `write_artifact`,
+- the artifact: `Artifact`, `load_artifact`, the one writer of its
+  payload `artifact_payload` / `write_artifact`, `allowed_bitmasks`,
   `ARTIFACT_SUFFIX` (`_artifact`, with its checks, trust rules, signature
   and canonical form in `_artifact_checks`, `_artifact_trust`,
-  `_artifact_signature`, `_canonical`), `PublicKey` (`_signing`);
+  `_artifact_signature`, `_canonical`); the one rule for a certified
+  certificate `is_certified` (`_artifact_trust`); `PublicKey` (`_signing`);
 - the certified machine: the public module `certfsm.machine` (binning,
   table, parameters and the step function, standard library only);
 - building blocks the sub-packages share: `frozen_array` (read-only
@@ -33,26 +39,30 @@ by the public name given here, never from the underscore module:
 - the command line: `certfsm.cli` (the one place outside a package that
   may call its underscore modules, and only the core's).
 
-Only the errors load with the package: every other name loads its module
-on first use (PEP 562), so that `import certfsm.machine` and
-`import certfsm.runtime` need the standard library alone, and
-`load_spec`, `load_onnx` and `run_onnxruntime` are functions that import
-jsonschema, onnx and onnxruntime only when called. The heavy parts live in
+Only the errors and the verdict record load with the package: every other
+name loads its module on first use (PEP 562), so that `import
+certfsm.machine` and `import certfsm.runtime` need the standard library
+alone, and `load_spec`, `spec_from_dict`, `load_onnx`, `run_onnxruntime`
+and `load_artifact` are functions that import jsonschema, onnx,
+onnxruntime or numpy only when called. The heavy parts live in
 the sub-packages: `certfsm.verify` (Marabou, Z3, bounds, reports),
 `certfsm.fsm` (grid, table, state machine and its proofs),
-`certfsm.runtime` and `certfsm.sla` (running a certified artifact).
+`certfsm.runtime` and `certfsm.sla` (running a certified artifact),
+`certfsm.hdl_export` (Verilog and C).
 """
 
 from ._errors import (ArtifactError, AuditLogError, CertfsmError, EngineError, ModelError, ProbeError, ReportError,
                       SigningError, SpecError, UsageError, VnnlibError)
+from ._verdict import PROVED, UNKNOWN, VERDICTS, VIOLATED, VerdictRecord
 
 _LAZY = {
     "AffineLayer": "_network", "Network": "_network",
     "decide": "_decision", "decision_margin": "_decision", "gated_decide": "_decision",
     "margin_from_probability": "_decision", "preference": "_decision",
     "SlaPath": "_sla_path",
-    "ARTIFACT_SUFFIX": "_artifact", "Artifact": "_artifact", "load_artifact": "_artifact",
-    "write_artifact": "_artifact", "PublicKey": "_signing",
+    "ARTIFACT_SUFFIX": "_artifact", "Artifact": "_artifact", "allowed_bitmasks": "_artifact",
+    "artifact_payload": "_artifact", "write_artifact": "_artifact", "is_certified": "_artifact_trust",
+    "PublicKey": "_signing",
     "frozen_array": "_arrays",
     "float_at_least": "_rational", "float_at_most": "_rational", "integer_form": "_rational",
     "rational_array": "_rational",
@@ -90,6 +100,20 @@ def run_onnxruntime(network, x):
     return _run_onnxruntime(network, x)
 
 
+def load_artifact(path, *, require_proved=True, trusted_keys=None):
+    """Read and check a .cfsm artifact (standard library and numpy; see `certfsm._artifact.load_artifact`)."""
+    from ._artifact import load_artifact as _load_artifact
+
+    return _load_artifact(path, require_proved=require_proved, trusted_keys=trusted_keys)
+
+
+def spec_from_dict(data, path, *, require_model=True):
+    """Validate an already parsed spec document as if read from `path` (imports jsonschema on first use)."""
+    from ._spec import spec_from_dict as _spec_from_dict
+
+    return _spec_from_dict(data, path, require_model=require_model)
+
+
 def load_spec(path):
     """Load and validate a controller spec (imports jsonschema on first use)."""
     from ._spec import load_spec as _load_spec
@@ -99,9 +123,10 @@ def load_spec(path):
 
 __all__ = [
     "ARTIFACT_SUFFIX", "AffineLayer", "Artifact", "ArtifactError", "AuditLogError", "CertfsmError", "EngineError",
-    "ModelError", "Network", "ProbeError", "PublicKey", "ReadOnlyDict", "ReportError", "SigningError", "SlaPath",
-    "SpecError", "UsageError", "VnnlibError", "decide", "decision_margin", "float_at_least", "float_at_most",
-    "frozen_array", "gated_decide", "integer_form", "json_path", "load_artifact", "load_onnx", "load_spec",
-    "margin_from_probability", "preference", "rational_array", "run_onnxruntime", "staged_folder", "token_colours",
-    "write_artifact", "write_atomically",
+    "ModelError", "Network", "PROVED", "ProbeError", "PublicKey", "ReadOnlyDict", "ReportError", "SigningError",
+    "SlaPath", "SpecError", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
+    "allowed_bitmasks", "artifact_payload", "decide", "decision_margin", "float_at_least", "float_at_most",
+    "frozen_array", "gated_decide", "integer_form", "is_certified", "json_path", "load_artifact", "load_onnx",
+    "load_spec", "margin_from_probability", "preference", "rational_array", "run_onnxruntime", "spec_from_dict",
+    "staged_folder", "token_colours", "write_artifact", "write_atomically",
 ]

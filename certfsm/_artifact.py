@@ -3,8 +3,8 @@
 The bytes are canonical JSON (`certfsm._canonical`), so the hash names the
 payload's value and anything that can read JSON can audit the file.
 
-Format version 1. The file is exactly ``canonical_bytes(document)``, no
-trailing newline, where ``document = {"certfsm_artifact": 1, "sha256":
+Format version 2. The file is exactly ``canonical_bytes(document)``, no
+trailing newline, where ``document = {"certfsm_artifact": 2, "sha256":
 sha256_hex(canonical_bytes(payload)), "payload": payload}``, plus, in a
 signed artifact, ``"signature": {"algorithm": "ed25519", "key_id": k,
 "value": v}`` where ``v`` is the standard base64 of the 64-byte Ed25519
@@ -14,8 +14,10 @@ SHA-256 of its raw 32-byte public key (`certfsm._artifact_signature`).
 The signature lives outside the payload, so the hash, the canonical
 form and an unsigned artifact's bytes are what they were; signing is a
 rewrite that adds only that key (`sign_artifact`). The payload
-holds
-holds (cells are numbered flat in C order over the inputs' bins: the last
+(written by `artifact_payload`, read by `load_artifact`, both here)
+holds no run facts (no times, dates, hosts or worker counts: those are
+in the distill report), so the same spec and model give the same bytes;
+it holds (cells are numbered flat in C order over the inputs' bins: the last
 input's bin varies fastest; output index k is the network's output k):
 
 - ``spec``: ``ControllerSpec.to_json()`` of the spec the table was distilled from;
@@ -31,9 +33,10 @@ input's bin varies fastest; output index k is the network's output k):
   "cooldown_cycles": n >= 0, "overridable": [output indices, ascending],
   "codes": [4-bit code per output index, unique]}``, equal to the spec's;
 - ``certificate``: ``[{"property": name, "engine": name, "verdict":
-  "proved"|"violated"|"unknown", "seconds": s >= 0, "smt2": file name or
-  null, "smt2_sha256": hex or null (null exactly when smt2 is), "required":
-  true|false}, ...]``, property names unique, at least one required;
+  "proved"|"violated"|"unknown", "smt2": file name or null, "smt2_sha256":
+  hex or null (null exactly when smt2 is), "required": true|false}, ...]``
+  (`certfsm._verdict.VerdictRecord.certificate_entry`; format 1 also held
+  each entry's seconds), property names unique, at least one required;
 - ``created_by``: ``"certfsm <version>"``.
 
 Loading runs these checks in order and refuses at the first failure with
@@ -81,12 +84,13 @@ import numpy as np
 
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
 from ._artifact_signature import SIGNATURE_KEY, ArtifactSignature, check_signature, signature_of
-from ._artifact_trust import certificate_problem
+from ._artifact_trust import certificate_problem, is_certified
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
 from ._readonly import ReadOnlyDict
 from ._signing import ALGORITHM, PrivateKey, load_private_key, trusted_key_set
 from ._staging import write_atomically
+from ._verdict import VerdictRecord, unproved
 
 
 ARTIFACT_SUFFIX = ".cfsm"
@@ -109,23 +113,6 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(item) for item in value)
     return value
-
-
-@dataclass(frozen=True)
-class CertificateEntry:
-    """One proof behind an artifact; `smt2` names its SMT-LIB file in the report folder (None when there is none)."""
-
-    property: str
-    engine: str
-    verdict: str
-    seconds: float
-    smt2: str | None
-    smt2_sha256: str | None
-    required: bool
-
-    @property
-    def is_proved(self) -> bool:
-        return self.verdict == "proved"
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,7 +143,7 @@ class Artifact:
     cooldown_cycles: int
     overridable: tuple[int, ...]
     codes: tuple[int, ...]
-    certificate: tuple[CertificateEntry, ...]
+    certificate: tuple[VerdictRecord, ...]
     created_by: str
     signature: ArtifactSignature | None = None
 
@@ -181,31 +168,61 @@ class Artifact:
         return tuple(self.spec["outputs"])
 
     @property
-    def unproved(self) -> tuple[CertificateEntry, ...]:
+    def unproved(self) -> tuple[VerdictRecord, ...]:
         """The required certificate entries that are not proved."""
-        return tuple(entry for entry in self.certificate if entry.required and not entry.is_proved)
+        return unproved(self.certificate)
 
     @property
     def is_certified(self) -> bool:
-        return not self.unproved
+        """The one rule (`certfsm._artifact_trust.is_certified`), the same the loader and `certfsm distill` apply."""
+        return is_certified(self.certificate, self.spec, bool(self.exact.any()))
 
     def payload(self) -> dict[str, Any]:
         """The payload as plain JSON types; ``build_artifact(a.payload())`` gives back the file's bytes."""
-        return {
-            "spec": json.loads(json.dumps(self.spec)),
-            "model_sha256": self.model_sha256,
-            "grid": {"edges": [e.tolist() for e in self.edges], "frac_bits": list(self.frac_bits)},
-            "table": {"proposal": self.proposal.reshape(-1).tolist(),
-                      "status": "".join("e" if x else "c" for x in self.exact.reshape(-1).tolist()),
-                      "allowed": self.allowed.reshape(-1).tolist()},
-            "machine": {"conservative": self.conservative, "confirm_cycles": self.confirm_cycles,
-                        "cooldown_cycles": self.cooldown_cycles, "overridable": list(self.overridable),
-                        "codes": list(self.codes)},
-            "certificate": [{"property": e.property, "engine": e.engine, "verdict": e.verdict, "seconds": e.seconds,
-                             "smt2": e.smt2, "smt2_sha256": e.smt2_sha256, "required": e.required}
-                            for e in self.certificate],
-            "created_by": self.created_by,
-        }
+        return artifact_payload(
+            spec=json.loads(json.dumps(self.spec)), model_sha256=self.model_sha256, edges=self.edges,
+            frac_bits=self.frac_bits, proposal=self.proposal, exact=self.exact, allowed=self.allowed,
+            conservative=self.conservative, confirm_cycles=self.confirm_cycles, cooldown_cycles=self.cooldown_cycles,
+            overridable=self.overridable, codes=self.codes, certificate=self.certificate, created_by=self.created_by)
+
+
+def artifact_payload(*, spec: Mapping[str, Any], model_sha256: str, edges, frac_bits, proposal, exact, allowed,
+                     conservative: int, confirm_cycles: int, cooldown_cycles: int, overridable, codes,
+                     certificate, created_by: str) -> dict[str, Any]:
+    """The payload of an artifact, as plain JSON types: the one writer of what `load_artifact` reads.
+
+    The arguments are the `Artifact` fields of the same names: `spec` the
+    spec document (``ControllerSpec.to_json()``), `edges` one sequence of
+    bin edges per input, `proposal` (output index), `exact` (bool) and
+    `allowed` (bitmask over output indices, `allowed_bitmasks`) one per
+    cell in the flat C order or shaped by the bins, `certificate` the
+    `VerdictRecord`s (written without their run facts). Nothing is
+    checked here; `write_artifact` and `build_artifact` run the loader's
+    checks on the result.
+    """
+    return {
+        "spec": dict(spec),
+        "model_sha256": model_sha256,
+        "grid": {"edges": [np.asarray(row, dtype=np.float64).tolist() for row in edges],
+                 "frac_bits": list(frac_bits)},
+        "table": {"proposal": _flat(proposal),
+                  "status": "".join("e" if x else "c" for x in _flat(np.asarray(exact, dtype=bool))),
+                  "allowed": _flat(allowed)},
+        "machine": {"conservative": conservative, "confirm_cycles": confirm_cycles,
+                    "cooldown_cycles": cooldown_cycles, "overridable": sorted(overridable), "codes": list(codes)},
+        "certificate": [record.certificate_entry() for record in certificate],
+        "created_by": created_by,
+    }
+
+
+def _flat(values) -> list:
+    return np.asarray(values).reshape(-1).tolist()
+
+
+def allowed_bitmasks(rows) -> np.ndarray:
+    """Rows of booleans, one per cell (output k allowed) -> the artifact's integers with bit k set when k is allowed."""
+    rows = np.asarray(rows, dtype=bool)
+    return (rows.astype(np.int64) << np.arange(rows.shape[-1], dtype=np.int64)).sum(axis=-1)
 
 
 class _Damaged(Exception):
@@ -320,7 +337,7 @@ def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None,
              signature: ArtifactSignature | None = None) -> Artifact:
     """The typed artifact of a parsed `payload` once the structural checks pass; the spec is frozen as hashed."""
     fields = _Structure(payload, label, fix).fields()
-    certificate = tuple(CertificateEntry(**entry) for entry in fields.pop("certificate"))
+    certificate = tuple(VerdictRecord(**entry) for entry in fields.pop("certificate"))
     return Artifact(path=path, sha256=sha256, spec=_freeze(fields.pop("spec")), certificate=certificate,
                     signature=signature, **fields)
 

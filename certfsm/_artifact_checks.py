@@ -27,15 +27,17 @@ import numpy as np
 from ._arrays import frozen_array
 from ._artifact_trust import RuleBox, SpecDerivation
 from ._errors import ArtifactError
+from ._verdict import CERTIFICATE_ENTRY_KEYS, VERDICTS
 from .machine import bins_met, cell_allowed_masks
 
 
-ARTIFACT_FORMAT_VERSION = 1
-VERDICTS = ("proved", "violated", "unknown")
+ARTIFACT_FORMAT_VERSION = 2
+"""2: certificate entries hold no ``seconds`` (run facts live in the report, so the same spec and model give the
+same bytes); 1 had them."""
 MAX_FRAC_BITS = 24
 
 _PAYLOAD_KEYS = ("certificate", "created_by", "grid", "machine", "model_sha256", "spec", "table")
-_ENTRY_KEYS = ("engine", "property", "required", "seconds", "smt2", "smt2_sha256", "verdict")
+_ENTRY_KEYS = CERTIFICATE_ENTRY_KEYS
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _SMT2_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.smt2")
 
@@ -125,7 +127,7 @@ class _Structure:
 
         Arrays are read-only; `spec` is the payload's spec object as given;
         `certificate` is a tuple of dicts under the field names of
-        `CertificateEntry`. The caller builds those types, which keeps this
+        `certfsm._verdict.VerdictRecord`. The caller builds those types, which keeps this
         module free of the loader.
         """
         payload = self.obj(self.payload, "payload", _PAYLOAD_KEYS)
@@ -360,9 +362,6 @@ class _Structure:
             engine = self.text(entry["engine"], f"{at}.engine")
             if entry["verdict"] not in VERDICTS:
                 raise self.fail(f"{at}.verdict={_show(entry['verdict'])} is not one of {', '.join(VERDICTS)}")
-            seconds = self.number(entry["seconds"], f"{at}.seconds")
-            if seconds < 0:
-                raise self.fail(f"{at}.seconds={_show(seconds)} is negative")
             smt2, digest = entry["smt2"], entry["smt2_sha256"]
             if smt2 is not None and (not isinstance(smt2, str) or not _SMT2_NAME.fullmatch(smt2)):
                 raise self.fail(f"{at}.smt2={_show(smt2)} is neither null nor a plain .smt2 file name (letters, "
@@ -373,7 +372,7 @@ class _Structure:
                 self.digest(digest, f"{at}.smt2_sha256")
             if type(entry["required"]) is not bool:
                 raise self.fail(f"{at}.required={_show(entry['required'])} is not true or false")
-            result.append(dict(property=name, engine=engine, verdict=entry["verdict"], seconds=seconds, smt2=smt2,
+            result.append(dict(property=name, engine=engine, verdict=entry["verdict"], smt2=smt2,
                                smt2_sha256=digest, required=entry["required"]))
         if not any(entry["required"] for entry in result):
             raise self.fail("payload.certificate has no entry with required=true, so no proof backs the artifact")

@@ -24,7 +24,8 @@ the item (`certfsm._artifact_checks` calls these checks in its order):
 - the confidence gate is consistent: a margin >= 0, or a probability
   whose margin ln((K-1)p/(1-p)) (`certfsm._decision`) is >= 0;
 - the certificate (`certificate_problem`, run where the runtime needs a
-  certified artifact): exactly the properties ``certfsm distill`` proves
+  certified artifact; `is_certified` is that rule as a predicate, the
+  only statement of "certified" in certfsm): exactly the properties ``certfsm distill`` proves
   for this spec (`required_properties`), each required, ``proved``, and
   by an engine that can prove it (`engine_problem`).
 
@@ -123,8 +124,19 @@ class CertificateRefusal:
     fix: str
 
 
+def is_certified(entries: Iterable, spec: Any, has_exact_cells: bool) -> bool:
+    """The one rule for "certified", applied by the loader, by `Artifact.is_certified` and by `certfsm distill`.
+
+    Certified means the runtime may trust the certificate: exactly the
+    properties `certfsm distill` proves for `spec`, each required, proved,
+    by an engine that can prove it (`certificate_problem` names the first
+    item that fails).
+    """
+    return certificate_problem(entries, spec, has_exact_cells) is None
+
+
 def certificate_problem(entries: Iterable, spec: Any, has_exact_cells: bool) -> CertificateRefusal | None:
-    """The first failing item of the certificate `entries` (objects with property, engine, verdict, required)."""
+    """The first failing item of the certificate `entries` (`VerdictRecord`s: property, engine, verdict, required)."""
     required = required_properties(spec)
     rerun = "re-run certfsm distill"
     seen = set()

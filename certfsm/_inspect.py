@@ -219,6 +219,6 @@ def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
                  f", {sum(e.required for e in artifact.certificate)} required):")
     for j, entry in enumerate(artifact.certificate):
         where = f", {entry.smt2} (sha256 {entry.smt2_sha256[:16]}...)" if entry.smt2 else ", no SMT-LIB file"
-        lines.append(f"  [{j}] {entry.property}: {entry.verdict} by {entry.engine} in {entry.seconds:.3f} s"
+        lines.append(f"  [{j}] {entry.property}: {entry.verdict} by {entry.engine}"
                      f"{', required' if entry.required else ''}{where}")
     return lines

@@ -231,7 +231,8 @@ def distill(
     example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
     example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
-    timeout: float = typer.Option(10.0, help="Seconds of engine time per cell that bounds cannot decide."),
+    timeout: float = typer.Option(120.0, help="Wall-clock guard per cell (work counts decide; when the guard fires "
+                                              "first the run stops and writes nothing)."),
     checkpoint: Optional[Path] = typer.Option(None, help="Resume from and append to this checkpoint file."),
     seed: int = typer.Option(0, help="Seed of the samples, the falsifiers and the cross-check."),
     samples: int = typer.Option(100_000, help="Random inputs of the cross-check (at least 100000)."),
@@ -268,8 +269,8 @@ def distill(
                    + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
                    + "); the table holds the conservative token there")
     for entry in run.certificate:
-        if entry["verdict"] != "proved":
-            typer.echo(f"{entry['property']}: {entry['verdict']} ({entry['engine']})")
+        if not entry.is_proved:
+            typer.echo(f"{entry.property}: {entry.verdict} ({entry.engine})")
     state = "certified" if run.certified else "NOT certified (the runtime will refuse it)"
     signed = ""
     if signer is not None:
@@ -291,15 +292,15 @@ def _input_pair(text: str) -> tuple[str, str]:
 class _CellProgress:
     """A rich progress bar over cells on stderr, then one line per later step; silent when not `enabled`."""
 
-    def __init__(self, enabled: bool):
-        self.enabled, self.bar, self.task = enabled, None, None
+    def __init__(self, enabled: bool, label: str = "distilling"):
+        self.enabled, self.label, self.bar, self.task = enabled, label, None, None
 
     def __enter__(self):
         if self.enabled:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("distilling"), BarColumn(), MofNCompleteColumn(),
+            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
                                 console=Console(stderr=True))
             self.bar.__enter__()
@@ -349,18 +350,49 @@ def inspect(
     trust: Optional[list[Path]] = typer.Option(None, "--trust", metavar="PUB",
                                                help="A trusted public key (KEY.pub, repeatable): the artifact must "
                                                     "be signed by one of them."),
+    deep: bool = typer.Option(False, "--deep", help="Re-prove the artifact from its content and --model: every exact "
+                                                    "cell, every witness of --report, every table and machine query."),
+    model: Optional[Path] = typer.Option(None, "--model", metavar="M.onnx",
+                                         help="The ONNX model the artifact was distilled from (with --deep)."),
+    jobs: Optional[int] = typer.Option(None, help="Worker processes for --deep (default: all cores)."),
+    timeout: float = typer.Option(60.0, help="Seconds per cell that bounds alone cannot close (with --deep; a "
+                                             "timeout fails the cell, so the default is generous)."),
+    progress: bool = typer.Option(True, help="Show a progress bar (with --deep)."),
 ) -> None:
-    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out."""
+    """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out
+    (with --deep, only when the artifact also re-proves against its model)."""
     from certfsm._inspect import inspect_artifact
 
+    if deep and model is None:
+        raise UsageError("--deep re-proves the artifact against its model; give --model M.onnx, the ONNX model it "
+                         "was distilled from")
+    if model is not None and not deep:
+        raise UsageError("--model is read only by --deep; add --deep or leave --model out")
     inspection = inspect_artifact(artifact, report=report, trusted_keys=trust or None)
     not_an_artifact = next((c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")),
                            None)
     if not_an_artifact is not None:
         raise ArtifactError(not_an_artifact.detail)
+    if deep and inspection.artifact is not None:
+        from certfsm.fsm import model_for_artifact
+
+        model_for_artifact(model, inspection.artifact)
     for line in inspection:
         typer.echo(line)
-    raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
+    if not deep:
+        raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
+    if not inspection.is_ok:
+        typer.echo("deep: not run: the artifact fails the checks above")
+        raise typer.Exit(EXIT_FAILED)
+    from certfsm.fsm import deep_inspect
+
+    with _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar:
+        result = deep_inspect(artifact, model, report=report, jobs=_jobs(jobs),
+                              per_cell_timeout=_seconds("--timeout", timeout), trusted_keys=trust or None,
+                              progress=bar.update, stage=bar.stage)
+    for line in result:
+        typer.echo(line)
+    raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
 @app.command()
@@ -494,6 +526,37 @@ def replay(
         raise typer.Exit(EXIT_OK)
     typer.echo(f"divergence at record {outcome.first_divergence}: {outcome.reason}")
     raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("export-verilog")
+def export_verilog(
+    artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
+    out: Path = typer.Option(..., "--out", help="Folder for the module, its test bench and vectors, summary.json."),
+    check: bool = typer.Option(False, "--check", help="Also lint (verilator), simulate (iverilog), synthesize "
+                                                      "(yosys) and place and route (nextpnr-ice40)."),
+    module: Optional[str] = typer.Option(None, "--module", help="Verilog module name (default certfsm_<spec name>)."),
+    random_steps: Optional[int] = typer.Option(
+        None, "--random-steps", help="Random edges in the test bench (default 200 000), on top of the cells, "
+                                     "envelope edges and states."),
+) -> None:
+    """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
+    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name, export_verilog as export
+
+    if module is not None:
+        check_module_name(module)
+    random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
+    if random_steps < 0:
+        raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
+    result = export(artifact, out, check=check, module=module, random_steps=random_steps)
+    summary = result.summary
+    typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
+               f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
+               "steps")
+    for item in result.checks:
+        typer.echo(f"{item.name}: {'pass' if item.passed else 'FAIL'}: {item.detail}")
+    typer.echo(f"{out / 'summary.json'}: " + ("every check passed" if check and result.is_ok else
+                                              "a check failed" if check else "written (no checks run: add --check)"))
+    raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
 @spec_app.command("check")

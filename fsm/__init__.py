@@ -21,17 +21,26 @@ uses only the public names of `certfsm` and `certfsm.verify`.
   `State`, `Reason`), with `replay` for traces (`_machine`).
 - `check_explicit` (explicit-state enumeration, `_explicit`) and
   `prove_machine` (Z3, by induction, `_machine_proofs`) for the machine
-  properties; the two must agree (`disagreements`).
+  properties; the two must agree (`disagreements`). Each answer is a
+  `Proof`: the core's one verdict record (`certfsm.VerdictRecord`) with
+  its trace or cell.
 - `distill_controller`: the whole `certfsm distill` (distil, prove,
   cross-check, write the artifact and the report), returning a
   `DistillRun` (`_pipeline`, the report in `_distill_report`);
   `render_decision_map` draws the table next to the network over two
   inputs (`_decision_map`).
+- `deep_inspect`: `certfsm inspect --deep`, an artifact re-proved from
+  its own content and the model (`model_for_artifact` checks the model's
+  SHA-256): every exact cell, every witness of the report, every table
+  and machine query regenerated and solved; returns a `DeepResult`
+  (`_deep_inspect`, the cells in `_deep_cells`).
 
 Importing this package needs neither z3, maraboupy nor onnx; the proof
 functions import z3 when called.
 """
 
+from ._deep_cells import CellFailure
+from ._deep_inspect import DeepResult, QueryCheck, deep_inspect, model_for_artifact
 from ._decision_map import DecisionMap, busiest_slice, default_axes, render_decision_map
 from ._distill import ENGINES as DISTILL_ENGINES
 from ._distill import Distillation, distill, sampled_cross_check
@@ -52,5 +61,6 @@ __all__ = [
     "Trace", "TraceStep", "allowed_masks", "alphabet", "busiest_slice", "check_explicit", "check_table",
     "default_axes", "disagreements", "distill", "distill_controller", "explore", "free_rows", "initial_state",
     "invariant_holds", "prove_machine", "prove_table", "render_decision_map", "replay", "rule_meets",
-    "sampled_cross_check", "step", "table_rows", "transition_violations"
+    "sampled_cross_check", "step", "table_rows", "transition_violations",
+    "CellFailure", "DeepResult", "QueryCheck", "deep_inspect", "model_for_artifact",
 ]

@@ -1,7 +1,10 @@
 """Phase 3 of `distill`: decide one cell that sampling and bounds left open, with the engines.
 
-`verify.check(..., engine="auto", jobs=1)` on the cell's
-`exact_property` (falsification, bounds, branch and bound, Marabou):
+`verify.check(..., engine="auto", jobs=1, budget=...)` on the cell's
+`exact_property` (falsification, bounds, branch and bound, exact Z3 per
+box), within the task's `verify.WorkBudget`, so that whether the cell is
+EXACT does not depend on the machine's speed (the seconds are a guard
+only; when it fires the decision says so and `distill` stops):
 proved -> EXACT; violated -> a witness from the counterexample and a cell
 sample, or from a short falsification of robust versions of both
 decisions (`_find_witness`, margins widened by `ROBUST_STEPS`, within
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from certfsm import gated_decide
-from certfsm.verify import Property, check, falsify
+from certfsm.verify import WALL_CLOCK_GUARD, Property, WorkBudget, check, falsify
 
 from ._cell_problem import _Decision, _Problem
 from ._table import CONSERVATIVE, EXACT, UNDECIDED
@@ -41,6 +44,7 @@ class _Task:
     hints: np.ndarray
     timeout: float
     seed: int
+    budget: WorkBudget | None = None
 
 
 def _engine_label(engine: str) -> str:
@@ -56,8 +60,11 @@ def _decide_cell(problem: _Problem, task: _Task) -> _Decision:
     label, queries, hints = "falsify", 0, task.hints
     if task.mode == "prove":
         result = check(problem.network, problem.exact_property(task.cell, task.candidate), engine="auto",
-                              timeout=task.timeout, jobs=1, seed=task.seed)
+                       timeout=task.timeout, jobs=1, seed=task.seed, budget=task.budget)
         label, queries = _engine_label(result.engine), int(result.stats.get("engine_queries", 0))
+        if result.stats.get(WALL_CLOCK_GUARD):
+            return _Decision(task.cell, UNDECIDED, problem.conservative, "undecided", reason=result.reason,
+                             marabou_queries=queries, wall_clock_guard=True)
         if result.is_proved:
             return _Decision(task.cell, EXACT, task.candidate, label, marabou_queries=queries)
         if not result.is_violated:

@@ -145,6 +145,8 @@ class _Decision:
     witness: tuple[np.ndarray, np.ndarray] | None = None
     reason: str = ""
     marabou_queries: int = 0
+    wall_clock_guard: bool = False
+    """The per-cell wall-clock guard ended the check before its work budget: the run must stop (`distill`)."""
 
 
 def _valid_pairs(problem: _Problem, cells: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:

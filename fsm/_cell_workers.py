@@ -58,7 +58,7 @@ def _kind(task) -> str:
     return "bounds" if isinstance(task, _BoundTask) else "engines"
 
 
-def _run_tasks(problem: _Problem, tasks: list, follow_up, jobs: int, on_outcome) -> None:
+def _run_tasks(problem: _Problem, tasks: list, follow_up, jobs: int, on_outcome, work=None) -> None:
     """Run `tasks` and the tasks `follow_up(outcome)` returns, inline (one job) or in `jobs` worker processes.
 
     On `verify.pool_for`: killable (the caller stops the run, e.g. from
@@ -67,9 +67,12 @@ def _run_tasks(problem: _Problem, tasks: list, follow_up, jobs: int, on_outcome)
     network), else spawned (the network and grid are pickled); each task
     runs `verify.check` with jobs=1, so no worker starts a pool of its own.
     Tasks run in order; inline, a task's follow-ups run next, in a pool
-    they queue behind the tasks already waiting.
+    they queue behind the tasks already waiting. `work(problem, task)`
+    runs one task (`_work`, looked up when called, for distillation;
+    `inspect --deep` brings its own for cells, as a module-level function
+    so workers can pickle it).
     """
-    pool = pool_for(jobs, _work, problem, name="distillation", spawn=True, backlog=2)
+    pool = pool_for(jobs, work or _work, problem, name="distillation", spawn=True, backlog=2)
     waiting = deque(tasks)
     try:
         while waiting or not pool.idle():

@@ -26,6 +26,17 @@ Work, cheapest first, one module a phase:
    undecided. Cells whose samples disagreed but whose pair did not
    re-validate only look for a witness.
 
+Reproducible (issue 9 part 4): which cells are EXACT, with which token
+and engine, depends only on the spec, the model, the seed and the work
+counts, never on the clock: phase 1 and 2 count samples, splits and open
+boxes, and phase 3 gives each cell a `verify.WorkBudget` (`CELL_BUDGET`:
+boxes, Z3 queries, Z3's resource count). `per_cell_timeout` is only a
+guard against a runaway cell: when it fires before the budget is spent,
+the verdict would depend on the machine, so `distill` stops with an
+EngineError naming the cell instead of writing a different table. (What
+time still decides is only which conservative cells carry a witness and
+which a reason: both hold the conservative token.)
+
 Phases 2 and 3 run as tasks (chunks of cells, single cells) on verify's
 one worker pool (`verify.pool_for`): `jobs` worker processes, or inline
 for one job (`_cell_workers`); a chunk's open cells become cell tasks as
@@ -48,8 +59,8 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm import Network, SpecError, frozen_array
-from certfsm.verify import single_threaded_blas
+from certfsm import EngineError, Network, SpecError, frozen_array
+from certfsm.verify import WorkBudget, single_threaded_blas
 
 from ._cell_engines import _Task
 from ._cell_problem import ENGINES, _Decision, _Problem, _problem
@@ -61,6 +72,13 @@ from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table, allowed_masks
 MAX_CELLS = 1 << 22
 """The largest grid distilled: beyond about four million cells the per-cell arrays and the table in the
 artifact stop being small, and no hardware ROM holds such a table."""
+
+CELL_BUDGET = WorkBudget(boxes=20_000, engine_queries=8, z3_rlimit=20_000_000)
+"""Phase 3's work per cell: on this project's 2-core machine about the 10 s the old per-cell timeout gave an
+ACAS Xu cell (branch and bound bounds a few thousand boxes a second; 20 M of Z3's resource count is about 2 s)."""
+CELL_GUARD_SECONDS = 120.0
+"""The default wall-clock guard per cell: far above what `CELL_BUDGET` takes, so only a runaway cell or a machine
+many times slower than usual reaches it."""
 
 Progress = Callable[[int, int, str], None]
 
@@ -91,12 +109,16 @@ class Distillation:
     seconds: float
 
 
-def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout: float = 10.0,
-            checkpoint=None, progress: Progress | None = None, seed: int = 0) -> Distillation:
+def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout: float = CELL_GUARD_SECONDS,
+            checkpoint=None, progress: Progress | None = None, seed: int = 0,
+            budget: WorkBudget = CELL_BUDGET) -> Distillation:
     """Decide every cell of the spec's grid (see the module docstring) and return the certified table.
 
     `jobs` worker processes for phases 2 and 3 (default: the number of
-    CPUs); `per_cell_timeout` seconds for `verify.check` on one cell;
+    CPUs); `budget` the work `verify.check` may spend on one cell and
+    `per_cell_timeout` the wall-clock guard around it (see the module
+    docstring: when it fires, EngineError, and the checkpoint keeps only
+    what was decided before);
     `checkpoint` a JSON-lines file to resume from and append to;
     `progress(done_cells, total_cells, message)` after every batch (an
     exception raised there stops the run; the checkpoint keeps what was
@@ -105,15 +127,18 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
     Stats: counts by status and by engine (`ENGINES`), exact share by
     count and by volume, bounds shares, Marabou queries, seconds per phase
     (wall clock for sampling and for phases 2-3 together, worker seconds
-    for each of 2 and 3), cells per second. Raises SpecError for bad
-    arguments, a network that does not fit the spec or a checkpoint that
-    belongs to another spec, model or grid; ReportError when the
-    checkpoint cannot be written.
+    for each of 2 and 3), cells per second, the budget. Raises SpecError
+    for bad arguments, a network that does not fit the spec or a
+    checkpoint that belongs to another spec, model or grid; ReportError
+    when the checkpoint cannot be written; EngineError when the guard
+    fires.
     """
     started = time.monotonic()
     if not (isinstance(per_cell_timeout, (int, float)) and per_cell_timeout > 0):
         raise SpecError(f"per_cell_timeout={per_cell_timeout!r} is not a positive number of seconds; "
-                        "give e.g. per_cell_timeout=10")
+                        "give e.g. per_cell_timeout=120")
+    if not isinstance(budget, WorkBudget):
+        raise SpecError(f"budget={budget!r} is not a certfsm.verify.WorkBudget; give e.g. budget=WorkBudget()")
     if jobs is not None and not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):
         raise SpecError(f"jobs={jobs!r} is not a positive number of worker processes; give e.g. jobs=2 or None")
     jobs = jobs or os.cpu_count() or 1
@@ -134,6 +159,12 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
         for item in batch:
             if item.cell in decided:
                 raise AssertionError(f"internal error: cell {item.cell} was decided twice; refusing to go on")
+            if item.wall_clock_guard:
+                raise EngineError(f"cell {item.cell}: the wall-clock guard of {per_cell_timeout:g} s per cell fired "
+                                  f"before the work budget ({budget.boxes} boxes, {budget.engine_queries} z3 "
+                                  f"queries, z3 rlimit {budget.z3_rlimit}) was spent, so this cell's verdict would "
+                                  "depend on the machine's speed; nothing was written; re-run with a larger "
+                                  "--timeout or on a less loaded machine")
         if store is not None:
             store.append(batch)
         for item in batch:
@@ -159,7 +190,7 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
 
         def follow_up(outcome: _Outcome) -> list:
             return [_Task(cell, "prove", int(sampled["candidate"][position[cell]]),
-                          sampled["hint"][position[cell]][None], float(per_cell_timeout), seed + cell)
+                          sampled["hint"][position[cell]][None], float(per_cell_timeout), seed + cell, budget)
                     for cell in outcome.left_open]
 
         def on_outcome(outcome: _Outcome) -> None:
@@ -170,7 +201,7 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
         _run_tasks(problem, tasks, follow_up, jobs, on_outcome)
         seconds["bounds_and_engines"] = time.monotonic() - clock
     return _result(spec, problem, decided, resumed, reproved, engine_tasks[0], seconds,
-                   time.monotonic() - started, jobs, per_cell_timeout, seed)
+                   time.monotonic() - started, jobs, per_cell_timeout, seed, budget)
 
 
 def _bound_tasks(cells: np.ndarray, candidates: np.ndarray, jobs: int) -> list[_BoundTask]:
@@ -183,7 +214,8 @@ def _bound_tasks(cells: np.ndarray, candidates: np.ndarray, jobs: int) -> list[_
 
 
 def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int, reproved: int, engine_tasks: int,
-            seconds: dict, elapsed: float, jobs: int, per_cell_timeout: float, seed: int) -> Distillation:
+            seconds: dict, elapsed: float, jobs: int, per_cell_timeout: float, seed: int,
+            budget: WorkBudget) -> Distillation:
     grid, total = problem.grid, problem.grid.n_cells
     missing = set(range(total)) - set(decided)
     if missing:
@@ -230,6 +262,7 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
         "cells_per_second": (total - resumed) / elapsed if elapsed > 0 else float("inf"),
         "jobs": jobs,
         "per_cell_timeout": per_cell_timeout,
+        "work_budget": budget.to_json(),
         "seed": seed,
     }
     return Distillation(table, engines, witnesses, reasons, held_back, stats, elapsed)

@@ -2,7 +2,10 @@
 
 The summary lists the certificate entries with their `smt2` file names
 and hashes, in the same shape as a verify report, so `certfsm recheck`
-re-runs a distill report's SMT-LIB files unchanged.
+re-runs a distill report's SMT-LIB files unchanged. It also holds what
+the artifact must not (so that the same spec and model give the same
+artifact bytes): each entry's seconds and reason, and the run's times,
+jobs and budgets.
 """
 
 from __future__ import annotations
@@ -47,10 +50,11 @@ def write_summary(folder: Path, *, spec, network, distillation, cross_check: dic
         "engines": {key: stats[key] for key in ("by_engine", "bounds_share", "bounds_share_of_exact",
                                                 "decided_without_marabou_share", "marabou_queries",
                                                 "engine_tasks")},
-        "run": {key: stats[key] for key in ("seconds", "cells_per_second", "jobs", "per_cell_timeout", "seed",
+        "run": {key: stats[key] for key in ("seconds", "cells_per_second", "jobs", "per_cell_timeout", "work_budget", "seed",
                                             "resumed_cells", "reproved_checkpoint_cells")},
         "cross_check": cross_check,
-        "certificate": [{**entry, "description": _description(entry["property"])} for entry in certificate],
+        "certificate": [{**record.report_entry(), "description": _description(record.property)}
+                        for record in certificate],
         "disagreements": list(disagreements),
         "decision_maps": [{"file": Path(p.path).name, "x": p.x_input, "y": p.y_input, "fixed": p.fixed,
                            "agreement": p.agreement} for p in pictures],

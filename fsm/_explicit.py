@@ -234,11 +234,11 @@ def check_explicit(params: MachineParams, inputs, step_function=step) -> tuple[P
         if name in exploration.first_violation:
             node, item = exploration.first_violation[name]
             trace = violation_trace(exploration, name, step_function)
-            proofs.append(Proof(name, "violated", "explicit", exploration.seconds, trace=trace, stats=stats,
+            proofs.append(Proof("violated", "explicit", exploration.seconds, trace=trace, stats=stats, property=name,
                                 reason=f"from {node[0]} (since_switch={node[1]}) on {item.describe()}"))
         elif not exploration.complete:
-            proofs.append(Proof(name, "unknown", "explicit", exploration.seconds, stats=stats,
+            proofs.append(Proof("unknown", "explicit", exploration.seconds, stats=stats, property=name,
                                 reason="the reachable state space exceeded the enumeration limit"))
         else:
-            proofs.append(Proof(name, "proved", "explicit", exploration.seconds, stats=stats))
+            proofs.append(Proof("proved", "explicit", exploration.seconds, stats=stats, property=name))
     return tuple(proofs)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from certfsm.machine import NO_CANDIDATE, MachineParams, Reason, State, initial_state, step
-from certfsm.verify import VERDICTS, VIOLATED
+from certfsm import VIOLATED, VerdictRecord
 
 __all__ = ["NO_CANDIDATE", "MachineInput", "MachineParams", "Proof", "Reason", "State", "Trace", "TraceStep",
            "initial_state", "replay", "step"]
@@ -97,31 +97,23 @@ def replay(params: MachineParams, inputs, step_function=step) -> Trace:
 
 
 @dataclass(frozen=True)
-class Proof:
-    """One property of the machine or of its table: verdict, engine, time, and the evidence.
+class Proof(VerdictRecord):
+    """One property of the machine or of its table: the core's verdict record with its evidence.
 
     ``proved`` comes only from an UNSAT answer (engine "z3") or from a
     complete enumeration (engine "explicit"); ``violated`` only with a
     concrete counterexample that was confirmed by replay: a `trace` for
     machine properties, a `cell` for table properties. Everything else is
-    ``unknown`` with a `reason`. `smt2_path` and `smt2_sha256` name the
-    SMT-LIB 2.6 file of a Z3 proof.
+    ``unknown`` with a `reason`. `smt2` and `smt2_sha256` name the
+    SMT-LIB 2.6 file of a Z3 proof in the folder it was written to.
     """
 
-    property: str
-    verdict: str
-    engine: str
-    seconds: float
-    reason: str = ""
     trace: Trace | None = None
     cell: int | None = None
-    smt2_path: str | None = None
-    smt2_sha256: str | None = None
     stats: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict={self.verdict!r} is not one of {VERDICTS}")
+        super().__post_init__()
         has_evidence = self.trace is not None or self.cell is not None
         if self.verdict == VIOLATED and not has_evidence:
             raise ValueError("a violated verdict needs its counterexample (trace or cell)")

@@ -77,16 +77,22 @@ def invariant_holds(params: MachineParams, state: State, since: int) -> bool:
 # ------------------------------------------------------------- SMT-LIB files and solving
 
 
-def solve_script(body: list[str], logic: str, timeout: float):
+def solve_script(body: list[str], logic: str, timeout: float, rlimit: int | None = None):
     """Solve the script with Z3: (answer, model values by name or None, reason). Answer: sat, unsat or unknown."""
-    return solve_text(smtlib_text(body, logic), timeout)
+    return solve_text(smtlib_text(body, logic), timeout, rlimit)
 
 
 def write_proof_file(path, body: list[str], logic: str, *, prop: str, description: str, verdict: str,
-                     seconds: float, stable: bool = False, extra: dict | None = None) -> str:
-    """Header + standalone script at `path`, atomically; returns the file's SHA-256 (hex)."""
+                     stable: bool = False, extra: dict | None = None) -> str:
+    """Header + standalone script at `path`, atomically; returns the file's SHA-256 (hex).
+
+    The header holds no time: the artifact's certificate records this
+    file's hash, and the same spec and model must give the same artifact
+    (the time is in the report's summary.json). `stable` also leaves out
+    the certfsm version (golden files).
+    """
     return write_proof_query(path, body, logic, prop_name=prop, description=description, verdict=verdict,
-                             seconds=seconds, stable=stable, extra=extra)
+                             seconds=None, stable=stable, extra=extra)
 
 
 # ------------------------------------------------------------- the encoding
@@ -241,7 +247,7 @@ class StepEncoding:
 
 
 def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: float = 60.0, stable: bool = False,
-                  step_function=step, encoding=StepEncoding) -> tuple[Proof, ...]:
+                  step_function=step, encoding=StepEncoding, rlimit: int | None = None) -> tuple[Proof, ...]:
     """Every query of INVARIANT_QUERIES + MACHINE_PROPERTIES by Z3, one `Proof` each.
 
     `table=None` proves the machine for free admissible inputs (any table
@@ -250,7 +256,7 @@ def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: fl
     ``machine-<name>.smt2``. `step_function` and `encoding` name the
     machine under proof (the production `step` and its `StepEncoding`
     unless a test plants a variant); counterexamples are replayed
-    through `step_function`.
+    through `step_function`. `rlimit` as in `prove_table`.
     """
     rows = None if table is None else table_rows(table)
     encoder = encoding(params)
@@ -259,7 +265,7 @@ def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: fl
     for name in INVARIANT_QUERIES + MACHINE_PROPERTIES:
         body = encoder.body(name, rows)
         started = time.perf_counter()
-        answer, model, reason = solve_script(body, "QF_LIA", timeout)
+        answer, model, reason = solve_script(body, "QF_LIA", timeout, rlimit)
         seconds = time.perf_counter() - started
         raw[name] = (body, answer, model, reason, seconds)
     invariant_ok = all(raw[name][1] == "unsat" for name in INVARIANT_QUERIES)
@@ -276,17 +282,16 @@ def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: fl
             verdict = "violated" if trace is not None else "unknown"
         else:
             verdict = "unknown"
-        path = sha = None
+        file_name = sha = None
         if folder is not None:
-            path = Path(folder) / f"machine-{name}.smt2"
+            file_name = f"machine-{name}.smt2"
             inputs = "free (any table that passes prove_table)" if rows is None else f"{len(rows)} table classes"
-            sha = write_proof_file(path, body, "QF_LIA", prop=name, description=_QUERY_DESCRIPTIONS[name],
-                                   verdict=verdict, seconds=seconds, stable=stable,
+            sha = write_proof_file(Path(folder) / file_name, body, "QF_LIA", prop=name,
+                                   description=_QUERY_DESCRIPTIONS[name], verdict=verdict, stable=stable,
                                    extra={"machine": params.describe(), "inputs": inputs,
                                           "invariant": _INVARIANT_TEXT})
-            path = str(path)
-        proofs.append(Proof(name, verdict, "z3", seconds, reason=reason if verdict != "proved" else "",
-                            trace=trace, smt2_path=path, smt2_sha256=sha))
+        proofs.append(Proof(verdict, "z3", seconds, reason if verdict != "proved" else "", trace=trace, property=name,
+                            smt2=file_name, smt2_sha256=sha))
     return tuple(proofs)
 
 

@@ -7,8 +7,9 @@ still exists, and only then does the report folder replace the old one.
 Bad input or a crash at any point leaves the previous artifact and report
 untouched.
 
-The artifact is certified (every required certificate entry `proved`)
-only when:
+The certificate is one `certfsm.VerdictRecord` per property, all
+required; the artifact is certified by the core's one rule
+(`certfsm.is_certified`, the loader's), which holds here only when:
 
 - ``cells-exact``: every exact cell's token was proved for the whole cell
   by the distillation, and the sampled cross-check found no input of an
@@ -22,6 +23,10 @@ only when:
   properties, and no property is proved by one engine and refuted by the
   other.
 
+The payload is built by the core (`certfsm.artifact_payload`, next to
+the loader that reads it) and holds no run facts; times, jobs and the
+other facts of the run go to summary.json.
+
 An uncertified artifact is still written, so that `certfsm inspect` can
 show why the runtime refuses it.
 """
@@ -29,15 +34,16 @@ show why the runtime refuses it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from certfsm import SpecError, staged_folder
+from certfsm import EngineError, SpecError, VerdictRecord, is_certified, staged_folder
+from certfsm.verify import WALL_CLOCK_GUARD
 
-from ._distill import Distillation, distill, sampled_cross_check
+from ._distill import CELL_GUARD_SECONDS, Distillation, distill, sampled_cross_check
 from ._distill_report import write_summary
 from ._explicit import alphabet, check_explicit, table_rows
 from ._machine import MachineParams, Proof
@@ -45,6 +51,11 @@ from ._machine_proofs import disagreements, prove_machine
 from ._table import EXACT, prove_table
 
 CROSS_CHECK_SAMPLES = 100_000
+PROOF_RLIMIT = 200_000_000
+"""Z3's deterministic resource count per table or machine query (the example's largest takes 0.6 M, 0.05 s), so
+that the verdict does not depend on the machine's speed."""
+PROOF_GUARD_SECONDS = 600.0
+"""The wall-clock guard per table or machine query: when it fires before `PROOF_RLIMIT` is spent, the run stops."""
 _CELLS_EXACT = "cells-exact"
 
 Stage = Callable[[str], None]
@@ -60,23 +71,17 @@ class DistillRun:
     machine_proofs: tuple[Proof, ...]
     explicit_proofs: tuple[Proof, ...]
     disagreements: tuple[str, ...]
-    certificate: tuple[dict, ...]
+    certificate: tuple[VerdictRecord, ...]
     artifact_path: Path
     artifact_sha256: str
     report_path: Path
     summary: dict
-
-    @property
-    def certified(self) -> bool:
-        return is_certified(self.certificate)
+    certified: bool
+    """The core's one rule (`certfsm.is_certified`), the loader's: the runtime loads the artifact written."""
 
 
-def is_certified(certificate) -> bool:
-    """The runtime's rule: every required certificate entry is proved."""
-    return all(entry["verdict"] == "proved" for entry in certificate if entry["required"])
-
-
-def distill_controller(spec, *, out, report, network=None, jobs: int | None = None, per_cell_timeout: float = 10.0,
+def distill_controller(spec, *, out, report, network=None, jobs: int | None = None,
+                       per_cell_timeout: float = CELL_GUARD_SECONDS,
                        checkpoint=None, seed: int = 0, samples: int = CROSS_CHECK_SAMPLES,
                        maps: tuple[tuple[str, str], ...] | None = None, progress=None,
                        stage: Stage | None = None) -> DistillRun:
@@ -117,13 +122,15 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
     params = MachineParams.from_spec(spec)
     with staged_folder(report) as staging:
         tell("proving the table (z3)")
-        table_proofs = prove_table(table, spec, staging)
+        table_proofs = prove_table(table, spec, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
         tell("proving the state machine (z3)")
-        machine_proofs = prove_machine(params, table, staging)
+        machine_proofs = prove_machine(params, table, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
+        _stop_if_guarded(table_proofs + machine_proofs)
         tell("enumerating the state machine")
         explicit = check_explicit(params, alphabet(params, table_rows(table)))
         conflicts = tuple(disagreements(machine_proofs, explicit))
         certificate = _certificate(distillation, cross, table_proofs, machine_proofs, explicit, conflicts)
+        certified = is_certified(certificate, spec.to_json(), bool((table.status == EXACT).any()))
         tell("drawing the decision maps")
         pictures = [render_decision_map(spec, network, table, staging / f"decision-map-{x}-{y}.png", x_input=x,
                                         y_input=y, fixed=busiest_slice(spec, table, x, y),
@@ -132,64 +139,59 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         tell(f"writing {out}")
         artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)
         summary = write_summary(staging, spec=spec, network=network, distillation=distillation, cross_check=cross,
-                                certificate=certificate, certified=is_certified(certificate),
-                                disagreements=conflicts, pictures=pictures, artifact=out,
-                                artifact_sha256=artifact_sha256)
-    return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, tuple(certificate),
-                      out, artifact_sha256, report, summary)
+                                certificate=certificate, certified=certified, disagreements=conflicts,
+                                pictures=pictures, artifact=out, artifact_sha256=artifact_sha256)
+    return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, certificate,
+                      out, artifact_sha256, report, summary, certified)
+
+
+def _stop_if_guarded(proofs) -> None:
+    """A proof the wall-clock guard ended would make the artifact depend on the machine's speed: stop instead."""
+    for proof in proofs:
+        if proof.reason.startswith(WALL_CLOCK_GUARD):
+            raise EngineError(f"{proof.property}: {proof.reason} ({PROOF_GUARD_SECONDS:g} s, rlimit {PROOF_RLIMIT}), "
+                              "so its verdict would depend on the machine's speed; nothing was written; re-run on a "
+                              "less loaded machine")
 
 
 def _certificate(distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit,
-                 conflicts) -> list[dict]:
-    """The artifact's certificate entries, all required; see the module docstring for what each one means."""
+                 conflicts) -> tuple[VerdictRecord, ...]:
+    """The artifact's certificate, every record required; see the module docstring for what each one means."""
     status, engines = distillation.table.status, distillation.engine_of_cell
     used = sorted(set(engines[status == EXACT].tolist())) or ["none"]
     mismatches = cross["mismatches"]
-    entries = [{"property": _CELLS_EXACT, "engine": "+".join(used),
-                "verdict": "violated" if mismatches else "proved",
-                "seconds": round(distillation.seconds, 3), "smt2": None, "smt2_sha256": None, "required": True}]
+    records = [VerdictRecord("violated" if mismatches else "proved", "+".join(used), distillation.seconds,
+                             f"{mismatches} sampled inputs of exact cells decided otherwise" if mismatches else "",
+                             property=_CELLS_EXACT)]
     for proof in (*table_proofs, *machine_proofs):
-        entries.append(_entry(proof.property if proof.property.startswith("table-") else f"machine-{proof.property}",
-                              proof))
-    contradicted = {line.split(":", 1)[0] for line in conflicts}
+        name = proof.property if proof.property.startswith("table-") else f"machine-{proof.property}"
+        records.append(_record(name, proof))
+    contradicted = {line.split(":", 1)[0]: line for line in conflicts}
     for proof in explicit:
-        entry = _entry(f"enumeration-{proof.property}", proof)
-        if proof.property in contradicted and entry["verdict"] == "proved":
-            entry["verdict"] = "unknown"
-        entries.append(entry)
-    return entries
+        record = _record(f"enumeration-{proof.property}", proof)
+        if proof.property in contradicted and record.is_proved:
+            record = replace(record, verdict="unknown", reason=contradicted[proof.property])
+        records.append(record)
+    return tuple(records)
 
 
-def _entry(name: str, proof: Proof) -> dict:
-    return {"property": name, "engine": proof.engine, "verdict": proof.verdict, "seconds": round(proof.seconds, 3),
-            "smt2": Path(proof.smt2_path).name if proof.smt2_path else None, "smt2_sha256": proof.smt2_sha256,
-            "required": True}
+def _record(name: str, proof: Proof) -> VerdictRecord:
+    """`proof` as a certificate record under the certificate's name for it (without the proof's evidence)."""
+    return VerdictRecord(proof.verdict, proof.engine, proof.seconds, proof.reason, property=name, smt2=proof.smt2,
+                         smt2_sha256=proof.smt2_sha256)
 
 
-def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate: list[dict]) -> str:
-    from certfsm import write_artifact
+def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate) -> str:
+    from certfsm import allowed_bitmasks, artifact_payload, write_artifact
     from certfsm.verify import certfsm_version
 
-    grid = table.grid
-    payload = {
-        "spec": spec.to_json(),
-        "model_sha256": network.sha256,
-        "grid": {"edges": [edges.tolist() for edges in grid.edges], "frac_bits": list(grid.frac_bits)},
-        "table": {"proposal": table.proposal.tolist(),
-                  "status": "".join("e" if s == EXACT else "c" for s in table.status.tolist()),
-                  "allowed": _bitmasks(table.allowed).tolist()},
-        "machine": {"conservative": params.conservative, "confirm_cycles": params.confirm_cycles,
-                    "cooldown_cycles": params.cooldown_cycles, "overridable": sorted(params.overridable),
-                    "codes": list(params.codes)},
-        "certificate": certificate,
-        "created_by": f"certfsm {certfsm_version()}",
-    }
+    payload = artifact_payload(
+        spec=spec.to_json(), model_sha256=network.sha256, edges=table.grid.edges, frac_bits=table.grid.frac_bits,
+        proposal=table.proposal, exact=table.status == EXACT, allowed=allowed_bitmasks(table.allowed),
+        conservative=params.conservative, confirm_cycles=params.confirm_cycles,
+        cooldown_cycles=params.cooldown_cycles, overridable=params.overridable, codes=params.codes,
+        certificate=certificate, created_by=f"certfsm {certfsm_version()}")
     return write_artifact(out, payload)
-
-
-def _bitmasks(allowed: np.ndarray) -> np.ndarray:
-    """Row of booleans per cell -> integer with bit k set when output k is allowed."""
-    return (allowed.astype(np.int64) << np.arange(allowed.shape[1], dtype=np.int64)).sum(axis=1)
 
 
 def _write_cells(path: Path, distillation: Distillation, spec) -> None:

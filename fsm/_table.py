@@ -366,13 +366,17 @@ def _all(terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else f"(and {' '.join(terms)})"
 
 
-def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False) -> tuple[Proof, ...]:
+def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False,
+                rlimit: int | None = None) -> tuple[Proof, ...]:
     """The table-level property by Z3, one `Proof` per name in TABLE_PROPERTIES, each with its SMT-LIB file.
 
     Proved only from unsat; a sat answer counts as violated only when
     `check_table` confirms a violation of that kind in the cell Z3 names;
     otherwise unknown. With `folder`, writes ``<property>.smt2`` there
-    (``table-tokens.smt2`` ...; the folder must exist).
+    (``table-tokens.smt2`` ...; the folder must exist). `rlimit` (Z3's
+    deterministic resource count) makes the verdict independent of the
+    machine's speed, `timeout` then being a guard
+    (`certfsm.verify.solve_text`).
     """
     from ._machine_proofs import solve_script, write_proof_file
 
@@ -383,7 +387,7 @@ def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stabl
     for prop in TABLE_PROPERTIES:
         body = encoding + _negated_property(spec, prop)
         started = time.perf_counter()
-        answer, model, reason = solve_script(body, "QF_LIRA", timeout)
+        answer, model, reason = solve_script(body, "QF_LIRA", timeout, rlimit)
         seconds = time.perf_counter() - started
         cell = None
         if answer == "unsat":
@@ -398,13 +402,11 @@ def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stabl
             cell = cell if hits else None
         else:
             verdict = "unknown"
-        path = sha = None
+        name = sha = None
         if folder is not None:
-            path = Path(folder) / f"{prop}.smt2"
-            sha = write_proof_file(path, body, "QF_LIRA", prop=prop, description=_DESCRIPTIONS[prop],
-                                   verdict=verdict, seconds=seconds, stable=stable,
-                                   extra={"spec": spec.name, "cells": table.n_cells})
-            path = str(path)
-        results.append(Proof(prop, verdict, "z3", seconds, reason=reason if verdict != "proved" else "",
-                             cell=cell, smt2_path=path, smt2_sha256=sha))
+            name = f"{prop}.smt2"
+            sha = write_proof_file(Path(folder) / name, body, "QF_LIRA", prop=prop, description=_DESCRIPTIONS[prop],
+                                   verdict=verdict, stable=stable, extra={"spec": spec.name, "cells": table.n_cells})
+        results.append(Proof(verdict, "z3", seconds, reason if verdict != "proved" else "", cell=cell, property=prop,
+                             smt2=name, smt2_sha256=sha))
     return tuple(results)

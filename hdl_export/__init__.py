@@ -1,1 +1,31 @@
-"""Reserved for a later capability (see DESIGN.md)."""
+"""Hardware export: the certified machine as one structural description, printed as synthesizable Verilog.
+
+`hardware_of(machine, module_name)` describes a `certfsm.machine.Machine`
+(decoded by `Machine.from_artifact`) as a `Hardware`: ports, comparator
+banks, the table and mask ROMs, registers and the rule chain of
+`certfsm.machine.step` (`_netlist.py` holds the node types, `_hardware.py`
+builds them and states the port contract). `print_verilog(module)` and
+`print_testbench` are the one Verilog printer (`_verilog.py`).
+
+`export_verilog(artifact, out, check=...)` is `certfsm export-verilog`:
+the module, a self-checking test bench whose vectors come from the Python
+reference (`_vectors.py`: `Machine.cell_of_fixed` and `Machine.step`
+behind the port contract's clocking), and with ``check`` the real tool
+runs of `_checks.py` (Verilator lint, Icarus simulation, yosys generic and
+iCE40 synthesis, nextpnr-ice40), all recorded in ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from ._checks import ICE40_DEVICE, Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
+from ._export import DEFAULT_RANDOM_STEPS, Export, export_machine, export_verilog
+from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
+from ._netlist import Module
+from ._vectors import Cycle, Layout, Reference, expected_layout, stimulus, stimulus_layout, write_vectors
+from ._verilog import print_testbench, print_verilog
+
+__all__ = ["DEFAULT_RANDOM_STEPS", "ICE40_DEVICE", "LATENCY", "STATE_REGISTERS", "Check", "Cycle", "Export",
+           "Hardware", "Layout", "Module", "Reference", "check_module_name", "default_module_name", "expected_layout",
+           "export_machine", "export_verilog", "hardware_of", "lint", "place_and_route", "print_testbench",
+           "print_verilog", "simulate", "stimulus", "stimulus_layout", "synth_generic", "synth_ice40", "tool_versions",
+           "write_vectors"]

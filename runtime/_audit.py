@@ -45,8 +45,8 @@ from pathlib import Path
 
 from certfsm import AuditLogError
 
-from ._audit_format import (FLAG_OVERRIDE, FLAG_SLA_OK, GENESIS, KIND_STEP, PREFIX, close_body, encode_header,
-                            override_body, step_payload, swap_body)
+from ._audit_format import (FLAG_OVERRIDE, FLAG_SLA_OK, GENESIS, KIND_STEP, close_body, encode_header, override_body,
+                            step_body, swap_body)
 
 _NAN = math.nan
 
@@ -103,7 +103,7 @@ class AuditWriter:
         self._fsync_every, self._rotate_bytes, self._buffer_bytes = fsync_every, rotate_bytes, buffer_bytes
         self._metric_set = frozenset(self.metric_names)
         self._n_inputs, self._n_metrics = len(self.input_names), len(self.metric_names)
-        self._payload = step_payload(self._n_inputs, self._n_metrics)
+        self._step_frame = step_body(self._n_inputs, self._n_metrics)
         self._lock = threading.Lock()
         self._buffer = bytearray()
         self._chain, self._index, self._time = GENESIS, 0, _NAN
@@ -140,22 +140,31 @@ class AuditWriter:
         None: missing) or a sequence in header order. Raises AuditLogError
         (a ValueError) or TypeError, without logging anything, for a value
         the format cannot hold.
+
+        This runs every control cycle, so the frame is packed in one
+        `struct` call (prefix and payload together) under the lock, which
+        is taken with acquire/release (a `with` block costs twice as much).
         """
         values = self._values(reading, metrics)
         flags = (FLAG_SLA_OK if sla_ok else 0) | (FLAG_OVERRIDE if override is not None else 0)
+        lock = self._lock
+        lock.acquire()
         try:
-            payload = self._payload.pack(*values, cell, token, code, reason, flags, override or 0,
-                                         state.current, state.candidate, state.count, state.cooldown)
-        except (struct.error, AttributeError) as error:
-            raise self._explain(error, values, cell, token, code, reason, override, state) from None
-        with self._lock:
             index = self._index
             try:
-                prefix = PREFIX.pack(KIND_STEP, index, time)
-            except struct.error:
-                raise TypeError(f"append_step: time={time!r} is not a number; pass seconds as a float") from None
-            self._append(prefix + payload, time)
+                body = self._step_frame.pack(KIND_STEP, index, time, *values, cell, token, code, reason, flags,
+                                             override or 0, state.current, state.candidate, state.count,
+                                             state.cooldown)
+            except (struct.error, AttributeError) as error:
+                if None not in values:
+                    raise self._explain(error, time, values, cell, token, code, reason, override, state) from None
+                # A missing value (None) is logged as NaN; looked for only now, so a full reading costs nothing.
+                return self._append_step_with_nan(index, time, values, cell, token, code, reason, flags, override,
+                                                  state)
+            self._append(body, time)
             return index
+        finally:
+            lock.release()
 
     def append_swap(self, time: float, old_sha256: str, new_sha256: str, state) -> int:
         """Log a hot swap from `old_sha256` to `new_sha256`; `state` is the state the runtime continues from.
@@ -221,29 +230,42 @@ class AuditWriter:
     # the others touch the chain or the file and run under the lock)
 
     def _values(self, reading, metrics) -> list:
-        values = list(reading)
-        if len(values) != self._n_inputs:
-            raise AuditLogError(f"append_step: reading has {len(values)} values, the log names "
+        if type(reading) not in (list, tuple):
+            reading = list(reading)
+        if len(reading) != self._n_inputs:
+            raise AuditLogError(f"append_step: reading has {len(reading)} values, the log names "
                                 f"{self._n_inputs} inputs {list(self.input_names)}; pass one value per input")
         if type(metrics) is dict or isinstance(metrics, Mapping):
             if not self._metric_set.issuperset(metrics):
                 unknown = sorted(set(metrics) - self._metric_set)
                 raise AuditLogError(f"append_step: metrics name {unknown}, which the log's header does not "
                                     f"({list(self.metric_names)}); create the log with every metric name")
-            values += map(metrics.get, self.metric_names)  # None where absent, made NaN below
+            values = [*reading, *map(metrics.get, self.metric_names)]  # None where absent
         else:
             metrics = () if metrics is None else list(metrics)
             if len(metrics) not in (0, self._n_metrics):
                 raise AuditLogError(f"append_step: metrics has {len(metrics)} values, the log names "
                                     f"{self._n_metrics} metrics {list(self.metric_names)}; pass a mapping or one "
                                     "value per metric")
-            values += metrics or [_NAN] * self._n_metrics
-        if None in values:
-            values = [_NAN if v is None else v for v in values]
-        return values
+            values = [*reading, *(metrics or [_NAN] * self._n_metrics)]
+        return values  # a None (missing) stays until the pack refuses it; `_append_step_with_nan` logs NaN
 
-    def _explain(self, error, values, cell, token, code, reason, override, state) -> Exception:
+    def _append_step_with_nan(self, index, time, values, cell, token, code, reason, flags, override, state) -> int:
+        values = [_NAN if v is None else v for v in values]
+        try:
+            body = self._step_frame.pack(KIND_STEP, index, time, *values, cell, token, code, reason, flags,
+                                         override or 0, state.current, state.candidate, state.count, state.cooldown)
+        except (struct.error, AttributeError) as error:
+            raise self._explain(error, time, values, cell, token, code, reason, override, state) from None
+        self._append(body, time)
+        return index
+
+    def _explain(self, error, time, values, cell, token, code, reason, override, state) -> Exception:
         """The first argument of a failed step pack, named (only on the error path, so appends stay fast)."""
+        try:
+            struct.pack("<d", time)
+        except struct.error:
+            return TypeError(f"append_step: time={time!r} is not a number; pass seconds as a float")
         names = [*self.input_names, *self.metric_names]
         for name, value in zip(names, values):
             try:

@@ -77,6 +77,11 @@ def step_payload(n_inputs: int, n_metrics: int) -> struct.Struct:
     return struct.Struct(f"<{n_inputs + n_metrics}diBBBBi{STATE_FORMAT}")
 
 
+def step_body(n_inputs: int, n_metrics: int) -> struct.Struct:
+    """A whole step body, PREFIX and payload in one `struct` (the writer packs a step in one call)."""
+    return struct.Struct(PREFIX.format + step_payload(n_inputs, n_metrics).format[1:])
+
+
 class LoggedState(NamedTuple):
     """The machine state after a step, with the attribute names of `certfsm.fsm.State`, so either can be logged."""
 

@@ -5,7 +5,11 @@ state out); a deployment needs the state kept between cycles, the SLA
 monitor's verdict fed in, operator overrides held for a number of cycles,
 hot swaps between two cycles, and all of that safe to call from several
 threads. Every decision is `Machine.step`, the step function the machine
-proofs cover; nothing here restates a rule.
+proofs cover; nothing here restates a rule. The controller asks it
+through its tested twins (`certfsm.fast_binning` bins a reading in one
+straight line of bisections, `certfsm.step_table` remembers
+`Machine.step` per state and input class), because a control cycle is
+budgeted in microseconds and the plain functions are written to be read.
 
 `step` never raises for values: NaN, inf, a missing value (None) and
 readings outside the envelope are the envelope fallback (conservative
@@ -22,17 +26,36 @@ from time import perf_counter_ns
 from typing import Callable, Mapping, NamedTuple
 
 from certfsm import ArtifactError
+from certfsm.fast_binning import binning_tables, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
+from certfsm.step_table import StepTable
 
 
 _QUEUED = object()  # take the override from the operator's queue (`Controller.override`)
+_new_tuple = tuple.__new__  # builds a Decision without NamedTuple.__new__'s Python-level call
+_BATCH_CHUNK = 1 << 15  # decide_many's rows per pass: about a third faster than one pass over a million
+
+
+class _Compiled(NamedTuple):
+    """A machine with its twins, swapped as one value so a cycle never mixes two machines' grids and tables."""
+
+    machine: Machine
+    cell_of: Callable
+    cell_of_fixed: Callable
+    table: StepTable
+
+    @classmethod
+    def of(cls, machine: Machine) -> "_Compiled":
+        return cls(machine, compile_cell_of(machine), compile_cell_of_fixed(machine), StepTable(machine))
 
 
 class Decision(NamedTuple):
     """One cycle's outcome: the token (name, output index, 4-bit code), why, where, and the state after.
 
     A named tuple rather than a frozen dataclass: one is built per control
-    cycle, and a named tuple costs a fifth of the time to build.
+    cycle, and a named tuple costs a fifth of the time to build (the
+    controller calls `tuple.__new__` directly, skipping the named tuple's
+    Python-level `__new__`, which costs as much again as the tuple).
     """
 
     token: str
@@ -53,7 +76,8 @@ class Controller:
     """A certified machine running: `step` one reading per cycle, `decide_many` for batches.
 
     `sla` is an optional monitor with ``update(metrics, token) -> status``
-    (``status.ok``), `record` an optional callable that receives every
+    (``status.ok``; its ``update_ok(metrics, token) -> bool`` is called
+    instead when it has one, as `certfsm.sla.SlaMonitor` does), `record` an optional callable that receives every
     `Decision` with its inputs. `audit` is an optional
     `runtime._audit.AuditWriter`: every step, swap and override request
     is appended to it (a step without `now` is stamped with `clock()`).
@@ -65,21 +89,29 @@ class Controller:
 
     def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None, audit=None,
                  clock: Callable[[], float] = time.time, counters=None) -> None:
-        self._machine = machine
+        self._compiled = _Compiled.of(machine)
         self._counters = counters
         self._audit = audit
         self._clock = clock
-        self._state = machine.initial_state()
         self._sla = sla
+        self._sla_ok = None if sla is None else _verdict_of(sla)
         self._record = record
         self._override: int | None = None
         self._override_cycles: int | None = None
         self._last_cell = OUT_OF_ENVELOPE
         self._lock = threading.Lock()
+        self._batch = None  # decide_many's arrays, made on first use
+        self._enter(machine.initial_state())
+
+    def _enter(self, state: State) -> None:
+        """Make `state` the current state, with its row of the step table and its token's name."""
+        self._state = state
+        self._node = self._compiled.table.node(state)
+        self._token_name = self._compiled.machine.tokens[state.current]
 
     @property
     def machine(self) -> Machine:
-        return self._machine
+        return self._compiled.machine
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -105,56 +137,72 @@ class Controller:
         """A reading in input order, from a sequence or from a mapping by input name (every input named)."""
         if type(values) in (list, tuple):
             return values
+        machine = self._compiled.machine
         if isinstance(values, Mapping):
-            unknown = sorted(set(values) - set(self._machine.names))
+            unknown = sorted(set(values) - set(machine.names))
             if unknown:
                 raise ValueError(f"reading names unknown input {unknown[0]!r}; the inputs are "
-                                 f"{', '.join(self._machine.names)}")
-            return tuple(values.get(name) for name in self._machine.names)
+                                 f"{', '.join(machine.names)}")
+            return tuple(values.get(name) for name in machine.names)
         return tuple(values)
 
     def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
              ) -> Decision:
         """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
-        return self._decide(reading, Machine.cell_of, metrics, now)
+        return self._advance(reading, False, metrics, now, _QUEUED)
 
     def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
                    ) -> Decision:
         """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
-        return self._decide(values, Machine.cell_of_fixed, metrics, now)
-
-    def _decide(self, reading, binning, metrics, now) -> Decision:
-        started = perf_counter_ns() if self._counters is not None else 0
-        return self._advance(self.reading_of(reading), binning, metrics, now, started=started)
+        return self._advance(values, True, metrics, now, _QUEUED)
 
     def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
         """One cycle with the override given as logged (an output index or None), for `replay`."""
-        started = perf_counter_ns() if self._counters is not None else 0
-        values = self.reading_of(reading)
-        return self._advance(values, Machine.cell_of, metrics, now, override, started)
+        return self._advance(reading, False, metrics, now, override)
 
-    def _advance(self, values, binning, metrics, now, logged_override=_QUEUED, started: int = 0) -> Decision:
-        """One cycle under the lock; the reading is binned there too, with the machine in force (a hot swap
-        between binning and stepping would apply one grid's cell to another's table)."""
-        with self._lock:
-            machine = self._machine
-            cell = binning(machine, values)
-            sla_ok = True
-            if self._sla is not None:
-                sla_ok = bool(self._sla.update(metrics or {}, machine.tokens[self._state.current]).ok)
-            override = self._take_override() if logged_override is _QUEUED else logged_override
-            state, index, reason = machine.step(self._state, cell, sla_ok, override)
-            self._state, self._last_cell = state, cell
-            decision = Decision(machine.tokens[index], index, machine.params.codes[index], reason, cell, state,
-                                sla_ok, now)
+    def _cell(self, compiled: _Compiled, reading, fixed: bool):
+        """(reading in input order, cell) through the plain binning: readings off the compiled fast path."""
+        values = self.reading_of(reading)
+        return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
+
+    def _advance(self, reading, fixed: bool, metrics, now, logged_override) -> Decision:
+        """One cycle. The reading is binned before the lock (a malformed one raises before anything changes);
+        under the lock a hot swap since then is noticed and the reading binned again with the machine in force,
+        so one grid's cell never meets another's table."""
+        started = perf_counter_ns() if self._counters is not None else 0
+        compiled = self._compiled
+        cell = compiled.cell_of_fixed(reading) if fixed else compiled.cell_of(reading)
+        if cell is None:
+            reading, cell = self._cell(compiled, reading, fixed)
+        lock = self._lock
+        lock.acquire()  # acquire/release: a `with` block costs twice as much here, every cycle
+        try:
+            if self._compiled is not compiled:
+                compiled = self._compiled
+                reading, cell = self._cell(compiled, reading, fixed)
+            sla_ok = True if self._sla_ok is None else self._sla_ok(metrics, self._token_name)
+            if logged_override is _QUEUED:
+                override = None if self._override is None else self._take_override()
+            else:
+                override = logged_override
+            table = compiled.table
+            mode = 1 if sla_ok and override is None else table.mode(sla_ok, override)
+            found = self._node[mode][table.cell_class[cell]]
+            if found is None:
+                found = table.transition(self._state, self._node, mode, cell, sla_ok, override)
+            name, index, code, reason, state, self._node = found
+            self._state, self._token_name, self._last_cell = state, name, cell
+            decision = _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
             if self._record is not None:
-                self._record(decision, values, metrics, override)
+                self._record(decision, reading, metrics, override)
             if self._audit is not None:
-                self._audit.append_step(self._clock() if now is None else now, values, metrics or {}, cell, index,
-                                        decision.code, int(decision.reason), state, sla_ok, override)
+                self._audit.append_step(self._clock() if now is None else now, reading, metrics or {}, cell, index,
+                                        code, reason, state, sla_ok, override)
             if self._counters is not None:
                 self._counters.count_step(index, reason, sla_ok, perf_counter_ns() - started)
             return decision
+        finally:
+            lock.release()
 
     def _take_override(self) -> int | None:
         if self._override is None:
@@ -181,12 +229,13 @@ class Controller:
                 if self._audit is not None:
                     self._audit.append_override(self._clock(), None, None)
                 return
-            if token not in self._machine.tokens:
+            machine = self._compiled.machine
+            if token not in machine.tokens:
                 raise ValueError(f"override token {token!r} is not a token of this controller; the tokens are "
-                                 f"{', '.join(self._machine.tokens)}")
-            index = self._machine.tokens.index(token)
-            if index not in self._machine.params.overridable:
-                names = [self._machine.tokens[k] for k in sorted(self._machine.params.overridable)]
+                                 f"{', '.join(machine.tokens)}")
+            index = machine.tokens.index(token)
+            if index not in machine.params.overridable:
+                names = [machine.tokens[k] for k in sorted(machine.params.overridable)]
                 raise ValueError(f"override token {token!r} is not overridable; the spec allows "
                                  f"{', '.join(names) or 'none'}")
             if cycles is not None and (not isinstance(cycles, int) or cycles < 1):
@@ -205,8 +254,9 @@ class Controller:
         is dropped, and the cooldown keeps running (capped at the new
         machine's `cooldown_cycles`).
         """
+        compiled = _Compiled.of(machine)  # outside the lock: compiling takes a moment
         with self._lock:
-            old = self._machine
+            old = self._compiled.machine
             if (machine.names, machine.tokens, machine.params.codes) != (old.names, old.tokens, old.params.codes):
                 raise ArtifactError(f"artifact {machine.artifact_sha256[:12]} has other inputs or tokens than the "
                                     f"running one ({old.artifact_sha256[:12]}); a hot swap keeps both the same")
@@ -214,8 +264,8 @@ class Controller:
             cell = self._last_cell
             if cell == OUT_OF_ENVELOPE or not machine.allowed[cell] >> current & 1:
                 current = machine.params.conservative
-            self._state = State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles))
-            self._machine = machine
+            self._compiled = compiled
+            self._enter(State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles)))
             if self._counters is not None:
                 self._counters.count_swap()
             if self._audit is not None:
@@ -231,28 +281,43 @@ class Controller:
         """
         import numpy as np
 
-        machine = self._machine
+        machine = self._compiled.machine
         rows = np.asarray(readings, dtype=np.float64)
         if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
             raise ValueError(f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values "
                              f"({', '.join(machine.names)})")
-        proposal = _proposals(machine)
-        inside = np.ones(rows.shape[0], dtype=bool)
-        flat = np.zeros(rows.shape[0], dtype=np.int64)
-        for column, edges, stride in zip(rows.T, machine.edges, machine.strides):
-            inside &= (column >= edges[0]) & (column <= edges[-1])
-            flat += np.searchsorted(np.asarray(edges[1:-1]), column, side="right") * stride
-        return np.where(inside, proposal[np.where(inside, flat, 0)], machine.params.conservative)
+        lookup, columns = self._batch_tables(np)
+        decided = np.empty(rows.shape[0], dtype=np.int64)
+        for start in range(0, rows.shape[0], _BATCH_CHUNK):  # chunks whose temporaries stay in the cache
+            part = rows[start:start + _BATCH_CHUNK]
+            flat = np.zeros(part.shape[0], dtype=np.int64)
+            for column, (keys, offsets) in zip(part.T, columns):
+                flat += offsets.take(np.searchsorted(keys, column, side="right"))
+            np.maximum(flat, OUT_OF_ENVELOPE, out=flat)
+            decided[start:start + _BATCH_CHUNK] = lookup.take(flat)
+        return decided
+
+    def _batch_tables(self, np):
+        """The compiled binning's keys and offsets as arrays (`certfsm.fast_binning` says why a negative sum is
+        out of the envelope), and the proposals with the conservative token appended at index -1; made once
+        per machine."""
+        compiled = self._compiled
+        cached = self._batch
+        if cached is None or cached[0] is not compiled:
+            machine = compiled.machine
+            lookup = np.array([*machine.proposal, machine.params.conservative], dtype=np.int64)
+            columns = [(np.asarray(keys, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
+                       for keys, offsets in binning_tables(machine)]
+            cached = self._batch = (compiled, lookup, columns)
+        return cached[1], cached[2]
 
 
-def _proposals(machine: Machine):
-    import numpy as np
-
-    cached = getattr(machine, "_proposal_array", None)
-    if cached is None:
-        cached = np.asarray(machine.proposal, dtype=np.int64)
-        object.__setattr__(machine, "_proposal_array", cached)
-    return cached
+def _verdict_of(sla) -> Callable:
+    """`sla_ok` of a cycle from a monitor: its lean `update_ok` when it has one, else `update(...).ok`."""
+    lean = getattr(sla, "update_ok", None)
+    if lean is not None:
+        return lean
+    return lambda metrics, token: bool(sla.update(metrics or {}, token).ok)
 
 
 def spec_sla_monitor(spec):

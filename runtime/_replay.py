@@ -1,13 +1,19 @@
 """Replay: re-execute every logged step and show that each decision is reproduced, bit for bit.
 
-The log is read through `read_log` (every record verified against its
-chain before it is used). A fresh controller for the artifact the log
+The log is walked once (`_audit_read._Walk`: every frame verified against
+its chain before it is used). A fresh controller for the artifact the log
 names runs the logged readings, metrics and override requests through
-the same `Controller` code the run used; the cell, token, reason, state
-and SLA verdict must equal the logged ones. A swap record moves the
+the same `Controller` code the run used; the cell, token, code, reason,
+state and SLA verdict must equal the logged ones. A swap record moves the
 replay to the artifact it names (it must be among the artifacts given),
 and the state it continues from must be the logged one. The first
-divergence stops the replay and is reported with its record index.
+divergence stops the replay and is reported with its record index; a log
+that does not verify is reported as such, also when a divergence came
+before its bad record.
+
+Step frames are unpacked straight into a tuple and compared as one,
+without building a `StepRecord` per step: a replay of a million steps
+is a test and a routine audit, and takes a few seconds this way.
 """
 
 from __future__ import annotations
@@ -17,9 +23,12 @@ from dataclasses import dataclass
 from certfsm import AuditLogError
 from certfsm.machine import Machine
 
-from ._audit_format import StepRecord, SwapRecord
-from ._audit_read import read_header, read_log, verify_log
+from ._audit_format import FLAG_OVERRIDE, FLAG_SLA_OK, KIND_STEP, KIND_SWAP, step_body
+from ._audit_read import _Walk, read_header, verify_log
 from ._controller import Controller, spec_sla_monitor
+
+_COMPARED = ("cell", "token", "code", "reason", "flags (sla_ok)", "override", "state.current", "state.candidate",
+             "state.count", "state.cooldown")
 
 
 @dataclass(frozen=True)
@@ -44,38 +53,55 @@ def replay_log(path, artifacts) -> ReplayOutcome:
     loaded = [a if isinstance(a, Artifact) else load_artifact(a) for a in artifacts]
     machines = {artifact.sha256: Machine.from_artifact(artifact) for artifact in loaded}
     specs = {artifact.sha256: artifact.spec for artifact in loaded}
-    verification = verify_log(path)
-    if not verification.ok and not verification.torn:
-        return ReplayOutcome(False, 0, verification.first_bad, f"the log does not verify: {verification.describe()}")
-    header = read_header(path)
-    first = _machine(header.artifact_sha256, machines)
+    first = _machine(read_header(path).artifact_sha256, machines)
     controller = Controller(first, sla=spec_sla_monitor(specs[first.artifact_sha256]))
-    steps = 0
-    for record in read_log(path):
-        if isinstance(record, SwapRecord):
+    replay_step = controller.replay_step
+    walk = _Walk(path)
+    steps, layout, unpack = 0, None, None
+    for frame_layout, body, chain in walk.frames():
+        if body[0] == KIND_STEP:
+            if frame_layout is not layout:  # a new file: the same names, a new layout object
+                layout = frame_layout
+                n, m = len(layout.input_names), len(layout.metric_names)
+                unpack, metric_names, tail = step_body(n, m).unpack, layout.metric_names, 3 + n + m
+            values = unpack(body)
+            logged = values[tail:]
+            flags = logged[4]
+            decision = replay_step(values[3:3 + n], dict(zip(metric_names, values[3 + n:tail])), values[2],
+                                   logged[5] if flags & FLAG_OVERRIDE else None)
+            index, code, reason, cell, state, sla_ok = decision[1:7]
+            replayed = (cell, index, code, reason, (FLAG_SLA_OK if sla_ok else 0) | (flags & FLAG_OVERRIDE),
+                        logged[5], state.current, state.candidate, state.count, state.cooldown)
+            if replayed != logged:
+                field, mine, theirs = next(item for item in zip(_COMPARED, replayed, logged) if item[1] != item[2])
+                return _diverged(path, steps, values[1], f"record {values[1]}: the replay gives {field} {mine}, "
+                                                         f"the log says {theirs}")
+            steps += 1
+        elif body[0] == KIND_SWAP:
+            record = frame_layout.decode(body, chain)
             if record.old_sha256 != controller.machine.artifact_sha256:
-                return ReplayOutcome(False, steps, record.index, f"the swap starts from artifact "
-                                     f"{record.old_sha256[:12]}, but the replay runs {controller.machine.artifact_sha256[:12]}")
+                return _diverged(path, steps, record.index, f"the swap starts from artifact {record.old_sha256[:12]}, "
+                                 f"but the replay runs {controller.machine.artifact_sha256[:12]}")
             controller.swap(_machine(record.new_sha256, machines))
             if _registers(controller.state) != _registers(record.state):
-                return ReplayOutcome(False, steps, record.index, f"after the swap the replay is in state "
-                                     f"{_registers(controller.state)}, the log says {_registers(record.state)}")
-            continue
-        if not isinstance(record, StepRecord):
-            continue
-        decision = controller.replay_step(record.reading, record.metrics, record.time, record.override)
-        replayed = (decision.cell, decision.index, int(decision.reason), _registers(decision.state), decision.sla_ok)
-        logged = (record.cell, record.token, record.reason, _registers(record.state), record.sla_ok)
-        if replayed != logged:
-            names = ("cell", "token", "reason", "state", "sla_ok")
-            field, mine, theirs = next((n, a, b) for n, a, b in zip(names, replayed, logged) if a != b)
-            return ReplayOutcome(False, steps, record.index,
-                                 f"record {record.index}: the replay gives {field} {mine}, the log says {theirs}")
-        steps += 1
+                return _diverged(path, steps, record.index, f"after the swap the replay is in state "
+                                 f"{_registers(controller.state)}, the log says {_registers(record.state)}")
+    verification = walk.verification
+    if not verification.ok and not verification.torn:
+        return ReplayOutcome(False, steps, verification.first_bad,
+                             f"the log does not verify: {verification.describe()}")
     if verification.torn:
         return ReplayOutcome(True, steps, None, f"every decision reproduced up to the torn tail at record "
                                                 f"{verification.first_bad}")
     return ReplayOutcome(True, steps)
+
+
+def _diverged(path, steps: int, index: int, reason: str) -> ReplayOutcome:
+    """A divergence at record `index`, unless the log does not verify: then that is the finding."""
+    verification = verify_log(path)
+    if not verification.ok and not verification.torn:
+        return ReplayOutcome(False, steps, verification.first_bad, f"the log does not verify: {verification.describe()}")
+    return ReplayOutcome(False, steps, index, reason)
 
 
 def _machine(sha256: str, machines: dict[str, Machine]) -> Machine:

@@ -60,7 +60,8 @@ class SlaMonitor:
     in the given order.
     """
 
-    __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok")
+    __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok",
+                 "_accepted")
 
     def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
         self.paths = tuple(paths)
@@ -72,11 +73,12 @@ class SlaMonitor:
                 raise SpecError(f"sla path {path.name!r} (paths[{index}]): name repeats paths[{seen[path.name]}]; "
                                 "give each path its own name")
             seen[path.name] = index
-        self._monitors = tuple(PathMonitor(path) for path in self.paths)
         self._metrics = tuple(dict.fromkeys(path.metric for path in self.paths))
+        self._monitors = self._fresh_monitors()
         self._fingerprint = paths_fingerprint(self.paths)
         self.cycle = 0
         self._ok = True
+        self._accepted: set[str] = set()  # names of `tokens` already checked (update_ok checks each once)
 
     @classmethod
     def from_spec(cls, spec) -> SlaMonitor:
@@ -109,31 +111,53 @@ class SlaMonitor:
         measured work ran. Raises TypeError or ValueError, changing nothing,
         for a non-numeric metric or an unknown token.
         """
+        ok = self.update_ok(metrics, token)
+        return SlaStatus(self.cycle, ok, tuple([monitor.status() for monitor in self._monitors]))
+
+    def update_ok(self, metrics: Mapping[str, Any] | None, token: str) -> bool:
+        """`update(metrics, token).ok` without building the statuses: the runtime's call, once per control cycle.
+
+        The same checks and the same state change as `update` (which is
+        this plus the statuses), at a fraction of its cost.
+        """
         if type(metrics) is not dict:
             if metrics is None:
                 metrics = {}
             elif not isinstance(metrics, Mapping):
                 raise TypeError(f"metrics={metrics!r} is a {type(metrics).__name__}, not a mapping; "
                                 "give a dict from metric name to value")
-        samples = {}
+        samples = []
         for name in self._metrics:
             value = metrics.get(name)
             # The common case first: a finite float (x - x is 0.0 exactly when x is finite).
-            samples[name] = value + 0.0 if type(value) is float and value - value == 0.0 else read_metric(name, value)
+            samples.append(value + 0.0 if type(value) is float and value - value == 0.0 else read_metric(name, value))
+        try:
+            accepted = token in self._accepted
+        except TypeError:  # unhashable: certainly not a token name
+            accepted = False
+        if not accepted:
+            self._accept(token)
+        self.cycle += 1
+        ok = True
+        for monitor in self._monitors:
+            if monitor.advance(samples[monitor.sample_index], token):
+                ok = False  # and go on: every path advances every cycle
+        self._ok = ok
+        return ok
+
+    def _fresh_monitors(self) -> tuple[PathMonitor, ...]:
+        return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
+
+    def _accept(self, token) -> None:
+        """Refuse a token that is not a name of this monitor's tokens; remember one of `tokens` once accepted
+        (with `tokens` None any name goes, and nothing is remembered, so no set grows with the names seen)."""
         if type(token) is not str and not isinstance(token, str):
             raise TypeError(f"token={token!r} is a {type(token).__name__}, not a token name; give the name of the token")
         if self.tokens is not None and token not in self.tokens:
             raise ValueError(f"token={token!r} is not a token of this monitor (known: {', '.join(sorted(self.tokens))}); "
                              "give the name of the token the metrics were measured on")
-        self.cycle += 1
-        statuses = tuple([monitor.update(samples[monitor.metric], token) for monitor in self._monitors])
-        ok = True
-        for status in statuses:
-            if status.breached:
-                ok = False
-                break
-        self._ok = ok
-        return SlaStatus(self.cycle, ok, statuses)
+        if self.tokens is not None:
+            self._accepted.add(token)
 
     def snapshot(self) -> dict[str, Any]:
         """The state as a JSON-ready document (format in `certfsm.sla._snapshot`); `restore` takes it back."""
@@ -143,7 +167,7 @@ class SlaMonitor:
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Continue from `snapshot` (taken from a monitor of the same paths); on SnapshotError nothing changes."""
         cycle, loads = check_snapshot(snapshot, self._monitors, self._fingerprint)
-        fresh = tuple(PathMonitor(path) for path in self.paths)
+        fresh = self._fresh_monitors()
         for monitor, (violations, samples, breached, recovery_count, breaches, recoveries) in zip(fresh, loads):
             monitor.violations.load(violations)
             monitor.statistic.load(samples)
@@ -157,6 +181,7 @@ class SlaMonitor:
         clone = SlaMonitor.__new__(SlaMonitor)
         clone.paths, clone.tokens, clone.cycle = self.paths, self.tokens, self.cycle
         clone._metrics, clone._fingerprint, clone._ok = self._metrics, self._fingerprint, self._ok
+        clone._accepted = set(self._accepted)
         clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
         return clone
 

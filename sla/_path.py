@@ -88,17 +88,23 @@ def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
 
 
 class PathMonitor:
-    """The state of one path; `update` advances it by one cycle (see the module docstring)."""
+    """The state of one path; `update` advances it by one cycle (see the module docstring).
+
+    `sample_index` is where the monitor puts this path's metric in the
+    samples of a cycle (one sample per distinct metric).
+    """
 
     __slots__ = ("path", "name", "metric", "every_token", "tokens", "statistic", "violations", "max_violations",
-                 "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries")
+                 "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries", "applied", "value",
+                 "violated", "value_limit", "sample_index")
 
-    def __init__(self, path) -> None:
-        self.path = path
+    def __init__(self, path, sample_index: int = 0) -> None:
+        self.path, self.sample_index = path, sample_index
         self.name, self.metric = path.name, path.metric
         self.every_token = path.tokens is None
         self.tokens = frozenset(path.tokens or ())
         self.statistic = make_statistic(path.statistic, float(path.limit), path.window)
+        self.value_limit = float(path.limit) if path.statistic == "value" else None
         self.violations = ViolationWindow(path.window)
         self.max_violations = path.max_violations
         self.recovery_cycles = path.recovery_cycles
@@ -106,17 +112,41 @@ class PathMonitor:
         self.recovery_count = 0
         self.breaches = 0
         self.recoveries = 0
+        self.applied, self.value, self.violated = False, None, False  # of the last cycle, for `status`
 
     def update(self, sample: float | None, token: str) -> PathStatus:
         """Advance one cycle with this cycle's sample (None: missing) measured on the decision path `token`."""
-        applies = self.every_token or token in self.tokens
-        if applies:
-            statistic, exceeds = self.statistic.observe(sample)
-            violation = sample is None or exceeds
+        self.advance(sample, token)
+        return self.status()
+
+    def advance(self, sample: float | None, token: str) -> bool:
+        """`update` without building the status (the runtime's call, every path every control cycle); returns
+        `breached`.
+
+        Two steps are written out here rather than called, because this runs
+        once per path per control cycle and a call costs as much as the work:
+        the ``value`` statistic (`ValueStatistic.observe`: the sample itself,
+        exceeding when above the limit) and `ViolationWindow.push` of this
+        cycle's flag. The brute-force reference test of the monitor
+        (tests/sla/test_sla_reference.py) checks both, cycle by cycle.
+        """
+        if self.every_token or token in self.tokens:
+            applies = True
+            limit = self.value_limit
+            if limit is not None:
+                statistic, violation = sample, sample is None or sample > limit
+            else:
+                statistic, exceeds = self.statistic.observe(sample)
+                violation = sample is None or exceeds
         else:
             self.statistic.skip()
-            statistic, violation = None, False
-        count = self.violations.push(violation)
+            applies, statistic, violation = False, None, False
+        self.applied, self.value, self.violated = applies, statistic, violation
+        window = self.violations
+        position = window.position
+        count = window.count = window.count + violation - window.flags[position]
+        window.flags[position] = violation
+        window.position = position + 1 if position + 1 < window.size else 0
         if count > self.max_violations:
             if not self.breached:
                 self.breached = True
@@ -128,8 +158,12 @@ class PathMonitor:
                 self.breached = False
                 self.recovery_count = 0
                 self.recoveries += 1
-        return PathStatus(self.name, applies, statistic, violation, count, self.breached, self.recovery_count,
-                          self.breaches, self.recoveries)
+        return self.breached
+
+    def status(self) -> PathStatus:
+        """The status after the last `advance`."""
+        return PathStatus(self.name, self.applied, self.value, self.violated, self.violations.count, self.breached,
+                          self.recovery_count, self.breaches, self.recoveries)
 
     def copy(self) -> PathMonitor:
         clone = PathMonitor.__new__(PathMonitor)

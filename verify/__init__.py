@@ -10,14 +10,18 @@ names exported here.
   token-range and legality properties of a controller spec
   (`_spec_properties`); `parse_vnnlib` reads a file (`_vnnlib`).
 - `check(network, prop, engine="auto"|"marabou"|"z3"|"both"|"bounds",
-  timeout=..., jobs=...) -> Result`: the one entry point (`_check`; the
-  back-ends `_bounds`, `_slopes`, `_split`, `_box_engine`, `_marabou`,
-  `_z3` are reached only through it, chosen by `_engines`). Verdicts are
-  `proved` (UNSAT or sound bounds over a partition of the box),
-  `violated` (a counterexample re-evaluated in float64 and onnxruntime,
-  `validate_counterexample`, `_validate`) or `unknown` with the reason
-  (`Result`, `_result`). `falsify` searches for a counterexample alone
-  (`_falsify`).
+  timeout=..., jobs=..., budget=...) -> Result` (the core's one verdict
+  record, `certfsm.VerdictRecord`, with the counterexample): the one
+  entry point (`_check`; the back-ends `_bounds`, `_slopes`, `_split`,
+  `_box_engine`, `_marabou`, `_z3` are reached only through it, chosen by
+  `_engines`). Verdicts are `proved` (UNSAT or sound bounds over a
+  partition of the box), `violated` (a counterexample re-evaluated in
+  float64 and onnxruntime, `validate_counterexample`, `_validate`) or
+  `unknown` with the reason (`Result`, `_result`). With a `WorkBudget`
+  (boxes, Z3 queries, Z3's resource count; `_budget`) ``proved`` no
+  longer depends on the machine's speed; the timeout is then a guard
+  (`WALL_CLOCK_GUARD` in the stats). `falsify` searches for a
+  counterexample alone (`_falsify`).
 - Many boxes at once: `prove_boxes(network, prop, lower, upper)` proves
   one property on each of many sub-boxes of its box by bounds and
   bisection alone (`BoxProofs`: which boxes are proved, and the work
@@ -45,6 +49,7 @@ import them when called.
 """
 
 from ._box_batch import BoxProofs, prove_boxes
+from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs, plain_decimal
@@ -70,5 +75,5 @@ __all__ = [
     "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
     "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",
-    "BoxProofs", "prove_boxes",
+    "BoxProofs", "prove_boxes", "WALL_CLOCK_GUARD", "WorkBudget",
 ]

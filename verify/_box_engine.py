@@ -51,8 +51,14 @@ def available() -> tuple[bool, bool]:
     return _z3.is_available(), _marabou.is_available()
 
 
-def decide_box(network: Network, prop: Property, hidden: np.ndarray | None, seconds: float) -> Result:
-    """Decide `prop` (one sub-box) within `seconds`: proved only by Z3, violated only with a validated witness."""
+def decide_box(network: Network, prop: Property, hidden: np.ndarray | None, seconds: float,
+               rlimit: int | None = None) -> Result:
+    """Decide `prop` (one sub-box) within `seconds`: proved only by Z3, violated only with a validated witness.
+
+    With `rlimit` (a `WorkBudget`'s Z3 resource count) Z3 alone decides,
+    so the answer does not depend on the machine's speed: Marabou's
+    answers depend on its time limit, and its UNSAT would need Z3 anyway.
+    """
     from . import _marabou, _z3
 
     started = time.monotonic()
@@ -63,8 +69,8 @@ def decide_box(network: Network, prop: Property, hidden: np.ndarray | None, seco
     if not has_z3 and not has_marabou:
         return Result(UNKNOWN, "none", 0.0, reason="neither z3 nor maraboupy can be imported", stats=stats)
     is_small = sum(network.hidden_sizes) <= Z3_FIRST_NETWORK
-    if has_z3 and (unstable <= Z3_FIRST_UNSTABLE or is_small or not has_marabou):
-        return _with_stats(_z3.check(network, prop, seconds, phases), "z3", stats)
+    if has_z3 and (unstable <= Z3_FIRST_UNSTABLE or is_small or not has_marabou or rlimit is not None):
+        return _with_stats(_z3.check(network, prop, seconds, phases, rlimit), "z3", stats)
     hint = _marabou.check(network, prop, seconds * (MARABOU_SHARE if has_z3 else 1.0))
     if hint.verdict != PROVED:
         return _with_stats(hint, "marabou", stats)

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -64,6 +64,7 @@ from . import _box_engine, _falsify, _pool, _split, _z3
 from ._engines import box_engine_name, engine_module, engines_needed, is_installed, missing_solver
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
+from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._check_tasks import run_task
 from ._validate import validate_counterexample
 
@@ -100,15 +101,32 @@ def check(
     jobs: int | None = None,
     progress: Progress | None = None,
     seed: int = 0,
+    budget: WorkBudget | None = None,
 ) -> Result:
     """Decide whether some input of `prop`'s box drives `network` into the unsafe set.
 
     `jobs` worker processes (default: the number of CPUs) share the
     branch and bound; `progress(done_fraction, message)` is called as the
-    closed fraction of the box grows; `seed` fixes the falsifier.
+    closed fraction of the box grows; `seed` fixes the falsifier. The
+    `Result` names the property (``prop.name``).
+
+    `budget` (a `WorkBudget`, engines ``auto`` and ``bounds``) makes
+    ``proved`` independent of the machine's speed and load: the property
+    is proved exactly when branch and bound closes the box within the
+    budget's boxes and Z3 queries (each limited by Z3's resource count,
+    not seconds); a spent budget is ``unknown``. `timeout` is then only a
+    guard: when it fires first, ``stats["wall_clock_guard"]`` is True.
     """
+    return replace(_check(network, prop, engine, timeout, jobs, progress, seed, budget), property=prop.name)
+
+
+def _check(network: Network, prop: Property, engine: str, timeout: float, jobs: int | None, progress: Progress | None,
+           seed: int, budget: WorkBudget | None) -> Result:
     started = time.monotonic()
     _check_arguments(network, prop, engine, timeout, jobs)
+    if budget is not None and (engine not in ("auto", "bounds") or not isinstance(budget, WorkBudget)):
+        raise EngineError(f"budget={budget!r} with engine={engine!r}: a work budget is a WorkBudget, for engine "
+                          "'auto' or 'bounds'; give budget=None or engine='auto'")
     jobs = jobs or os.cpu_count() or 1
     deadline = started + timeout
     with _pool.single_threaded_blas():
@@ -120,7 +138,7 @@ def check(
         found = _falsify_step(network, prop, 0.0, seed, started)
         if found is not None:
             return found
-        return _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started)
+        return _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started, budget)
 
 
 def _check_arguments(network: Network, prop: Property, engine: str, timeout: float, jobs) -> None:
@@ -219,7 +237,7 @@ class _Search:
         return boxes
 
 
-def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started) -> Result:
+def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started, budget=None) -> Result:
     objectives = _split.Objectives.of(prop, network.n_outputs)
     boxes, _ = _split.root(network, prop, objectives)
     stats = {"boxes": 1, "max_depth": 0, "closed_by_bounds": 0, "closed_by_engine": 0, "engine_queries": 0,
@@ -242,7 +260,7 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
         return runners[-1]
 
     try:
-        return _drive(search, widen, complete, deadline, progress, started)
+        return _drive(search, widen, complete, deadline, progress, started, budget)
     finally:
         if len(runners) > 1 and hasattr(runners[-1], "idle_share"):
             stats["worker_idle_share"] = round(runners[-1].idle_share(), 3)
@@ -253,7 +271,7 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
             runner.close()
 
 
-def _drive(search: _Search, current_runner, complete, deadline, progress, started) -> Result:
+def _drive(search: _Search, current_runner, complete, deadline, progress, started, budget=None) -> Result:
     """Hand out tasks until every box is closed, a violation is validated or time is up.
 
     `current_runner()` says where tasks run; it may switch from inline to
@@ -268,13 +286,15 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
     while True:
         runner = current_runner()
         if time.monotonic() >= deadline:
-            return _timeout(search, started, deadline, complete, unresolved)
+            return _timeout(search, started, deadline, complete, unresolved, budget)
+        if budget is not None and _budget_spent(search, budget):
+            return _spent(search, started, complete, budget)
         while runner.has_room() and _submit_next(search, runner, complete, (depth_limit, engine_unstable), deadline,
-                                                 started, unresolved):
+                                                 started, unresolved, budget):
             pass
         if runner.idle(("search", "engine")):
             if search.open or search.for_engine:
-                return _timeout(search, started, deadline, complete, unresolved)
+                return _timeout(search, started, deadline, complete, unresolved, budget)
             break
         message = runner.next(deadline - time.monotonic())
         if message is None:
@@ -321,7 +341,7 @@ def _engine_unstable(network: Network, complete: str | None) -> int:
     return _box_engine.Z3_FIRST_UNSTABLE if small else min(0, _box_engine.Z3_FIRST_UNSTABLE)
 
 
-def _submit_next(search: _Search, runner, complete, limits, deadline, started, unresolved) -> bool:
+def _submit_next(search: _Search, runner, complete, limits, deadline, started, unresolved, budget=None) -> bool:
     """Give the runner one task; False if there is none.
 
     Order: a falsification run when one is due, then boxes for the
@@ -348,24 +368,27 @@ def _submit_next(search: _Search, runner, complete, limits, deadline, started, u
     depth_limit, engine_unstable = limits
     if (search.open or search.for_engine) and not runner.running("attack"):
         allowance = attack_allowance(float(search.closed.fraction()), now - started, runner.jobs)
-        budget = min(FALSIFY_SECONDS * 2 ** stats["attacks"], MAX_ATTACK_SECONDS, remaining)
-        if stats["falsify_seconds"] + budget <= allowance:
+        attack_seconds = min(FALSIFY_SECONDS * 2 ** stats["attacks"], MAX_ATTACK_SECONDS, remaining)
+        if stats["falsify_seconds"] + attack_seconds <= allowance:
             region = _attack_region(search) if stats["attacks"] else None
-            runner.submit("attack", ("attack", stats["seed"] + 1 + stats["attacks"], budget, region))
+            runner.submit("attack", ("attack", stats["seed"] + 1 + stats["attacks"], attack_seconds, region))
             stats["attacks"] += 1
-            stats["falsify_seconds"] += budget
+            stats["falsify_seconds"] += attack_seconds
             return True
     if search.for_engine and not complete:
         parked = search.for_engine.pop()
         unresolved.append(f"bounds cannot close {len(parked)} boxes after {depth_limit} splits")
         return True
     engine_seconds = min(ENGINE_BOX_SECONDS, remaining - min(ENGINE_GRACE_SECONDS, ENGINE_GRACE_SHARE * remaining))
+    rlimit = None
+    if budget is not None:  # the rlimit decides; the seconds are only the guard
+        engine_seconds, rlimit = remaining, budget.z3_rlimit
     if search.for_engine and engine_seconds >= MIN_ENGINE_SECONDS:
         last = search.for_engine.pop()
         if len(last) > 1:
             search.for_engine.append(last.take(slice(0, len(last) - 1)))
         search.stats["engine_queries"] += 1
-        runner.submit("engine", ("engine", last.take(slice(len(last) - 1, None)), engine_seconds))
+        runner.submit("engine", ("engine", last.take(slice(len(last) - 1, None)), engine_seconds, rlimit))
         return True
     if search.open:
         share = max(1, min(TASK_BOXES, -(-search.open_count() // runner.jobs)))
@@ -443,6 +466,10 @@ def _absorb_attack(search: _Search, answer, started: float) -> Result | None:
 
 def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete, unresolved, started) -> Result | None:
     stats = search.stats
+    if result.stats.get(WALL_CLOCK_GUARD):
+        stats[WALL_CLOCK_GUARD] = True
+        return Result(UNKNOWN, f"bounds+{complete}", time.monotonic() - started, stats=stats,
+                      reason=f"the wall-clock guard fired inside a box query before its rlimit ({result.reason})")
     if result.stats.get("marabou_unsat") and result.verdict != PROVED:
         stats["marabou_unsat_unconfirmed"] = stats.get("marabou_unsat_unconfirmed", 0) + 1
     if result.stats.get("marabou_wrong_unsat"):
@@ -479,8 +506,31 @@ def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete,
     return None
 
 
-def _timeout(search: _Search, started: float, deadline: float, complete, unresolved) -> Result:
+def _budget_spent(search: _Search, budget: WorkBudget) -> bool:
+    """The proof needs more than `budget`: more boxes bounded, or another Z3 query when all are used.
+
+    Both are facts of the search tree (every box is bounded once, in any
+    order, and the boxes that go to Z3 are the same), not of the clock.
+    """
+    stats = search.stats
+    return stats["boxes"] > budget.boxes or (bool(search.for_engine)
+                                             and stats["engine_queries"] >= budget.engine_queries)
+
+
+def _spent(search: _Search, started: float, complete, budget: WorkBudget) -> Result:
+    stats = search.stats
+    stats["open_boxes"] = search.open_count()
+    return Result(UNKNOWN, _name(stats, complete), time.monotonic() - started, stats=stats,
+                  reason=f"work budget spent ({stats['boxes']} boxes bounded of {budget.boxes}, "
+                         f"{stats['engine_queries']} z3 queries of {budget.engine_queries}), "
+                         f"{search.open_count()} boxes open")
+
+
+def _timeout(search: _Search, started: float, deadline: float, complete, unresolved, budget=None) -> Result:
     reason = f"timeout after {deadline - started:.1f} s, {search.open_count()} boxes open"
+    if budget is not None:
+        search.stats[WALL_CLOCK_GUARD] = True
+        reason = f"the wall-clock guard fired before the work budget was spent: {reason}"
     if unresolved:
         reason += f" ({unresolved[0]})"
     elif "engine_last_reason" in search.stats:

@@ -10,9 +10,10 @@ returns:
 - ``("attack", seed, seconds, region)``: ``(candidate or None, seconds
   taken)`` of a falsification run, on the whole box (`region` None) or
   aimed at open boxes (a `_falsify.Region`);
-- ``("engine", box, seconds)``: the `Result` of `_box_engine.decide_box`
-  on the one-box `box`, restricted to the disjuncts still open on it
-  (proved only by an exact Z3 UNSAT).
+- ``("engine", box, seconds, rlimit)``: the `Result` of
+  `_box_engine.decide_box` on the one-box `box`, restricted to the
+  disjuncts still open on it (proved only by an exact Z3 UNSAT; `rlimit`
+  None, or a `WorkBudget`'s Z3 resource count).
 
 The context is ``(network, prop, objectives, complete)``, shared by every
 task of one search. Answers only report: `_check` alone decides.
@@ -39,6 +40,7 @@ def run_task(context: tuple, task):
         _, seed, seconds, region = task
         begun = time.monotonic()
         return _falsify.falsify(network, prop, seconds, seed, region), time.monotonic() - begun
-    _, box, seconds = task
+    _, box, seconds, rlimit = task
     still_open = tuple(conjunction for k, conjunction in enumerate(prop.unsafe) if box.open[0, k])
-    return decide_box(network, prop.restricted(box.lower[0], box.upper[0], still_open), box.hidden[0], seconds)
+    return decide_box(network, prop.restricted(box.lower[0], box.upper[0], still_open), box.hidden[0], seconds,
+                      rlimit)

@@ -234,11 +234,13 @@ def write_query(path, header: list[str], script: str) -> str:
 
 
 def write_proof_query(path, body: list[str], logic: str, *, prop_name: str, description: str, verdict: str,
-                      seconds: float, engine: str = "z3", stable: bool = False, extra: dict | None = None) -> str:
+                      seconds: float | None, engine: str = "z3", stable: bool = False,
+                      extra: dict | None = None) -> str:
     """A query file for a proof that is not about a network (a table, a state machine); returns its SHA-256.
 
     The status is the one the verdict implies; `stable` leaves out the
-    time and the tool version (golden files).
+    time and the tool version (golden files), `seconds=None` the time
+    alone (a file whose hash an artifact records must not hold run facts).
     """
     path = Path(path)
     status = STATUS_OF_VERDICT[verdict]

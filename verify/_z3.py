@@ -37,6 +37,7 @@ import numpy as np
 
 from certfsm import EngineError, Network
 
+from ._budget import WALL_CLOCK_GUARD
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._smtlib import input_name, smtlib_script
@@ -53,6 +54,7 @@ SUPPORTS = (
 # Relative margins by which the unsafe set is shrunk when a model does not
 # validate: row i becomes A_i y <= b_i - margin * (1 + |b_i| + sum |A_i|).
 _MARGINS = (1e-12, 1e-9, 1e-6)
+_TIMED_OUT = "z3 timed out"
 DEEPEST_SECONDS = 5.0
 
 
@@ -72,12 +74,15 @@ def _z3():
     return z3
 
 
-def check(network: Network, prop: Property, timeout: float, phases=None) -> Result:
+def check(network: Network, prop: Property, timeout: float, phases=None, rlimit: int | None = None) -> Result:
     """Decide `prop` on `network` with Z3 within `timeout` seconds (all solves together).
 
     `phases` (see `smtlib_body`) fixes the ReLUs that sound bounds proved
     stable on the box, which removes their case splits; a caller passes
-    it only with phases proved over this very box.
+    it only with phases proved over this very box. `rlimit` (Z3's
+    deterministic resource count per solve) makes ``proved`` independent
+    of the machine's speed; `timeout` is then a guard, and when it fires
+    first ``stats["wall_clock_guard"]`` is True (`_budget`).
     """
     started = time.monotonic()
     _check_arguments(network, prop, timeout)
@@ -91,17 +96,21 @@ def check(network: Network, prop: Property, timeout: float, phases=None) -> Resu
     for margin in (0.0, *_MARGINS):
         remaining = timeout - (time.monotonic() - started)
         if remaining <= 0:
-            return _unknown(started, stats, exact_violation_reason(stats) or "z3 timed out")
+            if rlimit is not None:
+                stats[WALL_CLOCK_GUARD] = True
+            return _unknown(started, stats, exact_violation_reason(stats) or _TIMED_OUT)
         query = prop if margin == 0.0 else _shrunk(prop, margin)
         context = z3.Context()
         try:
-            solver = _solver(z3, context, smtlib_script(network, query, phases=phases), remaining)
-            status, model, why = _solve(z3, solver, network.n_inputs)
+            solver = _solver(z3, context, smtlib_script(network, query, phases=phases), remaining, rlimit)
+            status, model, why = _solve(z3, solver, network.n_inputs, rlimit)
+            if rlimit is not None and why == _TIMED_OUT:
+                stats[WALL_CLOCK_GUARD] = True
             stats["queries"] += 1
             if status == "unsat" and margin == 0.0:
                 return Result(PROVED, ENGINE, time.monotonic() - started, reason="z3: UNSAT", stats=stats)
             if status in ("unsat", "unknown"):
-                why = f"{why} after {remaining:.3g} s" if why == "z3 timed out" else why
+                why = f"{why} after {remaining:.3g} s" if why == _TIMED_OUT else why
                 return _unknown(started, stats, exact_violation_reason(stats) or why)
             if margin == 0.0:
                 stats["exact_model"] = [str(v) for v in model]
@@ -161,9 +170,11 @@ def _shrunk(prop: Property, margin: float) -> Property:
     return dataclasses.replace(prop, unsafe=unsafe)
 
 
-def _solver(z3, context, script: str, seconds: float):
+def _solver(z3, context, script: str, seconds: float, rlimit: int | None = None):
     solver = z3.Solver(ctx=context)
     solver.set("timeout", max(1, int(seconds * 1000)))
+    if rlimit is not None:
+        solver.set("rlimit", int(rlimit))
     solver.add(z3.parse_smt2_string(script, ctx=context))
     return solver
 
@@ -181,13 +192,16 @@ class ModelValues:
         return self._z3.is_true(self._model.eval(self._z3.Bool(name, self._context), model_completion=True))
 
 
-def solve_text(script: str, seconds: float) -> tuple[str, ModelValues | None, str]:
+def solve_text(script: str, seconds: float, rlimit: int | None = None) -> tuple[str, ModelValues | None, str]:
     """Solve an SMT-LIB script with Z3 in a fresh context: (answer, model values or None, reason).
 
     The one place certfsm hands a query text to Z3 (the network engine
     above reads its models through `_solve`; table and machine proofs call
     this). Answer: "sat", "unsat" or "unknown" with the reason (timeout,
-    Z3's own unknown, any Z3 error).
+    Z3's own unknown, any Z3 error). With `rlimit` (Z3's deterministic
+    resource count) the answer does not depend on the machine's speed,
+    and `seconds` is a guard: when it fires first the reason starts with
+    `WALL_CLOCK_GUARD`.
     """
     try:
         z3 = _z3()
@@ -195,7 +209,7 @@ def solve_text(script: str, seconds: float) -> tuple[str, ModelValues | None, st
         return "unknown", None, f"z3 cannot be imported ({error}); pip install z3-solver"
     context = z3.Context()
     try:
-        solver = _solver(z3, context, script, seconds)
+        solver = _solver(z3, context, script, seconds, rlimit)
         answer = solver.check()
     except z3.Z3Exception as error:
         return "unknown", None, f"z3 error: {' '.join(str(error).split())}"
@@ -203,18 +217,26 @@ def solve_text(script: str, seconds: float) -> tuple[str, ModelValues | None, st
         return "unsat", None, ""
     if answer == z3.sat:
         return "sat", ModelValues(z3, solver.model(), context), ""
-    return "unknown", None, f"z3 answered unknown ({solver.reason_unknown()})"
+    why = solver.reason_unknown()
+    if rlimit is not None and why == "timeout":
+        return "unknown", None, f"{WALL_CLOCK_GUARD}: z3 reached the {seconds:g} s guard before its rlimit {rlimit}"
+    if rlimit is not None and why == "canceled":
+        return "unknown", None, f"z3 used up its rlimit {rlimit} (a deterministic budget)"
+    return "unknown", None, f"z3 answered unknown ({why})"
 
 
-def _solve(z3, solver, n_inputs: int) -> tuple[str, list[Fraction] | None, str]:
+def _solve(z3, solver, n_inputs: int, rlimit: int | None = None) -> tuple[str, list[Fraction] | None, str]:
     """("sat", exact input values, "") | ("unsat", None, "") | ("unknown", None, why)."""
     answer = solver.check()
     if answer == z3.unsat:
         return "unsat", None, ""
     if answer != z3.sat:
         why = solver.reason_unknown()
-        timed_out = why in ("timeout", "canceled")
-        return "unknown", None, "z3 timed out" if timed_out else f"z3: unknown ({why})"
+        if why == "timeout":
+            return "unknown", None, _TIMED_OUT
+        if why == "canceled":  # Z3's answer when its rlimit is spent (or, without one, a timeout)
+            return "unknown", None, f"z3 used up its rlimit {rlimit}" if rlimit is not None else _TIMED_OUT
+        return "unknown", None, f"z3: unknown ({why})"
     point, why = _model_inputs(z3, solver.model(), solver.ctx, n_inputs)
     return ("sat", point, "") if point is not None else ("unknown", None, why)
 

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certfsm._artifact import Artifact, build_artifact, load_artifact, write_artifact
+from certfsm._artifact_checks import ARTIFACT_FORMAT_VERSION
 from certfsm._artifact_trust import required_properties
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError, CertfsmError, ReportError
@@ -54,14 +55,14 @@ PAYLOAD = {
     "machine": {"conservative": 0, "confirm_cycles": 3, "cooldown_cycles": 8, "overridable": [0, 1],
                 "codes": [0, 5, 9]},
     "certificate": [
-        {"property": "table-tokens", "engine": "z3", "verdict": "proved", "seconds": 0.125,
+        {"property": "table-tokens", "engine": "z3", "verdict": "proved",
          "smt2": "table-tokens.smt2", "smt2_sha256": sha256_hex(SMT_A), "required": True},
-        {"property": "machine-switch-cooldown", "engine": "z3", "verdict": "proved", "seconds": 1.5e-05,
+        {"property": "machine-switch-cooldown", "engine": "z3", "verdict": "proved",
          "smt2": "machine-switch-cooldown.smt2", "smt2_sha256": sha256_hex(SMT_B), "required": True},
-        {"property": "cells-exact", "engine": "bounds+z3", "verdict": "proved", "seconds": 2,
+        {"property": "cells-exact", "engine": "bounds+z3", "verdict": "proved",
          "smt2": None, "smt2_sha256": None, "required": True},
     ] + [{"property": name, "engine": "explicit" if name.startswith("enumeration-") else "z3", "verdict": "proved",
-          "seconds": 0.5, "smt2": None, "smt2_sha256": None, "required": True}
+          "smt2": None, "smt2_sha256": None, "required": True}
          for name in required_properties() if name not in ("table-tokens", "machine-switch-cooldown", "cells-exact")],
     "created_by": "certfsm 0.1.0",
 }
@@ -75,7 +76,7 @@ def payload(**changes):
 
 def forge(path, document):
     """Write `document` as an artifact with a correct hash, bypassing the writer's checks (a buggy producer)."""
-    path.write_bytes(canonical_bytes({"certfsm_artifact": 1, "sha256": sha256_hex(canonical_bytes(document)),
+    path.write_bytes(canonical_bytes({"certfsm_artifact": ARTIFACT_FORMAT_VERSION, "sha256": sha256_hex(canonical_bytes(document)),
                                       "payload": document}))
     return path
 
@@ -121,7 +122,7 @@ def test_round_trip_gives_back_the_same_bytes_and_hash(artifact_path):
     assert artifact.payload() == PAYLOAD
     assert build_artifact(artifact.payload()) == data == build_artifact(PAYLOAD)
     document = json.loads(data)
-    assert list(document) == ["certfsm_artifact", "payload", "sha256"] and document["certfsm_artifact"] == 1
+    assert list(document) == ["certfsm_artifact", "payload", "sha256"] and document["certfsm_artifact"] == 2
     assert document["sha256"] == artifact.sha256 == sha256_hex(canonical_bytes(PAYLOAD))
     assert data == canonical_bytes(document) and b"\n" not in data and b": " not in data
     assert write_artifact(artifact_path, PAYLOAD) == artifact.sha256
@@ -217,9 +218,9 @@ def damage(mutate):
     (damage(lambda d: b""), r"the file is empty \(the write was interrupted or the file was truncated\)"),
     (damage(lambda d: d.replace(b'"tiny"', b'"t\xc3\xafny"', 1)),
      r"byte \d+ is 0xc3, not ASCII, but an artifact is ASCII canonical JSON \(the file is damaged\)"),
-    (damage(lambda d: d.replace(b'"seconds":0.125', b'"seconds":NaN', 1)),
+    (damage(lambda d: d.replace(b'"edges":[[0.0,1.0,', b'"edges":[[0.0,NaN,', 1)),
      r"not canonical JSON: it holds NaN, which JSON does not allow \(the file is damaged\)"),
-    (damage(lambda d: d.replace(b'"seconds":0.125', b'"seconds":1e999', 1)),
+    (damage(lambda d: d.replace(b'"edges":[[0.0,1.0,', b'"edges":[[0.0,1e999,', 1)),
      r"not canonical JSON: the number 1e999 overflows a float64 \(the file is damaged\)"),
     (damage(lambda d: d.replace(b'"engine":"z3",', b'"engine":"z3","engine":"z3",', 1)),
      r"not canonical JSON: the key 'engine' appears twice in one object \(the file is damaged\)"),
@@ -237,17 +238,17 @@ def test_damaged_files_are_refused(artifact_path, mutate, text):
              r"distill$"),
     ({"certfsm_spec": 1}, r"the top level has no 'certfsm_artifact' key, so this is not a certfsm artifact; give "
                           r"a \.cfsm file written by certfsm distill$"),
-    ({"certfsm_artifact": 2, "sha256": "0" * 64, "payload": {}},
-     r"certfsm_artifact=2 is not a format this certfsm reads \(it reads format 1\); re-run certfsm distill with "
+    ({"certfsm_artifact": 1, "sha256": "0" * 64, "payload": {}},
+     r"certfsm_artifact=1 is not a format this certfsm reads \(it reads format 2\); re-run certfsm distill with "
      r"this certfsm$"),
     ({"certfsm_artifact": True, "sha256": "0" * 64, "payload": {}},
      r"certfsm_artifact=true is not a format this certfsm reads"),
-    ({"certfsm_artifact": 1, "payload": {}},
+    ({"certfsm_artifact": 2, "payload": {}},
      r"the top-level key 'sha256' is missing \(the file is damaged\); re-run certfsm distill$"),
-    ({"certfsm_artifact": 1, "sha256": "0" * 64, "payload": {}, "signed": "me"},
-     r"unknown top-level key 'signed' \(format 1 has only certfsm_artifact, payload, sha256, signature\); the artifact was "
+    ({"certfsm_artifact": 2, "sha256": "0" * 64, "payload": {}, "signed": "me"},
+     r"unknown top-level key 'signed' \(format 2 has only certfsm_artifact, payload, sha256, signature\); the artifact was "
      r"modified after it was written; re-run certfsm distill$"),
-    ({"certfsm_artifact": 1, "sha256": "0" * 64, "payload": [1]},
+    ({"certfsm_artifact": 2, "sha256": "0" * 64, "payload": [1]},
      r"payload is a list, not an object \(the file is damaged\); re-run certfsm distill$"),
 ])
 def test_wrong_top_level_is_refused(tmp_path, document, message):
@@ -296,7 +297,7 @@ DELETE = object()
 BAD_PAYLOADS = [
     (set_at("table", DELETE), r"payload\.table is missing"),
     (set_at("table", "allowed", DELETE), r"payload\.table\.allowed is missing"),
-    (set_at("signature", "x"), r"payload\.signature is not a field of artifact format 1 \(expected only certificate, "
+    (set_at("signature", "x"), r"payload\.signature is not a field of artifact format 2 \(expected only certificate, "
                                r"created_by, grid, machine, model_sha256, spec, table\)"),
     (set_at("model_sha256", "ABC"), r"payload\.model_sha256=\"ABC\" is not a SHA-256 \(64 lowercase hex digits\)"),
     (set_at("created_by", "someone"), r"payload\.created_by=\"someone\" does not start with 'certfsm '"),
@@ -359,7 +360,9 @@ BAD_PAYLOADS = [
     (set_at("certificate", 1, "property", "table-tokens"),
      r"payload\.certificate\[1\]\.property=\"table-tokens\" repeats payload\.certificate\[0\]; list each property "
      r"once"),
-    (set_at("certificate", 0, "seconds", -1), r"payload\.certificate\[0\]\.seconds=-1 is negative"),
+    (set_at("certificate", 0, "seconds", 0.5),
+     r"payload\.certificate\[0\]\.seconds is not a field of artifact format 2 \(expected only engine, property, "
+     r"required, smt2, smt2_sha256, verdict\)"),
     (set_at("certificate", 0, "smt2", "../etc/x.smt2"),
      r"payload\.certificate\[0\]\.smt2=\"\.\./etc/x\.smt2\" is neither null nor a plain \.smt2 file name "
      r"\(letters, digits, '_', '\.', '-'; no folders\)"),
@@ -396,15 +399,15 @@ def test_inconsistent_payload_is_refused_by_the_writer_and_nothing_is_written(tm
 
 def test_writer_names_an_unwritable_value_by_its_payload_path():
     with pytest.raises(ArtifactError, match=r"^artifact payload: cannot write canonical JSON: "
-                                            r"payload\.certificate\[0\]\.seconds=inf is not a finite number"):
-        build_artifact(edited(lambda d: d["certificate"][0].update(seconds=float("inf")))())
+                                            r"payload\.grid\.edges\[0\]\[1\]=inf is not a finite number"):
+        build_artifact(edited(lambda d: d["grid"]["edges"][0].__setitem__(1, float("inf")))())
 
 
-def test_a_case_flip_that_keeps_the_payload_is_refused_by_the_canonical_form_check(artifact_path):
-    """1.5e-05 and 1.5E-05 are the same float, so the hash still matches; only the canonical bytes differ."""
+def test_a_spelling_that_keeps_the_payload_is_refused_by_the_canonical_form_check(artifact_path):
+    """1.0 and 1.00 are the same float, so the hash still matches; only the canonical bytes differ."""
     data = artifact_path.read_bytes()
-    at = data.index(b"1.5e-05") + 3
-    artifact_path.write_bytes(data[:at] + b"E" + data[at + 1:])
+    at = data.index(b'"edges":[[0.0,1.0') + len(b'"edges":[[0.0,1.0')
+    artifact_path.write_bytes(data[:at] + b"0" + data[at:])
     with pytest.raises(ArtifactError, match=refusal(artifact_path, rf"the bytes are not the canonical form of their "
                                                                    rf"content \(first difference at byte {at}\), "
                                                                    r"although the payload hash matches; the file was "

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certfsm._artifact import load_artifact
+from certfsm._artifact_checks import ARTIFACT_FORMAT_VERSION
 from certfsm._artifact_trust import required_properties
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError
@@ -43,7 +44,7 @@ def original(distilled_example):
 def rehash(folder, payload, name="edited.cfsm"):
     """Write `payload` as the attacker does: the hash recomputed, the bytes canonical."""
     path = folder / name
-    path.write_bytes(canonical_bytes({"certfsm_artifact": 1, "sha256": sha256_hex(canonical_bytes(payload)),
+    path.write_bytes(canonical_bytes({"certfsm_artifact": ARTIFACT_FORMAT_VERSION, "sha256": sha256_hex(canonical_bytes(payload)),
                                       "payload": payload}))
     return path
 
@@ -365,8 +366,8 @@ def test_the_required_properties_are_what_the_pipeline_writes(distilled_example)
     expected = (("cells-exact",) + TABLE_PROPERTIES + tuple(f"machine-{n}" for n in INVARIANT_QUERIES + MACHINE_PROPERTIES)
                 + tuple(f"enumeration-{n}" for n in MACHINE_PROPERTIES))
     assert required_properties(spec.to_json()) == expected
-    assert tuple(entry["property"] for entry in run.certificate) == expected
-    assert all(entry["required"] for entry in run.certificate)
+    assert tuple(entry.property for entry in run.certificate) == expected
+    assert all(entry.required for entry in run.certificate)
 
 
 def test_the_loaders_masks_are_the_distillations_on_the_example(distilled_example, original):
@@ -436,3 +437,19 @@ def test_loading_imports_neither_fsm_nor_verify_nor_a_solver(distilled_example):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "none"
+
+
+def test_certified_is_one_rule_for_the_pipeline_the_loader_and_the_artifact(distilled_example):
+    """Every required entry proved is not enough: the entries must also be exactly the required set, each by an
+    engine that can prove it; `certfsm distill` reports what the loader will decide."""
+    from dataclasses import replace
+
+    from certfsm import is_certified
+
+    spec, run, path = distilled_example
+    artifact = load_artifact(path)
+    assert run.certified and artifact.is_certified and is_certified(run.certificate, spec.to_json(), True)
+    by_sampling = (replace(run.certificate[0], engine="sampling"),) + run.certificate[1:]
+    assert all(record.is_proved and record.required for record in by_sampling)
+    assert not is_certified(by_sampling, spec.to_json(), True)
+    assert not is_certified(run.certificate[1:], spec.to_json(), True)

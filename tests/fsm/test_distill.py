@@ -345,7 +345,7 @@ def test_a_checkpoint_in_a_missing_folder_is_refused(tmp_path):
 
 @pytest.mark.parametrize("arguments, message", [
     ({"per_cell_timeout": 0}, r"^per_cell_timeout=0 is not a positive number of seconds; give e\.g\. "
-                              r"per_cell_timeout=10$"),
+                              r"per_cell_timeout=120$"),
     ({"jobs": 0}, r"^jobs=0 is not a positive number of worker processes; give e\.g\. jobs=2 or None$"),
 ])
 def test_bad_arguments_are_refused(arguments, message):

@@ -2,13 +2,14 @@
 
 The example is distilled once per session (`distilled_example`); each
 emitted text is compared byte for byte with its golden copy in
-tests/fsm/golden/ after normalising only what legitimately varies from
-run to run or from checkout to checkout: solver seconds, cells per second,
-absolute paths, and the hashes that cover those seconds (the artifact's,
-while its certificate holds times, and each .smt2 file's, which is checked
-against the file itself first). Any other change of a byte fails and names
-the file; regenerate on purpose with CERTFSM_REGEN_GOLDEN=1 and review the
-diff.
+tests/fsm/golden/. The .smt2 files carry no run facts, so they are compared
+as written; summary.json is compared after normalising only what
+legitimately varies from run to run or from checkout to checkout: seconds,
+cells per second and absolute paths (each .smt2 hash it lists is checked
+against the file first, and the artifact's hash is compared as written,
+since the artifact is reproducible). Any other change of a byte fails and
+names the file; regenerate on purpose with CERTFSM_REGEN_GOLDEN=1 and
+review the diff.
 """
 
 from __future__ import annotations
@@ -16,23 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
 
 GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("CERTFSM_REGEN_GOLDEN") == "1"
-SECONDS_LINE = re.compile(rb"^; seconds: [0-9]+(\.[0-9]+)?$", re.M)
-
-
-def normalised_smt2(data: bytes) -> bytes:
-    """The .smt2 text with its header's solver time replaced; nothing else changes."""
-    return SECONDS_LINE.sub(b"; seconds: <seconds>", data)
 
 
 def normalised_summary(data: bytes, folder: Path) -> bytes:
-    """summary.json with times, paths and the hashes over times replaced, printed the way certfsm prints it.
+    """summary.json with times and paths replaced, printed the way certfsm prints it.
 
     Checks first that the file is exactly `json.dumps(..., indent=2)` of
     itself (so the layout is pinned too) and that each certificate entry's
@@ -43,8 +37,6 @@ def normalised_summary(data: bytes, folder: Path) -> bytes:
     for entry in summary["certificate"]:
         if entry["smt2"] is not None:
             assert entry["smt2_sha256"] == hashlib.sha256((folder / entry["smt2"]).read_bytes()).hexdigest()
-            entry["smt2_sha256"] = "<sha256 of the file>"
-    summary["artifact"]["sha256"] = "<sha256 of the artifact>"
 
     def timed(value):
         return {key: timed(item) for key, item in value.items()} if isinstance(value, dict) else "<seconds>"
@@ -87,7 +79,7 @@ def test_smt2_files_match_their_golden_copies(report, prefix):
     paths = sorted(report.glob(f"{prefix}*.smt2"))
     assert paths
     for path in paths:
-        _compare(path.name, normalised_smt2(path.read_bytes()))
+        _compare(path.name, path.read_bytes())
 
 
 def test_summary_json_matches_its_golden_copy(report):
@@ -95,10 +87,7 @@ def test_summary_json_matches_its_golden_copy(report):
 
 
 def test_normalising_hides_only_the_varying_fields(report):
-    """A changed verdict or a changed number elsewhere still shows after normalising."""
-    text = (report / "table-tokens.smt2").read_bytes()
-    assert normalised_smt2(text.replace(b"; verdict: proved", b"; verdict: violated")) != normalised_smt2(text)
-    assert normalised_smt2(text.replace(b"; seconds: ", b"; seconds: 9")) == normalised_smt2(text)
+    """A changed number outside the times and paths still shows after normalising."""
     summary = (report / "summary.json").read_bytes()
     changed = summary.replace(b'"exact": ', b'"exact": 1', 1)
     assert normalised_summary(changed, report) != normalised_summary(summary, report)

@@ -46,8 +46,8 @@ def test_a_sampled_mismatch_makes_the_artifact_uncertified(tmp_path, spec, monke
     monkeypatch.setattr(_pipeline, "sampled_cross_check", one_mismatch)
     run = distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", jobs=1)
     assert not run.certified
-    entry = next(e for e in run.certificate if e["property"] == "cells-exact")
-    assert entry["verdict"] == "violated"
+    entry = next(e for e in run.certificate if e.property == "cells-exact")
+    assert entry.verdict == "violated"
     assert not load_artifact(tmp_path / "c.cfsm", require_proved=False).is_certified
     with pytest.raises(ArtifactError, match=r"cells-exact"):
         load_artifact(tmp_path / "c.cfsm")
@@ -59,8 +59,8 @@ def test_an_engine_contradiction_withdraws_the_enumeration_proof(tmp_path, spec,
     monkeypatch.setattr(_pipeline, "disagreements",
                         lambda z3, explicit: real(z3, explicit) + ["output-legal: z3 says proved, enumeration says violated"])
     run = distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", jobs=1)
-    entry = next(e for e in run.certificate if e["property"] == "enumeration-output-legal")
-    assert entry["verdict"] == "unknown" and not run.certified
+    entry = next(e for e in run.certificate if e.property == "enumeration-output-legal")
+    assert entry.verdict == "unknown" and not run.certified
     assert "output-legal: z3 says proved" in (tmp_path / "r" / "report.md").read_text()
 
 

@@ -171,3 +171,39 @@ def test_the_artifacts_own_sla_paths_make_the_machine_fall_back_in_the_breach_cy
     assert not controller.step(row, metrics={"latency_ms": 1.0}).sla_ok
     unmonitored = runtime.load(artifact_path, sla=False)
     assert all(unmonitored.step(row, metrics={"latency_ms": 50.0}).sla_ok for _ in range(5))
+
+
+def test_the_controllers_decisions_are_machine_step_on_a_long_random_run(artifact_path):
+    """The runtime decides through the compiled binning and the step table; cycle by cycle that must be
+    `Machine.step` on `Machine.cell_of`, with SLA breaches, overrides, odd readings and a hot swap on the way."""
+    from certfsm.sla import SlaMonitor
+
+    controller = runtime.load(artifact_path)
+    machine = controller.machine
+    monitor = SlaMonitor.from_document(load_artifact(artifact_path).spec)
+    state = machine.initial_state()
+    rng = np.random.default_rng(11)
+    overridable = sorted(machine.tokens[k] for k in machine.params.overridable)
+    queued, left = None, 0
+    for cycle in range(6000):
+        row = rng.uniform(-5, 105, size=5).tolist()
+        row[3] = float(rng.choice([COOL, HOT, rng.uniform(20, 110)]))
+        if rng.random() < 0.03:
+            row[int(rng.integers(5))] = [math.nan, None, math.inf, 50][int(rng.integers(4))]
+        metrics = {"latency_ms": float(rng.choice([4.0, 30.0], p=[0.8, 0.2]))}
+        if rng.random() < 0.02:
+            queued, left = str(rng.choice(overridable)), int(rng.integers(1, 12))
+            controller.override(queued, cycles=left)
+        if cycle == 3000:
+            controller.swap(machine)
+            state = controller.state
+        override = None
+        if queued is not None:
+            override, left = machine.tokens.index(queued), left - 1
+            queued = None if left == 0 else queued
+        sla_ok = monitor.update(metrics, machine.tokens[state.current]).ok
+        reading = dict(zip(machine.names, row)) if cycle % 7 == 0 else row
+        state, token, reason = machine.step(state, machine.cell_of(row), sla_ok, override)
+        decision = controller.step(reading, metrics)
+        assert (decision.state, decision.index, decision.reason, decision.sla_ok) == (state, token, reason, sla_ok), cycle
+        assert decision.token == machine.tokens[token] and decision.code == machine.params.codes[token]

