@@ -27,11 +27,14 @@ from certfsm._canonical import canonical_bytes, sha256_hex  # noqa: E402
 from certfsm._errors import ArtifactError, SigningError  # noqa: E402
 from certfsm._inspect import inspect_artifact  # noqa: E402
 from certfsm._signing import generate_key_pair, load_private_key, load_public_key  # noqa: E402
+from cli_in_process import run_main  # noqa: E402
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``certfsm ARGS`` run by `main` in this process (`run_main`), shaped like a finished process; the tests that
+    must block cryptography start a real interpreter themselves."""
+    code, out, err = run_main(*args, cwd=cwd)
+    return subprocess.CompletedProcess(["certfsm", *map(str, args)], code, out, err)
 
 
 def one_line_error(done, pattern):

@@ -9,6 +9,8 @@ from collections import Counter
 
 import pytest
 
+from cli_in_process import run_main
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -66,12 +68,12 @@ def test_a_tampered_log_gets_a_report_that_names_the_bad_record_and_exit_1(logge
     (("--x", "compute_util", "--y", "compute_util"), r"^certfsm: error: --x and --y both name compute_util"),
 ])
 def test_bad_report_flags_are_one_line_and_exit_2(logged_run, tmp_path, args, message):
-    code, _, err = run_cli("audit", "report", logged_run, "--out", tmp_path / "r", *args)
+    code, _, err = run_main("audit", "report", logged_run, "--out", tmp_path / "r", *args)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and re.match(message, lines[0]), err
     assert not (tmp_path / "r").exists()
 
 
 def test_a_missing_log_is_one_line_and_exit_2(tmp_path):
-    code, _, err = run_cli("audit", "report", tmp_path / "none.log", "--out", tmp_path / "r")
+    code, _, err = run_main("audit", "report", tmp_path / "none.log", "--out", tmp_path / "r")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no such audit log" in err

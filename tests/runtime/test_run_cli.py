@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from cli_in_process import run_main
 from cli_process import running_cli, stop
 
 INPUTS = ("compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth")
@@ -98,7 +99,7 @@ def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(d
 def test_bad_run_flags_are_one_line_and_exit_2(distilled_example, args, message):
     import re
 
-    code, _, err = run_cli("run", distilled_example[2], *args)
+    code, _, err = run_main("run", distilled_example[2], *args)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and re.match(message, lines[0]), err
 
@@ -106,6 +107,6 @@ def test_bad_run_flags_are_one_line_and_exit_2(distilled_example, args, message)
 def test_an_existing_log_is_never_overwritten(distilled_example, trace, tmp_path):
     log = tmp_path / "kept.log"
     log.write_bytes(b"earlier records")
-    code, _, err = run_cli("run", distilled_example[2], "--probe", f"trace:{trace}", "--audit", log, "--steps", "3")
+    code, _, err = run_main("run", distilled_example[2], "--probe", f"trace:{trace}", "--audit", log, "--steps", "3")
     assert code == 2 and "Traceback" not in err and log.read_bytes() == b"earlier records"
     assert len(err.strip().splitlines()) == 1 and os.fspath(log.name) in err
