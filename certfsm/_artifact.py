@@ -87,6 +87,7 @@ from ._artifact_signature import SIGNATURE_KEY, ArtifactSignature, check_signatu
 from ._artifact_trust import certificate_problem, is_certified
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
+from ._jsonpath import json_path
 from ._readonly import ReadOnlyDict
 from ._signing import ALGORITHM, PrivateKey, load_private_key, trusted_key_set
 from ._staging import write_atomically
@@ -338,8 +339,35 @@ def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None,
     """The typed artifact of a parsed `payload` once the structural checks pass; the spec is frozen as hashed."""
     fields = _Structure(payload, label, fix).fields()
     certificate = tuple(VerdictRecord(**entry) for entry in fields.pop("certificate"))
-    return Artifact(path=path, sha256=sha256, spec=_freeze(fields.pop("spec")), certificate=certificate,
-                    signature=signature, **fields)
+    artifact = Artifact(path=path, sha256=sha256, spec=_freeze(fields.pop("spec")), certificate=certificate,
+                        signature=signature, **fields)
+    _check_round_trip(_plain(artifact.payload(), ("payload",)), payload, label, fix)
+    return artifact
+
+
+def _check_round_trip(written: Any, read: Any, label: str, fix: str, parts: tuple = ("payload",)) -> None:
+    """Refuse a payload the writer would write differently (an integer 0 where it writes the float 0.0, ...).
+
+    Otherwise two files with two hashes would decode to one artifact, and
+    the hash would no longer name what the runtime runs.
+    """
+    if type(written) is not type(read) or (not isinstance(read, (dict, list)) and written != read):
+        raise ArtifactError(f"{label}: {json_path(parts, 'the payload')}={_show(read)} is not what certfsm writes for "
+                            f"the value it decodes to ({_show(written)}; the artifact was modified after it was "
+                            f"written); {fix}")
+    if isinstance(read, dict):
+        if written.keys() != read.keys():
+            key = sorted(written.keys() ^ read.keys())[0]
+            raise ArtifactError(f"{label}: {json_path(parts + (key,), 'the payload')} is not what certfsm writes "
+                                f"(the artifact was modified after it was written); {fix}")
+        for key in sorted(read):
+            _check_round_trip(written[key], read[key], label, fix, parts + (key,))
+    elif isinstance(read, list):
+        if len(written) != len(read):
+            raise ArtifactError(f"{label}: {json_path(parts, 'the payload')} has {len(read)} items where certfsm "
+                                f"writes {len(written)} (the artifact was modified after it was written); {fix}")
+        for index, (mine, theirs) in enumerate(zip(written, read)):
+            _check_round_trip(mine, theirs, label, fix, parts + (index,))
 
 
 def _check_signature(document: dict, payload: dict, label: str, trusted) -> None:

@@ -477,6 +477,17 @@ def test_any_value_replaced_anywhere_loads_or_is_refused_with_an_artifact_error(
         artifact_validator().validate(json.loads(path.read_bytes()))
 
 
+def test_an_integer_written_where_certfsm_writes_a_float_is_refused(tmp_path):
+    """0 and 0.0 decode to the same edge: two files, two hashes, one artifact, unless the loader refuses the one
+    certfsm never writes (found by the property above)."""
+    document = copy.deepcopy(PAYLOAD)
+    document["grid"]["edges"][0][0] = 0
+    path = forge(tmp_path / "integer-edge.cfsm", document)
+    with pytest.raises(ArtifactError, match=r"payload\.grid\.edges\[0\]\[0\]=0 is not what certfsm writes for the value "
+                                            r"it decodes to \(0\.0;"):
+        load_artifact(path, require_proved=False)
+
+
 # ---------------------------------------------------------------- the published schema
 
 
