@@ -2,21 +2,14 @@
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from certfsm.examples import example_spec_path
 
 from cli_in_process import run_main
+from cli_run import run_cli
 
-
-def run_cli(*args, cwd=None):
-    """The real `certfsm` process (the one-line-error tests run `main` in this process: `run_main`)."""
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=600)
-    return done.returncode, done.stdout, done.stderr
 
 
 def assert_one_line_error(code, stderr, pattern):

@@ -3,8 +3,6 @@
 import hashlib
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,17 +15,9 @@ from certfsm.examples import example_spec_path
 from certfsm.fsm import Grid
 
 from cli_in_process import run_main
+from cli_run import one_line_error, run_cli
 
 
-def run_cli(*args, cwd=None):
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=900)
-    return done.returncode, done.stdout, done.stderr
-
-
-def one_line_error(code, stderr, pattern):
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return code == 2 and "Traceback" not in stderr and len(lines) == 1 and re.match(pattern, lines[0])
 
 
 @pytest.fixture(scope="module")

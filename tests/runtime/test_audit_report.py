@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 
 from cli_in_process import run_main
+from cli_run import run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-
-def run_cli(*args, timeout=300):
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
-    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")

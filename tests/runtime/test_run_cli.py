@@ -5,22 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 from cli_in_process import run_main
 from cli_process import running_cli, stop
+from cli_run import run_cli
 
 INPUTS = ("compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth")
 
-
-def run_cli(*args, timeout=300):
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
-    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
