@@ -527,6 +527,23 @@ def export_verilog(
     raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
+@app.command("check-verilog")
+def check_verilog(
+    artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
+    module: Path = typer.Argument(..., help="A Verilog file with the module exported from it (edited or not)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Folder for the SMT-LIB queries and summary.json."),
+    top: Optional[str] = typer.Option(None, "--top", help="The module to check when the file holds several."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per query."),
+) -> None:
+    """Prove a Verilog module equal to the artifact's machine (every state, every input); exit 0 only when proved."""
+    from certfsm.hdl_export import check_verilog as check
+
+    proof = check(artifact, module, report=report, timeout=_seconds("--timeout", timeout), top=top)
+    for line in proof.lines():
+        typer.echo(line)
+    raise typer.Exit(EXIT_OK if proof.is_proved else EXIT_FAILED)
+
+
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
