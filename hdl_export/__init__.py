@@ -27,6 +27,8 @@ check-verilog`.
 from __future__ import annotations
 
 from ._checks import ICE40_DEVICE, Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
+from ._c import print_c
+from ._c_export import CExport, export_c
 from ._equivalence import Equivalence, QueryResult, check_verilog, equivalence_check, prove_equivalence
 from ._export import DEFAULT_RANDOM_STEPS, Export, export_machine, export_verilog
 from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
@@ -40,4 +42,4 @@ __all__ = ["DEFAULT_RANDOM_STEPS", "ICE40_DEVICE", "LATENCY", "STATE_REGISTERS",
            "Hardware", "Layout", "Module", "Reference", "check_module_name", "default_module_name", "expected_layout",
            "export_machine", "export_verilog", "hardware_of", "lint", "place_and_route", "print_testbench",
            "print_verilog", "simulate", "stimulus", "stimulus_layout", "synth_generic", "synth_ice40", "tool_versions",
-           "write_vectors", "QueryResult", "VerilogError", "check_verilog", "equivalence_check", "prove_equivalence"]
+           "write_vectors", "CExport", "QueryResult", "export_c", "print_c", "VerilogError", "check_verilog", "equivalence_check", "prove_equivalence"]
