@@ -1,11 +1,16 @@
 """`certfsm export-c`: C99 printed from the same structure as the Verilog, compiled warning-free and run against
-the Python reference on the test bench's vectors; an altered C file is caught."""
+the Python reference on the test bench's vectors; an altered C file is caught.
+
+Regenerate the golden C of the tiny machine on purpose with CERTFSM_REGEN_GOLDEN=1 and review the diff.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +21,7 @@ from tiny_machine import tiny_machine
 from certfsm.hdl_export import hardware_of, print_c
 from certfsm.hdl_export._c_export import compile_and_compare
 
+GOLDEN = Path(__file__).parent / "golden"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
 
 
@@ -28,6 +34,16 @@ def write_c(machine, folder, name="certfsm_tiny", edit=()):
     (folder / f"{name}.h").write_text(header)
     (folder / f"{name}.c").write_text(source)
     return hw
+
+
+def test_the_tiny_machine_prints_as_the_reviewed_golden_c():
+    header, source = print_c(hardware_of(tiny_machine(), "certfsm_tiny", ("m/s", "%")).module)
+    for name, text in (("certfsm_tiny.h", header), ("certfsm_tiny.c", source)):
+        if os.environ.get("CERTFSM_REGEN_GOLDEN") == "1":
+            (GOLDEN / name).write_text(text)
+        assert (GOLDEN / name).exists(), f"{GOLDEN / name} is missing; run with CERTFSM_REGEN_GOLDEN=1 to create it"
+        assert text == (GOLDEN / name).read_text(), f"{name} changed; review it and regenerate with " \
+                                                     "CERTFSM_REGEN_GOLDEN=1"
 
 
 def test_the_c_is_dependency_free_integer_only_and_names_each_cell():
