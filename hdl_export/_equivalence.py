@@ -212,6 +212,10 @@ def equivalence_check(machine: Machine, folder: Path, module_file: str) -> Check
 
 def _check_contract(path: Path, transition: Transition, reference: Hardware) -> None:
     """Every port and contract register of the reference module exists with the same width and direction."""
+    if transition.clocks != ("clk posedge",):
+        clocks = ", ".join(transition.clocks) or "none"
+        raise VerilogError(f"{path}: module {transition.module} loads its registers on {clocks}; the port contract "
+                           "has every register load on the rising edge of clk (always @(posedge clk))")
     expected = {port.name: (port.direction, port.width) for port in reference.module.ports if port.name != "clk"}
     widths = {node.name: node.width for node in reference.module.body if getattr(node, "name", None)
               in (*STATE_REGISTERS, *PIPELINE_REGISTERS)}

@@ -197,7 +197,11 @@ def holds_a_reading(machine: Machine, cell: int) -> bool:
      r"export the module again with certfsm export-verilog, or restore the port$"),
     ("cell_q", "cell_r", r"module certfsm_tiny has no register cell_q that the port contract relates to the machine"),
     ("endmodule", "endmodul", r"yosys cannot read the module \(.+\); fix the Verilog"),
-], ids=["port width", "port name", "register name", "syntax"])
+    ("always @(posedge clk) begin\n        if (rst) begin\n            valid_q",
+     "always @(negedge clk) begin\n        if (rst) begin\n            valid_q",
+     r"module certfsm_tiny loads its registers on clk (negedge|posedge negedge|event); the port contract has "
+     r"every register load on the rising edge of clk"),
+], ids=["port width", "port name", "register name", "syntax", "clock edge"])
 def test_a_module_that_breaks_the_contract_is_bad_input_naming_the_file(tmp_path, original, altered, message):
     module = write_module(tiny_machine(), tmp_path)
     text = module.read_text()
