@@ -559,6 +559,50 @@ def export_verilog(
     raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
+@app.command("export-c")
+def export_c(
+    artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
+    out: Path = typer.Option(..., "--out", help="Folder for the C99 header and source and summary.json."),
+    check: bool = typer.Option(False, "--check", help="Also compile with gcc -std=c99 -Wall -Wextra -Werror and "
+                                                      "run it against the Python reference."),
+    module: Optional[str] = typer.Option(None, "--module", help="Name prefix of the C API (default "
+                                                                "certfsm_<spec name>)."),
+    random_steps: int = typer.Option(200_000, "--random-steps", help="Random cycles checked on top of the cells, "
+                                                                      "envelope edges and states."),
+) -> None:
+    """Write the certified machine as dependency-free C99; with --check, exit 0 only when it matches Python."""
+    from certfsm.hdl_export import check_module_name, export_c as export
+
+    if module is not None:
+        check_module_name(module)
+    if random_steps < 0:
+        raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
+    result = export(artifact, out, check=check, module=module, random_steps=random_steps)
+    typer.echo(f"{result.header}, {result.source}: {result.summary['cells']} cells, one decision per call")
+    for item in result.checks:
+        typer.echo(f"{item.name}: {'pass' if item.passed else 'FAIL'}: {item.detail}")
+    typer.echo(f"{out / 'summary.json'}: " + ("every check passed" if check and result.is_ok else
+                                              "a check failed" if check else "written (no checks run: add --check)"))
+    raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
+
+
+@app.command("check-verilog")
+def check_verilog(
+    artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
+    module: Path = typer.Argument(..., help="A Verilog file with the module exported from it (edited or not)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Folder for the SMT-LIB queries and summary.json."),
+    top: Optional[str] = typer.Option(None, "--top", help="The module to check when the file holds several."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per query."),
+) -> None:
+    """Prove a Verilog module equal to the artifact's machine (every state, every input); exit 0 only when proved."""
+    from certfsm.hdl_export import check_verilog as check
+
+    proof = check(artifact, module, report=report, timeout=_seconds("--timeout", timeout), top=top)
+    for line in proof.lines():
+        typer.echo(line)
+    raise typer.Exit(EXIT_OK if proof.is_proved else EXIT_FAILED)
+
+
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""

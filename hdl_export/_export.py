@@ -19,6 +19,7 @@ from certfsm import ReportError, SpecError, load_artifact
 from certfsm.machine import Machine
 
 from ._checks import Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
+from ._equivalence import equivalence_check
 from ._hardware import LATENCY, STATE_REGISTERS, default_module_name, hardware_of
 from ._vectors import expected_layout, stimulus, stimulus_layout, write_vectors
 from ._verilog import print_testbench, print_verilog
@@ -93,6 +94,7 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
             placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name),
                                           place_and_route(folder)))
             checks = simulated.result() + placed.result()
+        checks += (equivalence_check(machine, folder, module_file.name),)
     files = {path.name: _sha256(path) for path in (module_file, bench_file, folder / "stimulus.hex",
                                                    folder / "expected.hex")}
     summary = {

@@ -43,7 +43,7 @@ def test_the_example_passes_every_check_with_its_table_in_block_ram(distilled_ex
     summary = json.loads((tmp_path / "hdl" / "summary.json").read_text())
     assert summary["passed"] is True and summary["checked"] is True
     checks = summary["checks"]
-    assert set(checks) == {"lint", "simulation", "synth_generic", "synth_ice40", "place_and_route"}
+    assert set(checks) == {"lint", "simulation", "synth_generic", "synth_ice40", "place_and_route", "equivalence"}
     assert all(check["passed"] for check in checks.values())
     assert checks["simulation"]["mismatches"] == 0 and checks["simulation"]["steps"] == summary["testbench"]["steps"]
     assert checks["lint"]["warnings"] == 0

@@ -1,0 +1,197 @@
+"""The C printer: one walk over the same `Module` the Verilog printer walks gives a C99 header and source.
+
+All C of the export is written here. The program is the module with its
+clock taken out: one call of ``NAME_step`` is one decision, in the same
+order of nodes as the Verilog (comparator banks, ROMs, the rule chain, the
+code lookup). The pipeline registers become locals computed in the same
+call (a microcontroller has no reason to wait two cycles), the state
+registers live in ``NAME_state`` and load at the end of the call, and the
+output registers in ``NAME_output`` load under the same enable as in the
+Verilog (``in_valid`` 0 leaves the state and the outputs, and clears
+``out_valid``). ``NAME_reset`` is the synchronous reset. Integers only:
+the buses are the fixed-point integers of the port contract, every other
+value an ``uint32_t`` masked to its width where an operator could carry
+past it; no floating point, no heap, no library beyond <stdint.h>.
+"""
+
+from __future__ import annotations
+
+from ._hardware import STATE_REGISTERS
+from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
+
+_INDENT = "    "
+_C_DOCS = {"out_valid": "1 when this call decided (in_valid was 1), else 0",
+           "in_valid": "1: this is a reading, decide; 0: leave the state and the outputs"}
+
+
+def _mask(width: int) -> str:
+    return f"0x{(1 << width) - 1:X}u"
+
+
+def _bus_type(width: int) -> str:
+    return "int32_t" if width <= 31 else "int64_t"
+
+
+def _interval(edges, k: int) -> str:
+    """Bin k of an input as the cell comments write it: half-open, the last bin closed."""
+    return f"[{edges[k]:g}, {edges[k + 1]:g}{']' if k + 2 == len(edges) else ')'}"
+
+
+def _doc(module: Module) -> list[str]:
+    """The module's doc lines, the pipeline's latency replaced by what a call of the C does."""
+    return [f"/* {line} */" if not line.startswith("latency:") else
+            "/* one decision per call: the Verilog's pipeline registers are computed in the same call */"
+            for line in module.doc]
+
+
+def _word_type(width: int) -> str:
+    return "uint8_t" if width <= 8 else "uint16_t" if width <= 16 else "uint32_t"
+
+
+class _Printer:
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.roms = {node.name for node in module.body if isinstance(node, Rom)}
+        self.outputs = {p.name for p in module.ports if p.direction == "output"}
+        self.inputs = [p for p in module.ports if p.direction == "input" and p.name not in ("clk", "rst")]
+        self.buses = {bank.bus.name for bank in module.body if isinstance(bank, ComparatorBank)}
+
+    def expression(self, expr) -> str:
+        if isinstance(expr, Const):
+            return f"{expr.value}u"
+        if isinstance(expr, Ref):
+            return expr.name
+        if not isinstance(expr, Op):
+            raise TypeError(f"not an expression: {expr!r}")
+        args = [self.expression(a) for a in expr.args]
+        if expr.op == "!":
+            return f"(!{args[0]})"
+        if expr.op == "?:":
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if expr.op == "[]":
+            if isinstance(expr.args[0], Ref) and expr.args[0].name in self.roms:
+                return f"{args[0]}[{args[1]}]"
+            return f"(({args[0]} >> {args[1]}) & 1u)"
+        if expr.op == "zext":
+            return args[0]
+        if expr.op == "trunc":
+            return f"({args[0]} & {_mask(expr.width)})"
+        if expr.op in ("+", "-", "*"):
+            return f"(({args[0]} {expr.op} {args[1]}) & {_mask(expr.width)})"
+        return f"({args[0]} {expr.op} {args[1]})"
+
+    # ------------------------------------------------------------ header
+
+    def header(self) -> str:
+        name, guard = self.module.name, f"{self.module.name.upper()}_H"
+        state = [f"{_INDENT}uint32_t {r};" for r in STATE_REGISTERS]
+        inputs = [f"{_INDENT}{_bus_type(p.width) if p.name in self.buses else 'uint32_t'} {p.name};  "
+                  f"/* {_C_DOCS.get(p.name, p.doc)} */" for p in self.inputs]
+        outputs = [f"{_INDENT}uint32_t {p.name};  /* {_C_DOCS.get(p.name, p.doc)} */" for p in self.module.ports
+                   if p.direction == "output"]
+        lines = [*_doc(self.module),
+                 "/* Written by certfsm export-c from the artifact named above: the exported Verilog module's "
+                 "structure as C99, one decision per call. */",
+                 f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
+                 "/* The machine's state registers (certfsm.machine.State; candidate is 0 when candidate_valid "
+                 "is 0). */",
+                 "typedef struct {", *state, f"}} {name}_state;", "",
+                 "/* One reading: each bus is the integer v meaning v * 2^-frac_bits. */",
+                 "typedef struct {", *inputs, f"}} {name}_input;", "",
+                 "/* The decision; left unchanged by a call with in_valid 0 (out_valid then 0). */",
+                 "typedef struct {", *outputs, f"}} {name}_output;", "",
+                 "/* The initial state and the reset outputs. */",
+                 f"void {name}_reset({name}_state *state, {name}_output *out);",
+                 "/* One decision: the next state and the outputs for one reading. */",
+                 f"void {name}_step({name}_state *state, const {name}_input *in, {name}_output *out);", "",
+                 f"#endif /* {guard} */", ""]
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------ source
+
+    def source(self) -> str:
+        name = self.module.name
+        lines = [*_doc(self.module), f'#include "{name}.h"', ""]
+        for constant in self.module.constants:
+            doc = f"  /* {constant.doc} */" if constant.doc else ""
+            lines.append(f"#define {constant.name} {constant.value}u{doc}")
+        for node in self.module.body:
+            if isinstance(node, Rom):
+                lines += ["", f"/* {node.doc} */",
+                          f"static const {_word_type(node.width)} {node.name}[{len(node.entries)}] = {{"]
+                lines += [f"{_INDENT}{entry.value}u,  /* {entry.comment} */" for entry in node.entries]
+                lines.append("};")
+        resets = [n for n in self.module.body if isinstance(n, Register) and n.name in (*STATE_REGISTERS,
+                                                                                        *self.outputs)]
+        lines += ["", f"void {name}_reset({name}_state *state, {name}_output *out)", "{"]
+        lines += [f"{_INDENT}{self._target(r)} = {r.reset}u;" for r in resets]
+        lines += ["}", "", f"void {name}_step({name}_state *state, const {name}_input *in, {name}_output *out)", "{"]
+        body = [f"const {_bus_type(p.width) if p.name in self.buses else 'uint32_t'} {p.name} = in->{p.name};"
+                for p in self.inputs]
+        body += [f"const uint32_t {r} = state->{r};" for r in STATE_REGISTERS]
+        loads = []
+        for node in self.module.body:
+            if isinstance(node, ComparatorBank):
+                body += self._bank(node)
+            elif isinstance(node, Wire):
+                body += [f"/* {node.doc} */", f"const uint32_t {node.name} = {self.expression(node.expr)};"]
+            elif isinstance(node, Lookup):
+                body += self._lookup(node)
+            elif isinstance(node, Decision):
+                body += self._decision(node)
+            elif isinstance(node, Register):
+                if node.name in STATE_REGISTERS or node.name in self.outputs:
+                    loads.append(node)
+                else:
+                    body += [f"/* {node.name}: {node.doc or 'sampled with the reading'} */",
+                             f"const uint32_t {node.name} = {self.expression(node.next)};"]
+        body.append("/* the registers load: the state and the outputs */")
+        for register in loads:
+            load = f"{self._target(register)} = {self.expression(register.next)};"
+            body += [load] if register.enable is None else [f"if ({self.expression(register.enable)}) {{",
+                                                            _INDENT + load, "}"]
+        lines += [_INDENT + line if line else "" for line in body]
+        lines += ["}", ""]
+        return "\n".join(lines)
+
+    def _target(self, register: Register) -> str:
+        return f"state->{register.name}" if register.name in STATE_REGISTERS else f"out->{register.name}"
+
+    def _bank(self, bank: ComparatorBank) -> list[str]:
+        bus = bank.bus.name
+        literal = (lambda v: f"INT64_C({v})") if _bus_type(bank.bus.width) == "int64_t" else str
+        lines = [f"/* {bank.input_name}: v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "
+                 f"2^{bank.frac_bits}); envelope {bank.low} .. {bank.high} */",
+                 f"const uint32_t {bank.in_envelope.name} = ({bus} >= {literal(bank.low)}) && "
+                 f"({bus} <= {literal(bank.high)});",
+                 f"uint32_t {bank.bin.name};"]
+        for k in range(len(bank.thresholds), 0, -1):
+            keyword = "if" if k == len(bank.thresholds) else "else if"
+            lines.append(f"{keyword} ({bus} >= {literal(bank.thresholds[k - 1])}) {bank.bin.name} = {k}u;"
+                         f"  /* {_interval(bank.edges, k)} */")
+        lines.append(f"{'else ' if bank.thresholds else ''}{bank.bin.name} = 0u;  /* {_interval(bank.edges, 0)} */")
+        return lines
+
+    def _lookup(self, lookup: Lookup) -> list[str]:
+        lines = [f"/* {lookup.doc} */", f"uint32_t {lookup.name};", f"switch ({lookup.selector.name}) {{"]
+        for key, value, comment in lookup.cases:
+            lines.append(f"case {key}u: {lookup.name} = {value}u; break;  /* {comment} */")
+        lines += [f"default: {lookup.name} = {lookup.default}u; break;", "}"]
+        return lines
+
+    def _decision(self, decision: Decision) -> list[str]:
+        lines = [f"/* {decision.doc} */", *(f"uint32_t {name};" for name, _ in decision.targets)]
+        for index, rule in enumerate(decision.rules):
+            keyword = "if" if index == 0 else "} else if"
+            lines.append(f"{keyword} ({self.expression(rule.guard)}) {{  /* {rule.title} */")
+            lines += [f"{_INDENT}{name} = {self.expression(value)};" for name, value in rule.values]
+        lines.append(f"}} else {{  /* {decision.otherwise.title} */")
+        lines += [f"{_INDENT}{name} = {self.expression(value)};" for name, value in decision.otherwise.values]
+        lines.append("}")
+        return lines
+
+
+def print_c(module: Module) -> tuple[str, str]:
+    """(header, source) of the module as dependency-free C99, each ending in a newline."""
+    printer = _Printer(module)
+    return printer.header(), printer.source()

@@ -1,0 +1,237 @@
+"""Formal equivalence: a Verilog module equals the certified machine, for every register state and every input.
+
+The module is read as yosys elaborates it (`_transition.py`: the text,
+not certfsm's structure, is what is judged), and each claim is one
+SMT-LIB query over one rising edge from a state ``s`` to the state ``t``
+after it, solved by Z3 from its own text (``unsat`` means the claim
+holds). The port contract (`_hardware.py`) fixes which registers the
+claims relate; with its two-edge pipeline a decision is split at the
+pipeline registers:
+
+- ``reset``: an edge with ``rst`` gives the machine's initial state
+  (`certfsm.machine.initial_state`) and the contract's reset outputs, and
+  empties the pipeline;
+- ``hold``: an edge with ``valid_q`` 0 keeps the state and the outputs and
+  clears ``out_valid``;
+- ``sample`` (binning, ROM and masks): for every input bus value, the
+  pipeline registers loaded at the edge hold the envelope test, the cell
+  and that cell's table and mask words as the artifact states them: the
+  integer thresholds ceil(edge * 2^frac_bits) and envelope of its edges
+  (`Machine.fixed_point`), its table and its allowed masks, one box per
+  cell; and ``in_valid``, ``sla_ok`` and the override pass through;
+- ``step`` (the state machine): for every state in the machine's domain
+  (`StepEncoding`'s ``domain``: every reachable state lies in it) and
+  every content of the pipeline registers (the envelope bit, SLA bit and
+  override free; inside the envelope the proposal and mask one of the
+  table's (proposal, mask) classes, which is what ``sample`` loads), the
+  next state, token code, reason code, cell index and ``out_valid`` are
+  those of `certfsm.fsm.StepEncoding`, the Z3 encoding the machine proofs
+  use, so the module inherits every machine property proved there.
+
+Together: reset starts in the initial state, ``step`` keeps the state in
+the domain, and each decision equals `certfsm.machine.step` on the
+reading sampled one edge before. A ``sat`` answer is a concrete
+counterexample: the differing reading or state, with what the artifact's
+machine gives (recomputed in Python) and what the module gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from certfsm import EngineError, ReportError, SpecError, load_artifact
+from certfsm.machine import Machine
+from certfsm.verify import smtlib_text, write_proof_query
+
+from ._checks import Check
+from ._claims import DESCRIPTIONS, LOGIC, PIPELINE_REGISTERS, QUERIES, Claims
+from ._hardware import STATE_REGISTERS, Hardware, hardware_of
+from ._solve import solve
+from ._transition import Transition, VerilogError, transition_of
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """One claim: its verdict as Z3 returned it, and for a violated claim the differing input and state."""
+
+    name: str
+    verdict: str
+    seconds: float
+    reason: str = ""
+    counterexample: str = ""
+    smt2_path: str | None = None
+    smt2_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """The verdict of `prove_equivalence`: every query, and the hashes that tie Verilog to artifact."""
+
+    module: str
+    verilog_path: str
+    verilog_sha256: str
+    artifact_sha256: str
+    yosys_version: str
+    yosys_seconds: float
+    queries: tuple[QueryResult, ...] = field(default=())
+
+    @property
+    def is_proved(self) -> bool:
+        return bool(self.queries) and all(q.verdict == "proved" for q in self.queries)
+
+    @property
+    def verdict(self) -> str:
+        if self.is_proved:
+            return "proved"
+        return "violated" if any(q.verdict == "violated" for q in self.queries) else "unknown"
+
+    @property
+    def first_difference(self) -> QueryResult | None:
+        return next((q for q in self.queries if q.verdict == "violated"), None)
+
+    @property
+    def seconds(self) -> float:
+        return self.yosys_seconds + sum(q.seconds for q in self.queries)
+
+    def summary(self) -> dict:
+        """The `summary.json` record: verdict, hashes, and per query its verdict, time, file and SHA-256."""
+        return {"verdict": self.verdict, "module": self.module, "verilog_sha256": self.verilog_sha256,
+                "artifact_sha256": self.artifact_sha256, "yosys": self.yosys_version,
+                "yosys_seconds": round(self.yosys_seconds, 3), "seconds": round(self.seconds, 3),
+                "queries": [{"name": q.name, "verdict": q.verdict, "seconds": round(q.seconds, 3),
+                             "description": DESCRIPTIONS[q.name], "smt2": Path(q.smt2_path).name if q.smt2_path
+                             else None, "smt2_sha256": q.smt2_sha256, "reason": q.reason,
+                             "counterexample": q.counterexample} for q in self.queries]}
+
+    def lines(self) -> list[str]:
+        """What the CLI prints: one line per query, then the first difference in full."""
+        lines = [f"{self.verilog_path}: module {self.module} (sha256 {self.verilog_sha256}) against artifact "
+                 f"sha256 {self.artifact_sha256}"]
+        for q in self.queries:
+            why = f" ({q.reason})" if q.reason and q.verdict != "violated" else ""
+            lines.append(f"  {q.name:<7} {q.verdict:<9} {q.seconds:7.2f} s  {DESCRIPTIONS[q.name]}{why}")
+        difference = self.first_difference
+        if difference is not None:
+            lines.append(f"first difference ({difference.name}): {difference.counterexample}")
+        lines.append(f"equivalence: {self.verdict} in {self.seconds:.1f} s (yosys {self.yosys_seconds:.1f} s)")
+        return lines
+
+
+def prove_equivalence(machine: Machine, verilog, *, folder=None, timeout: float = 600.0, stable: bool = False,
+                      top: str | None = None) -> Equivalence:
+    """Prove the Verilog module in file `verilog` equal to `machine` (decoded from its artifact).
+
+    With `folder` (an existing folder), each query is written there as
+    ``equivalence-<name>.smt2``. A module whose ports or contract
+    registers are missing or of the wrong width is a `VerilogError`
+    (bad input), not a verdict. `timeout` bounds each query.
+    """
+    path = Path(verilog)
+    reference = hardware_of(machine, top or "certfsm_reference")
+    transition = transition_of(path, top)
+    _check_contract(path, transition, reference)
+    claims = Claims(machine, reference, transition, path.name)
+    verilog_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    results = []
+    for name in QUERIES:
+        body = claims.body(name)
+        started = time.perf_counter()
+        answer, model, reason = solve(smtlib_text(body, LOGIC[name]), timeout)
+        seconds = time.perf_counter() - started
+        counterexample = ""
+        if answer == "unsat":
+            verdict = "proved"
+        elif answer == "sat":
+            verdict, counterexample = "violated", claims.explain(name, model)
+        else:
+            verdict = "unknown"
+        smt2_path = sha = None
+        if folder is not None:
+            smt2_path = str(Path(folder) / f"equivalence-{name}.smt2")
+            sha = write_proof_query(smt2_path, body, LOGIC[name], prop_name=f"equivalence-{name}",
+                                    description=DESCRIPTIONS[name], verdict=verdict, seconds=seconds, stable=stable,
+                                    extra={"module": transition.module, "verilog-sha256": verilog_sha,
+                                           "artifact-sha256": machine.artifact_sha256 or "(none)",
+                                           "transition-relation": f"{transition.yosys_version} write_smt2 -stbv -wires",
+                                           "machine": machine.params.describe()})
+        results.append(QueryResult(name, verdict, seconds, reason, counterexample, smt2_path, sha))
+    return Equivalence(transition.module, str(path), verilog_sha, machine.artifact_sha256, transition.yosys_version,
+                       transition.seconds, tuple(results))
+
+
+def check_verilog(artifact_path, verilog, *, report=None, timeout: float = 600.0, top: str | None = None
+                  ) -> Equivalence:
+    """`certfsm check-verilog`: prove a Verilog file equal to a certified artifact (refused as the loader refuses it).
+
+    With `report`, the queries and a ``summary.json`` (verdict, hashes,
+    per query its file and SHA-256, so `certfsm recheck` re-runs them) are
+    written into that folder.
+    """
+    artifact_path = Path(artifact_path)
+    machine = Machine.from_artifact(load_artifact(artifact_path))
+    try:
+        machine.fixed_point
+    except SpecError as error:
+        raise SpecError(f"{artifact_path}: {error}, then distil it again") from None
+    folder = None
+    if report is not None:
+        folder = Path(report)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); choose another "
+                              "--report") from None
+    proof = prove_equivalence(machine, verilog, folder=folder, timeout=timeout, top=top)
+    if folder is not None:
+        summary = {"certfsm_equivalence": 1, "artifact": {"file": artifact_path.name,
+                                                          "payload_sha256": machine.artifact_sha256},
+                   **proof.summary()}
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return proof
+
+
+def equivalence_check(machine: Machine, folder: Path, module_file: str) -> Check:
+    """The export's ``equivalence`` check: `prove_equivalence` with its queries left in the export folder."""
+    started = time.perf_counter()
+    try:
+        proof = prove_equivalence(machine, Path(folder) / module_file, folder=folder)
+    except (VerilogError, EngineError) as error:
+        return Check("equivalence", False, str(error), seconds=time.perf_counter() - started)
+    difference = proof.first_difference
+    detail = (f"{proof.verdict}: {len(proof.queries)} queries (reset, hold, sample, step) by z3 in "
+              f"{proof.seconds:.1f} s" + (f"; first difference ({difference.name}): {difference.counterexample}"
+                                          if difference else ""))
+    return Check("equivalence", proof.is_proved, detail, proof.summary(), seconds=time.perf_counter() - started)
+
+# ------------------------------------------------------------------ the port contract
+
+
+def _check_contract(path: Path, transition: Transition, reference: Hardware) -> None:
+    """Every port and contract register of the reference module exists with the same width and direction."""
+    if transition.clocks != ("clk posedge",):
+        clocks = ", ".join(transition.clocks) or "none"
+        raise VerilogError(f"{path}: module {transition.module} loads its registers on {clocks}; the port contract "
+                           "has every register load on the rising edge of clk (always @(posedge clk))")
+    expected = {port.name: (port.direction, port.width) for port in reference.module.ports if port.name != "clk"}
+    widths = {node.name: node.width for node in reference.module.body if getattr(node, "name", None)
+              in (*STATE_REGISTERS, *PIPELINE_REGISTERS)}
+    for name, (direction, width) in expected.items():
+        kind = "input" if direction == "input" else "output"
+        if name not in transition.signals or (direction == "input") != (name in transition.inputs):
+            raise VerilogError(f"{path}: module {transition.module} has no {kind} port {name} ({width} bits) that "
+                               "the artifact's port contract needs; export the module again with certfsm "
+                               "export-verilog, or restore the port")
+        if transition.signals[name] != width:
+            raise VerilogError(f"{path}: port {name} is {transition.signals[name]} bits but the artifact needs "
+                               f"{width}; restore the width certfsm export-verilog wrote")
+    for name, width in widths.items():
+        if name not in transition.registers:
+            raise VerilogError(f"{path}: module {transition.module} has no register {name} that the port contract "
+                               "relates to the machine (certfsm.hdl_export); keep the contract's register names")
+        if transition.signals[name] != width:
+            raise VerilogError(f"{path}: register {name} is {transition.signals[name]} bits but the contract needs "
+                               f"{width}; restore the width certfsm export-verilog wrote")

