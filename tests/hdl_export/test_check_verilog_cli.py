@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from test_hdl_export_cli import one_line_error, run_cli
+from cli_run import one_line_error, run_cli
 
 from certfsm import load_artifact
 from certfsm.examples import example_spec_path

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_hdl_export_cli import one_line_error, run_cli
+from cli_run import one_line_error, run_cli
 from test_hdl_simulation import small_machines
 from tiny_machine import tiny_machine
 

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from certfsm import load_artifact
 from certfsm.examples import example_spec_path
 from certfsm.hdl_export import export_verilog, simulate
+from cli_run import one_line_error, run_cli
 
 
-def run_cli(*args, cwd=None):
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=1800)
-    return done.returncode, done.stdout, done.stderr
-
-
-def one_line_error(code, stderr, pattern):
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return code == 2 and "Traceback" not in stderr and len(lines) == 1 and re.match(pattern, lines[0])
 
 
 needs_tools = pytest.mark.skipif(not (shutil.which("iverilog") and shutil.which("verilator")),
