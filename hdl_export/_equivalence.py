@@ -45,12 +45,11 @@ from pathlib import Path
 
 from certfsm import EngineError, ReportError, SpecError, load_artifact
 from certfsm.machine import Machine
-from certfsm.verify import smtlib_text, write_proof_query
+from certfsm.verify import smtlib_text, solve_text, write_proof_query
 
 from ._checks import Check
 from ._claims import DESCRIPTIONS, LOGIC, PIPELINE_REGISTERS, QUERIES, Claims
 from ._hardware import STATE_REGISTERS, Hardware, hardware_of
-from ._solve import solve
 from ._transition import Transition, VerilogError, transition_of
 
 
@@ -140,7 +139,7 @@ def prove_equivalence(machine: Machine, verilog, *, folder=None, timeout: float 
     for name in QUERIES:
         body = claims.body(name)
         started = time.perf_counter()
-        answer, model, reason = solve(smtlib_text(body, LOGIC[name]), timeout)
+        answer, model, reason = solve_text(smtlib_text(body, LOGIC[name]), timeout)
         seconds = time.perf_counter() - started
         counterexample = ""
         if answer == "unsat":

@@ -184,6 +184,22 @@ class ModelValues:
 
     def __init__(self, z3, model, context) -> None:
         self._z3, self._model, self._context = z3, model, context
+        self._numbers: dict[str, int] | None = None
+
+    def __call__(self, name: str) -> int:
+        """The constant `name` of any sort as an int: bit vectors and integers as their number, Booleans as 0/1;
+        0 when the model does not mention it. For queries whose sorts the caller does not restate (the hardware
+        equivalence reads bus and register bit vectors this way)."""
+        if self._numbers is None:
+            z3, numbers = self._z3, {}
+            for declaration in self._model.decls():
+                value = self._model[declaration] if declaration.arity() == 0 else None
+                if value is not None and (z3.is_bv_value(value) or z3.is_int_value(value)):
+                    numbers[declaration.name()] = value.as_long()
+                elif value is not None and (z3.is_true(value) or z3.is_false(value)):
+                    numbers[declaration.name()] = int(z3.is_true(value))
+            self._numbers = numbers
+        return self._numbers.get(name, 0)
 
     def int(self, name: str) -> int:
         return self._model.eval(self._z3.Int(name, self._context), model_completion=True).as_long()
