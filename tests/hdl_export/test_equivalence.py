@@ -16,6 +16,7 @@ import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis_budget import examples
 from test_hdl_simulation import small_machines
 from tiny_machine import tiny_machine
 
@@ -168,7 +169,7 @@ def test_a_512_cell_acas_shaped_table_with_signed_buses_is_proved(tmp_path):
     assert proof.is_proved, proof.lines()
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines())
 def test_random_small_machines_are_proved_and_a_changed_rom_word_is_found(machine, tmp_path_factory):
     folder = tmp_path_factory.mktemp("random-equivalence")
