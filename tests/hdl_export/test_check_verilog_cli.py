@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 
 from certfsm import load_artifact
@@ -20,7 +21,7 @@ def exported_example(distilled_example, tmp_path_factory):
     """The example's artifact and its exported module (no checks run)."""
     artifact = distilled_example[2]
     folder = tmp_path_factory.mktemp("example-hdl")
-    code, out, err = run_cli("export-verilog", artifact, "--out", folder, "--random-steps", "0")
+    code, out, err = run_main("export-verilog", artifact, "--out", folder, "--random-steps", "0")
     assert code == 0, out + err
     summary = json.loads((folder / "summary.json").read_text())
     return artifact, folder / summary["module"]["file"]
@@ -69,7 +70,7 @@ def test_an_edited_rom_word_is_refuted_with_the_cell_and_reading(exported_exampl
 def test_bad_input_is_one_line_and_exit_2(exported_example, tmp_path, args, pattern):
     artifact, module = exported_example
     args = [{"ARTIFACT": artifact, "MODULE": module}.get(a, a) for a in args]
-    code, out, err = run_cli("check-verilog", *args, cwd=tmp_path)
+    code, out, err = run_main("check-verilog", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err
 
 

@@ -17,7 +17,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def logged_run(distilled_example, tmp_path_factory):
     log = tmp_path_factory.mktemp("report") / "run.log"
-    code, _, err = run_cli("run", distilled_example[2], "--probe", "example-trace", "--audit", log)
+    code, _, err = run_main("run", distilled_example[2], "--probe", "example-trace", "--audit", log)
     assert code == 0, err
     return log
 
