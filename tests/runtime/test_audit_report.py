@@ -27,7 +27,7 @@ def test_the_report_holds_pngs_and_a_markdown_that_counts_the_logged_tokens(dist
     from certfsm.runtime._audit_format import StepRecord
 
     out = tmp_path / "report"
-    code, stdout, err = run_cli("audit", "report", logged_run, "--out", out, "--artifact", distilled_example[2])
+    code, stdout, err = run_main("audit", "report", logged_run, "--out", out, "--artifact", distilled_example[2])
     assert code == 0, err
     for name in ("timeline.png", "probes.png", "reasons.png", "decision_map.png"):
         data = (out / name).read_bytes()
