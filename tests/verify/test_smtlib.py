@@ -350,7 +350,7 @@ def _recheck_or_skip(folder: Path, solver: str) -> list:
         pytest.skip(str(error))
 
 
-@pytest.mark.parametrize("solver", ["z3", "cvc5"])
+@pytest.mark.parametrize("solver", ["z3", pytest.param("cvc5", marks=pytest.mark.slow)])  # cvc5 answers: below
 def test_recheck_flags_a_flipped_status(tmp_path, solver):
     folder = report_folder(tmp_path / "r")
     path = folder / "01_abs_large.smt2"
