@@ -1,4 +1,4 @@
-"""How many examples a hypothesis test draws: all of them in the full run, a quarter in the fast run.
+"""How many examples a hypothesis test draws: all of them in the full run, a tenth in the fast run.
 
 Why: `python3 -m pytest -q -m "not slow"` is the developer's quick loop and
 must stay well under a minute; the full run (`python3 -m pytest -q`, CI)
@@ -10,7 +10,7 @@ slow tests. The fast run still draws at least `FLOOR` examples.
 
 from __future__ import annotations
 
-FAST_SHARE = 4
+FAST_SHARE = 10
 """The fast run draws one in this many of a test's examples."""
 FLOOR = 3
 fast = False
@@ -18,5 +18,5 @@ fast = False
 
 
 def examples(full: int) -> int:
-    """`full` in the full run; in the fast run a quarter of it, at least FLOOR and at most `full`."""
+    """`full` in the full run; in the fast run a tenth of it, at least FLOOR and at most `full`."""
     return min(full, max(FLOOR, full // FAST_SHARE)) if fast else full
