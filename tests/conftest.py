@@ -5,9 +5,24 @@ import json
 import os
 from pathlib import Path
 
+import hypothesis
 import pytest
 
+import hypothesis_budget
 from certfsm.examples import example_spec_path
+
+
+def pytest_configure(config):
+    """In the fast run (``-m "not slow"``) hypothesis tests draw fewer examples; the full run keeps them all.
+
+    Tests that set no count of their own follow the "fast" profile; those that
+    do pass it through `hypothesis_budget.examples`.
+    """
+    if (config.option.markexpr or "").strip() == "not slow":
+        hypothesis_budget.fast = True
+        hypothesis.settings.register_profile(
+            "fast", max_examples=hypothesis_budget.examples(hypothesis.settings.default.max_examples))
+        hypothesis.settings.load_profile("fast")
 
 
 @pytest.fixture

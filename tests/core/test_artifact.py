@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._artifact import Artifact, build_artifact, load_artifact, write_artifact
 from certfsm._artifact_checks import ARTIFACT_FORMAT_VERSION
@@ -428,7 +429,7 @@ def test_every_case_flip_at_every_byte_is_refused(artifact_path):
             load_artifact(damaged)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_single_byte_change_is_refused(artifact_path, data):
     """Canonical form leaves no insignificant byte: any change fails JSON, the hash, canonical form or structure."""
@@ -454,7 +455,7 @@ def _nodes(value, parts=()):
         yield from _nodes(child, parts + (key,))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_any_value_replaced_anywhere_loads_or_is_refused_with_an_artifact_error(tmp_path_factory, data):
     """The structural checks never crash: with the hash recomputed, every edit loads cleanly or is an ArtifactError."""

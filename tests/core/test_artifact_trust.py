@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._artifact import load_artifact
 from certfsm._artifact_checks import ARTIFACT_FORMAT_VERSION
@@ -407,7 +408,7 @@ def grids_and_rules(draw):
             "conservative_token": "A", "legality_rules": rules}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(document=grids_and_rules())
 def test_the_core_masks_equal_the_vectorised_masks_on_random_grids_and_rules(document):
     spec = spec_from_dict(document, "/certfsm-test/spec.json", require_model=False)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._artifact import load_artifact
 from certfsm.examples import example_spec_path
@@ -62,7 +63,7 @@ def test_scalar_binning_agrees_with_the_vectorised_grid_everywhere_edges_include
         assert [machine.cell_of(row) for row in batch] == grid.cell_of(batch).tolist()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_the_fixed_point_path_decides_exactly_as_the_real_path_on_every_representable_value(data, machine):
     """v and the real v * 2^-frac_bits fall in the same cell (DESIGN, "Fixed point for hardware")."""

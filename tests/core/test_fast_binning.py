@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._artifact import load_artifact
 from certfsm.fast_binning import compile_cell_of, compile_cell_of_fixed
@@ -26,7 +27,7 @@ def _values_near_edges(edges):
                      st.floats(edges[0] - 10, edges[-1] + 10))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(data=st.data())
 def test_compiled_binning_is_cell_of_on_every_float_reading(data, machine):
     cell_of = compile_cell_of(machine)
@@ -57,7 +58,7 @@ def test_readings_off_the_fast_path_are_left_to_cell_of(machine, reading):
     assert compile_cell_of(machine)(reading) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_compiled_fixed_point_binning_is_cell_of_fixed(data, machine):
     cell_of_fixed = compile_cell_of_fixed(machine)

@@ -16,6 +16,7 @@ import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from onnx import TensorProto, helper, numpy_helper
 
 from certfsm._errors import ModelError
@@ -483,7 +484,7 @@ def _random_network(rng: np.random.Generator, sizes: list[int]) -> Network:
     return Network(tuple(layers), input_name="features")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(1, 6), min_size=2, max_size=5))
 def test_to_onnx_round_trip_evaluates_identically(tmp_path_factory, seed, sizes):
     rng = np.random.default_rng(seed)

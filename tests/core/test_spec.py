@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._decision import DECISION_RULES, margin_from_probability
 from certfsm._errors import SpecError
@@ -134,7 +135,7 @@ def test_bins_materialise_equal_width_edges_with_exact_endpoints(workdir):
     assert y.edges == (-1.0, 1.0)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(low=st.floats(-1e6, 1e6), width=st.floats(5e-324, 1e6), bins=st.integers(1, 64))
 def test_materialised_edges_are_strictly_increasing_or_refused(low, width, bins):
     high = low + width

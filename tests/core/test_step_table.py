@@ -14,6 +14,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._artifact import load_artifact
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, MachineParams, State
@@ -75,7 +76,7 @@ def test_the_table_equals_step_on_every_reachable_state_every_cell_and_override_
 inputs = st.tuples(st.integers(-1, 5), st.booleans(), st.one_of(st.none(), st.integers(-2, 5)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(inputs, max_size=60), st.integers(0, 3), st.integers(0, 3))
 def test_random_runs_decide_alike_through_the_table_and_step(steps, current, cooldown):
     machine = synthetic()

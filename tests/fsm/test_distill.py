@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._decision import gated_decide
 from certfsm._errors import ReportError, SpecError
@@ -190,7 +191,7 @@ def tiny_problems(draw):
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_problems(), st.integers(0, 2**16))
 def test_every_exact_cell_agrees_with_dense_sampling(problem, seed):
     spec, network = problem

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
 from certfsm._spec import load_spec, spec_from_dict
@@ -166,7 +167,7 @@ edge_lists = st.lists(st.floats(-1000, 1000, allow_nan=False, allow_subnormal=Fa
                       unique=True).map(sorted)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(edge_lists, st.integers(0, 24)), min_size=1, max_size=3), st.data())
 def test_integer_binning_equals_real_binning_of_the_scaled_value(inputs, data):
     grid = Grid(tuple(np.array(e) for e, _ in inputs), tuple(f"x{i}" for i in range(len(inputs))),

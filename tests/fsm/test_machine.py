@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
 from certfsm._spec import load_spec
@@ -302,7 +303,7 @@ def test_the_reference_model_follows_the_scenarios_above():
     assert reference_run(P, switched_to(FAST) + [cell(INT4)] * 4)[-1] == (INT4, Reason.SWITCH)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(machines(), st.data())
 def test_random_sequences_agree_with_a_reference_model_and_keep_every_property(machine, data):
     params, cells = machine

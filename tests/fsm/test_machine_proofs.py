@@ -17,6 +17,7 @@ import pytest
 import z3
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._spec import load_spec, spec_from_dict
 from certfsm.fsm import (INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES, Grid, MachineInput, MachineParams,
@@ -162,7 +163,7 @@ _EVALUATORS: dict = {}
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(any_state_and_input())
 def test_the_encoding_equals_the_step_on_arbitrary_states_and_inputs(sample):
     params, state, since, item = sample
@@ -365,7 +366,7 @@ def small_tables(draw):
     return spec, Table(grid, proposal, np.ones(grid.n_cells, dtype=np.int8), masks)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(small_tables())
 def test_z3_and_the_numpy_check_agree_on_random_small_tables(sample):
     spec, table = sample

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis_budget import examples
+from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 from test_hdl_simulation import small_machines
 from tiny_machine import tiny_machine
@@ -89,7 +91,7 @@ def test_c_that_does_not_compile_cleanly_fails_the_check_naming_gcc(tmp_path):
 
 
 @needs_gcc
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines())
 def test_random_small_machines_match_python_in_c(machine, tmp_path_factory):
     folder = tmp_path_factory.mktemp("random-c")
@@ -115,5 +117,5 @@ def test_export_c_on_the_example_passes_its_check(distilled_example, tmp_path):
     (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
-    code, out, err = run_cli("export-c", *args, cwd=tmp_path)
+    code, out, err = run_main("export-c", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err

@@ -11,6 +11,7 @@ import pytest
 from certfsm import load_artifact
 from certfsm.examples import example_spec_path
 from certfsm.hdl_export import export_verilog, simulate
+from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 
 
@@ -81,5 +82,5 @@ def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input
     (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
-    code, out, err = run_cli("export-verilog", *args, cwd=tmp_path)
+    code, out, err = run_main("export-verilog", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err

@@ -15,6 +15,7 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from tiny_machine import tiny_machine
 
 from certfsm.hdl_export import expected_layout, export_machine, hardware_of, lint, simulate
@@ -108,7 +109,7 @@ def small_machines(draw):
 
 
 @needs_simulators
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines(), seed=st.integers(0, 2**16))
 @example(  # an unsigned bus whose lowest bin holds no bus value: the compare chain must not be constant
     machine=Machine(names=("x0",), edges=((-0.75, -0.65, 0.35),), frac_bits=(0,), tokens=("T0",), proposal=(0, 0),

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._errors import AuditLogError, CertfsmError
 from certfsm.runtime._audit import AuditWriter, rotated_path
@@ -98,7 +99,7 @@ events = st.lists(st.one_of(
     st.tuples(any_float, st.sampled_from([SHA_A, SHA_B, SHA_C])).map(lambda args: ("swap", args))), max_size=40)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(events=events, rotate_bytes=st.none() | st.integers(200, 1500), fsync_every=st.sampled_from([0, 1, 7]))
 def test_round_trip_is_bit_exact_across_rotation(events, rotate_bytes, fsync_every):
     with tempfile.TemporaryDirectory() as folder:
@@ -188,7 +189,7 @@ def assert_found_at(verification, error: str, index: int) -> None:
     assert f": record {index} is bad: " in error and "\n" not in error
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(data=st.data(), n=SIZES)
 def test_a_changed_byte_is_found_at_its_record(data, n):
     index = data.draw(st.integers(0, n - 1))
@@ -204,7 +205,7 @@ def test_a_changed_byte_is_found_at_its_record(data, n):
         assert_found_at(*tampered(folder, n, change), index)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data(), n=SIZES)
 def test_a_removed_record_is_found_where_it_was(data, n):
     index = data.draw(st.integers(0, n - 1))
@@ -214,7 +215,7 @@ def test_a_removed_record_is_found_where_it_was(data, n):
         assert "removed, inserted or reordered" in verification.reason
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data(), n=SIZES)
 def test_an_inserted_record_is_found_where_it_was_put(data, n):
     index = data.draw(st.integers(0, n))
@@ -224,7 +225,7 @@ def test_an_inserted_record_is_found_where_it_was_put(data, n):
         assert_found_at(verification, error, index)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data(), n=SIZES)
 def test_two_swapped_records_are_found_at_the_first(data, n):
     first = data.draw(st.integers(0, n - 2))
@@ -259,7 +260,7 @@ def test_a_forged_record_chained_correctly_shows_at_the_next_record(tmp_path):
 # ------------------------------------------------------------- torn tails
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data(), n=st.integers(0, 12))
 def test_a_cut_anywhere_is_a_torn_tail_and_the_prefix_verifies_and_reads(data, n):
     with tempfile.TemporaryDirectory() as folder:

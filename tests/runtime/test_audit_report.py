@@ -17,7 +17,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def logged_run(distilled_example, tmp_path_factory):
     log = tmp_path_factory.mktemp("report") / "run.log"
-    code, _, err = run_cli("run", distilled_example[2], "--probe", "example-trace", "--audit", log)
+    code, _, err = run_main("run", distilled_example[2], "--probe", "example-trace", "--audit", log)
     assert code == 0, err
     return log
 
@@ -27,7 +27,7 @@ def test_the_report_holds_pngs_and_a_markdown_that_counts_the_logged_tokens(dist
     from certfsm.runtime._audit_format import StepRecord
 
     out = tmp_path / "report"
-    code, stdout, err = run_cli("audit", "report", logged_run, "--out", out, "--artifact", distilled_example[2])
+    code, stdout, err = run_main("audit", "report", logged_run, "--out", out, "--artifact", distilled_example[2])
     assert code == 0, err
     for name in ("timeline.png", "probes.png", "reasons.png", "decision_map.png"):
         data = (out / name).read_bytes()

@@ -9,6 +9,7 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._errors import CertfsmError, ProbeError
 from certfsm._spec import load_spec
@@ -55,7 +56,7 @@ def test_byte_layout_is_pinned():
     assert blob[:12].hex() == "0105600000800180ff7f0280"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(readings)
 def test_round_trip_keeps_every_value_within_one_step_and_every_cell(reading):
     blob = LAYOUT.encode(reading)
@@ -105,7 +106,7 @@ def test_every_single_bit_flip_is_detected(blob):
             LAYOUT.decode(bytes(damaged))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(readings, st.binary(min_size=BLOB_SIZE, max_size=BLOB_SIZE))
 def test_random_damage_is_detected(reading, noise):
     blob = LAYOUT.encode(reading)

@@ -10,6 +10,7 @@ import time
 import urllib.request
 
 import pytest
+from cli_in_process import run_main
 from cli_process import running_cli, stop
 
 from certfsm.machine import Reason
@@ -103,11 +104,9 @@ def test_a_taken_port_is_one_line_and_exit_2(distilled_example):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "certfsm.cli", "run", str(distilled_example[2]), "--probe",
-                               "example-trace", "--metrics-port", str(port)], capture_output=True, text=True,
-                              timeout=120)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
+        code, _, err = run_main("run", distilled_example[2], "--probe", "example-trace", "--metrics-port", port)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
     assert re.match(rf"^certfsm: error: --metrics-port {port}: cannot listen on 127\.0\.0\.1:{port} .*give a free port",
                     lines[0])
 

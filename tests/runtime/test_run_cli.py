@@ -38,14 +38,14 @@ def trace(tmp_path_factory):
 def test_a_recorded_run_verifies_replays_and_exports(distilled_example, trace, tmp_path):
     artifact = distilled_example[2]
     log = tmp_path / "run.log"
-    code, out, err = run_cli("run", artifact, "--probe", f"trace:{trace}", "--audit", log)
+    code, out, err = run_main("run", artifact, "--probe", f"trace:{trace}", "--audit", log)
     assert code == 0, err
     assert out.startswith("3000 cycles; tokens: ") and "FALLBACK_SLA" in out and "FALLBACK_ENVELOPE" in out
-    code, out, _ = run_cli("audit", "verify", log)
+    code, out, _ = run_main("audit", "verify", log)
     assert code == 0 and "intact, 3001 records" in out
-    code, out, _ = run_cli("replay", log, "--artifact", artifact)
+    code, out, _ = run_main("replay", log, "--artifact", artifact)
     assert code == 0 and out.startswith("3000 steps replayed; every decision reproduced")
-    code, out, _ = run_cli("audit", "export", log)
+    code, out, _ = run_main("audit", "export", log)
     lines = [json.loads(line) for line in out.splitlines()]
     steps = [line for line in lines if line["kind"] == "step"]
     assert code == 0 and len(steps) == 3000 and set(steps[0]["reading"]) == set(INPUTS)

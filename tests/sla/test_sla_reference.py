@@ -16,6 +16,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._spec import SlaPath
 from certfsm.sla import STATISTICS, SlaMonitor
@@ -72,7 +73,7 @@ def observed(status):
                              p.breaches, p.recoveries) for p in status.paths)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data(), paths=sla_paths(), restarts=st.sets(st.integers(0, 40), max_size=3),
        copies=st.sets(st.integers(0, 40), max_size=3))
 def test_monitor_agrees_with_the_reference_on_every_cycle(data, paths, restarts, copies):
@@ -80,7 +81,7 @@ def test_monitor_agrees_with_the_reference_on_every_cycle(data, paths, restarts,
 
 
 @pytest.mark.slow
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data(), paths=sla_paths(longest_window=64), restarts=st.sets(st.integers(0, 300), max_size=4),
        copies=st.sets(st.integers(0, 300), max_size=4))
 def test_monitor_agrees_with_the_reference_on_long_runs_and_wide_windows(data, paths, restarts, copies):
@@ -105,7 +106,7 @@ def check_against_reference(paths, history, restarts, copies):
         assert monitor.ok == status.ok
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data(), paths=sla_paths())
 def test_update_ok_is_the_ok_of_update_with_the_same_state_change(data, paths):
     """The runtime's per-cycle `update_ok` builds no statuses; its verdict and the state it leaves are `update`'s."""

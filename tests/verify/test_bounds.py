@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._errors import EngineError
 from certfsm import AffineLayer, Network
@@ -55,7 +56,7 @@ def _samples(lower: np.ndarray, upper: np.ndarray, rng: np.random.Generator) -> 
     return np.concatenate([corners, rng.uniform(lower, upper, size=(3000, n))])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks_and_boxes())
 def test_objective_lower_bounds_never_exceed_a_sampled_value(case):
     network, lowers, uppers, C, d, rng = case
@@ -67,7 +68,7 @@ def test_objective_lower_bounds_never_exceed_a_sampled_value(case):
             assert np.all(result.lower[box] <= values.min(axis=0)), (method, box)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks_and_boxes())
 def test_preactivation_bounds_contain_every_sampled_preactivation(case):
     network, lowers, uppers, _, _, rng = case
@@ -88,7 +89,7 @@ def test_preactivation_bounds_contain_every_sampled_preactivation(case):
                 values = np.maximum(values, 0.0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(networks_and_boxes())
 def test_a_batch_is_bounded_like_its_boxes_one_by_one(case):
     network, lowers, uppers, C, d, _ = case

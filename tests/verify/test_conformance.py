@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm import AffineLayer, Network
 from certfsm.verify import Conjunction, Property, Result, chosen_conjunction, exact_outputs, prove_boxes
@@ -289,7 +290,7 @@ def _marabou():
     return module
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=random_problems())
 def test_marabou_never_contradicts_dense_sampling(problem):
     marabou = _marabou()
@@ -303,7 +304,7 @@ def test_marabou_never_contradicts_dense_sampling(problem):
         assert_consistent(result, "violated", complete=True, network=network, prop=prop)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=random_problems())
 def test_marabou_and_z3_never_contradict(problem):
     marabou = _marabou()
@@ -325,7 +326,7 @@ def boxes_inside(draw, prop: Property, count: int) -> tuple[np.ndarray, np.ndarr
     return np.array(lower), np.array(upper)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), problem=random_problems())
 def test_prove_boxes_never_contradicts_an_exact_check(data, problem):
     """Every box `prove_boxes` proves is free of unsafe points: dense samples and Z3 (exact) find none there."""
@@ -342,7 +343,7 @@ def test_prove_boxes_never_contradicts_an_exact_check(data, problem):
         assert exact.verdict != "violated", f"prove_boxes proved {low}..{high}; Z3 found {exact.counterexample}"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), problem=random_problems())
 def test_prove_boxes_never_proves_a_box_with_a_planted_unsafe_point(data, problem):
     """Plant an unsafe point x (its exact outputs meet a random row with equality, the tightest case) and give

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm import AffineLayer, Network
 from certfsm.verify._falsify import Region, falsify, local_search, slack_and_gradient
@@ -88,7 +89,7 @@ def test_local_search_stays_in_the_box_and_never_gets_worse():
     np.testing.assert_array_equal(slack, prop.unsafe_slack(network.evaluate(found)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.floats(-2.0, 2.0))
 def test_a_returned_point_is_always_in_the_box_and_unsafe_in_float64(seed, threshold):
     rng = np.random.default_rng(seed)

@@ -213,6 +213,7 @@ def test_sampling_guard_overrules_a_wrong_unsat(monkeypatch):
         assert result.reason == "Marabou answered UNSAT, but a sampled point re-evaluates unsafe (a Marabou bug)"
 
 
+@pytest.mark.slow  # a second of real Marabou search; the fast set maps a stubbed TIMEOUT and kills a hanging child
 def test_timeout_comes_back_unknown_not_proved():
     network, prop = hard_query()
     started = time.monotonic()

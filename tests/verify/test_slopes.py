@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis_budget import examples
 
 from certfsm._errors import EngineError
 from certfsm import AffineLayer, Network
@@ -28,7 +29,7 @@ VALLEY = _net(
 PLUS_MINUS = _net(([[1.0], [-1.0]], [0.0, 0.0]), ([[1.0, -1.0], [-1.0, 1.0]], [0.0, 0.0]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks_and_boxes())
 def test_optimised_bounds_never_exceed_a_sampled_value_of_their_combination(case):
     network, lowers, uppers, C, d, rng = case
@@ -43,7 +44,7 @@ def test_optimised_bounds_never_exceed_a_sampled_value_of_their_combination(case
             assert lower[box] <= values.min(), (steps, box)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks_and_boxes())
 def test_optimising_never_loses_to_the_adaptive_slopes_it_starts_from(case):
     network, lowers, uppers, C, d, _ = case
@@ -100,7 +101,7 @@ def test_check_rejects_bad_arguments(prop, timeout, message):
         _slopes.check(PLUS_MINUS, prop, timeout)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks_and_boxes())
 def test_a_warm_start_from_any_slopes_and_weights_stays_sound(case):
     # e.g. a parent's optimised slopes on a sub-box: whatever the numbers (even out of range or NaN), sound.

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from certfsm._errors import EngineError
 from certfsm import AffineLayer, Network
@@ -198,7 +199,7 @@ def dense_samples(prop: Property, points_per_axis: int = 65) -> np.ndarray:
     return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, prop.n_inputs)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_problems())
 def test_z3_never_contradicts_dense_sampling(problem):
     network, prop = problem
