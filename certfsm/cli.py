@@ -552,6 +552,11 @@ def export_verilog(
     typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
                f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
                "steps")
+    _finish_export(result, out, check)
+
+
+def _finish_export(result, out: Path, check: bool) -> None:
+    """Print each check of an export and where its summary is; exit 0 only when every check that ran passed."""
     for item in result.checks:
         typer.echo(f"{item.name}: {'pass' if item.passed else 'FAIL'}: {item.detail}")
     typer.echo(f"{out / 'summary.json'}: " + ("every check passed" if check and result.is_ok else
@@ -567,23 +572,21 @@ def export_c(
                                                       "run it against the Python reference."),
     module: Optional[str] = typer.Option(None, "--module", help="Name prefix of the C API (default "
                                                                 "certfsm_<spec name>)."),
-    random_steps: int = typer.Option(200_000, "--random-steps", help="Random cycles checked on top of the cells, "
-                                                                      "envelope edges and states."),
+    random_steps: Optional[int] = typer.Option(
+        None, "--random-steps", help="Random cycles checked (default 200 000), on top of the cells, envelope edges "
+                                     "and states."),
 ) -> None:
     """Write the certified machine as dependency-free C99; with --check, exit 0 only when it matches Python."""
-    from certfsm.hdl_export import check_module_name, export_c as export
+    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name, export_c as export
 
     if module is not None:
         check_module_name(module)
+    random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
     if random_steps < 0:
         raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
     result = export(artifact, out, check=check, module=module, random_steps=random_steps)
     typer.echo(f"{result.header}, {result.source}: {result.summary['cells']} cells, one decision per call")
-    for item in result.checks:
-        typer.echo(f"{item.name}: {'pass' if item.passed else 'FAIL'}: {item.detail}")
-    typer.echo(f"{out / 'summary.json'}: " + ("every check passed" if check and result.is_ok else
-                                              "a check failed" if check else "written (no checks run: add --check)"))
-    raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
+    _finish_export(result, out, check)
 
 
 @app.command("check-verilog")

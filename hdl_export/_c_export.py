@@ -24,6 +24,7 @@ from certfsm.machine import OUT_OF_ENVELOPE, Machine
 
 from ._c import print_c
 from ._checks import Check
+from ._export import DEFAULT_RANDOM_STEPS
 from ._hardware import STATE_REGISTERS, Hardware, default_module_name, hardware_of
 from ._vectors import Cycle, stimulus
 
@@ -72,7 +73,7 @@ class CExport:
         return all(check.passed for check in self.checks)
 
 
-def export_c(artifact_path, out, *, check: bool = False, module: str | None = None, random_steps: int = 200_000,
+def export_c(artifact_path, out, *, check: bool = False, module: str | None = None, random_steps: int = DEFAULT_RANDOM_STEPS,
              seed: int = 0) -> CExport:
     """Export a certified artifact (refused as `load_artifact` refuses it) as C99 into folder `out`."""
     artifact_path = Path(artifact_path)
