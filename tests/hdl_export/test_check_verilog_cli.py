@@ -11,7 +11,6 @@ from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 
 from certfsm import load_artifact
-from certfsm.examples import example_spec_path
 from certfsm.hdl_export import default_module_name, hardware_of, print_verilog
 from certfsm.machine import Machine
 
@@ -83,15 +82,8 @@ def test_bad_input_is_one_line_and_exit_2(exported_example, tmp_path, args, patt
 
 
 @pytest.mark.slow
-def test_an_artifact_without_frac_bits_is_refused_naming_the_input(exported_example, tmp_path):
-    spec = json.loads(example_spec_path("coadapt").read_text())
-    spec["model"] = str(example_spec_path("coadapt").parent / spec["model"])
-    del spec["inputs"][3]["frac_bits"]
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    code, out, err = run_cli("distill", tmp_path / "spec.json", "--out", tmp_path / "c.cfsm", "--report",
-                             tmp_path / "report", "--jobs", "1", "--no-progress")
-    assert code == 0, out + err
-    code, out, err = run_cli("check-verilog", tmp_path / "c.cfsm", exported_example[1])
+def test_an_artifact_without_frac_bits_is_refused_naming_the_input(exported_example, artifact_without_frac_bits):
+    code, out, err = run_cli("check-verilog", artifact_without_frac_bits, exported_example[1])
     assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
                                      r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
                                      r"in the spec, then distil it again$"), err

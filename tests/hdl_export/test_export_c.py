@@ -119,3 +119,12 @@ def test_export_c_on_the_example_passes_its_check(distilled_example, tmp_path):
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
     code, out, err = run_main("export-c", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err
+
+
+@pytest.mark.slow
+def test_an_artifact_without_frac_bits_is_refused_naming_the_input(artifact_without_frac_bits, tmp_path):
+    code, out, err = run_cli("export-c", artifact_without_frac_bits, "--out", tmp_path / "c")
+    assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
+                                     r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
+                                     r"in the spec, then distil it again$"), err
+    assert not (tmp_path / "c").exists()

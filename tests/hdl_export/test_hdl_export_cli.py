@@ -9,7 +9,6 @@ import shutil
 import pytest
 
 from certfsm import load_artifact
-from certfsm.examples import example_spec_path
 from certfsm.hdl_export import export_verilog, simulate
 from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
@@ -61,15 +60,9 @@ def test_a_million_random_steps_simulate_with_no_mismatch(distilled_example, tmp
 
 
 @pytest.mark.slow
-def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input(tmp_path):
-    spec = json.loads(example_spec_path("coadapt").read_text())
-    spec["model"] = str(example_spec_path("coadapt").parent / spec["model"])
-    del spec["inputs"][3]["frac_bits"]
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    code, out, err = run_cli("distill", tmp_path / "spec.json", "--out", tmp_path / "c.cfsm", "--report",
-                             tmp_path / "report", "--jobs", "1", "--no-progress")
-    assert code == 0, out + err
-    code, out, err = run_cli("export-verilog", tmp_path / "c.cfsm", "--out", tmp_path / "hdl")
+def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input(artifact_without_frac_bits,
+                                                                                 tmp_path):
+    code, out, err = run_cli("export-verilog", artifact_without_frac_bits, "--out", tmp_path / "hdl")
     assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
                                      r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
                                      r"in the spec, then distil it again$"), err
