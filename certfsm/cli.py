@@ -540,19 +540,26 @@ def export_verilog(
                                      "envelope edges and states."),
 ) -> None:
     """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
-    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name, export_verilog as export
+    from certfsm.hdl_export import export_verilog as export
+
+    result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
+    summary = result.summary
+    typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
+               f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
+               "steps")
+    _finish_export(result, out, check)
+
+
+def _random_steps(module: Optional[str], random_steps: Optional[int]) -> int:
+    """Refuse a bad --module or --random-steps of an export before anything is written; the step count to use."""
+    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name
 
     if module is not None:
         check_module_name(module)
     random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
     if random_steps < 0:
         raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
-    result = export(artifact, out, check=check, module=module, random_steps=random_steps)
-    summary = result.summary
-    typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
-               f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
-               "steps")
-    _finish_export(result, out, check)
+    return random_steps
 
 
 def _finish_export(result, out: Path, check: bool) -> None:
@@ -577,14 +584,9 @@ def export_c(
                                      "and states."),
 ) -> None:
     """Write the certified machine as dependency-free C99; with --check, exit 0 only when it matches Python."""
-    from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name, export_c as export
+    from certfsm.hdl_export import export_c as export
 
-    if module is not None:
-        check_module_name(module)
-    random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
-    if random_steps < 0:
-        raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
-    result = export(artifact, out, check=check, module=module, random_steps=random_steps)
+    result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
     typer.echo(f"{result.header}, {result.source}: {result.summary['cells']} cells, one decision per call")
     _finish_export(result, out, check)
 
