@@ -96,6 +96,7 @@ class Controller:
         self._sla = sla
         self._sla_ok = None if sla is None else _verdict_of(sla)
         self._record = record
+        self._observed = self._is_observed()
         self._override: int | None = None
         self._override_cycles: int | None = None
         self._last_cell = OUT_OF_ENVELOPE
@@ -108,6 +109,10 @@ class Controller:
         self._state = state
         self._node = self._compiled.table.node(state)
         self._token_name = self._compiled.machine.tokens[state.current]
+
+    def _is_observed(self) -> bool:
+        """Whether a step has anyone to tell (recorder, audit log, counters): one test per cycle instead of three."""
+        return self._record is not None or self._audit is not None or self._counters is not None
 
     @property
     def machine(self) -> Machine:
@@ -123,11 +128,13 @@ class Controller:
         """Append every later step, swap and override request to `writer` (an `AuditWriter`)."""
         with self._lock:
             self._audit = writer
+            self._observed = self._is_observed()
 
     def attach_counters(self, counters) -> None:
         """Count every later decision, swap and override request in `counters` (a `RuntimeCounters`)."""
         with self._lock:
             self._counters = counters
+            self._observed = self._is_observed()
 
     @property
     def state(self) -> State:
@@ -146,45 +153,36 @@ class Controller:
             return tuple(values.get(name) for name in machine.names)
         return tuple(values)
 
-    def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-             ) -> Decision:
-        """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
-        return self._advance(reading, False, metrics, now, _QUEUED)
+    def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None,
+             _fixed: bool = False, _override=_QUEUED) -> Decision:
+        """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name).
 
-    def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-                   ) -> Decision:
-        """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
-        return self._advance(values, True, metrics, now, _QUEUED)
+        `_fixed` and `_override` are `step_fixed`'s and `replay_step`'s way
+        in: one function rather than a helper behind three, because a
+        Python call costs a tenth of a control cycle here (and positional
+        rather than keyword-only, which CPython 3.11 calls more slowly).
 
-    def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
-        """One cycle with the override given as logged (an output index or None), for `replay`."""
-        return self._advance(reading, False, metrics, now, override)
-
-    def _cell(self, compiled: _Compiled, reading, fixed: bool):
-        """(reading in input order, cell) through the plain binning: readings off the compiled fast path."""
-        values = self.reading_of(reading)
-        return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
-
-    def _advance(self, reading, fixed: bool, metrics, now, logged_override) -> Decision:
-        """One cycle. The reading is binned before the lock (a malformed one raises before anything changes);
-        under the lock a hot swap since then is noticed and the reading binned again with the machine in force,
-        so one grid's cell never meets another's table."""
-        started = perf_counter_ns() if self._counters is not None else 0
+        The reading is binned before the lock (a malformed one raises
+        before anything changes); under the lock a hot swap since then is
+        noticed and the reading binned again with the machine in force, so
+        one grid's cell never meets another's table.
+        """
+        started = perf_counter_ns() if self._observed else 0
         compiled = self._compiled
-        cell = compiled.cell_of_fixed(reading) if fixed else compiled.cell_of(reading)
+        cell = compiled.cell_of_fixed(reading) if _fixed else compiled.cell_of(reading)
         if cell is None:
-            reading, cell = self._cell(compiled, reading, fixed)
+            reading, cell = self._cell(compiled, reading, _fixed)
         lock = self._lock
         lock.acquire()  # acquire/release: a `with` block costs twice as much here, every cycle
         try:
             if self._compiled is not compiled:
                 compiled = self._compiled
-                reading, cell = self._cell(compiled, reading, fixed)
+                reading, cell = self._cell(compiled, reading, _fixed)
             sla_ok = True if self._sla_ok is None else self._sla_ok(metrics, self._token_name)
-            if logged_override is _QUEUED:
+            if _override is _QUEUED:
                 override = None if self._override is None else self._take_override()
             else:
-                override = logged_override
+                override = _override
             table = compiled.table
             mode = 1 if sla_ok and override is None else table.mode(sla_ok, override)
             found = self._node[mode][table.cell_class[cell]]
@@ -193,16 +191,36 @@ class Controller:
             name, index, code, reason, state, self._node = found
             self._state, self._token_name, self._last_cell = state, name, cell
             decision = _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
-            if self._record is not None:
-                self._record(decision, reading, metrics, override)
-            if self._audit is not None:
-                self._audit.append_step(self._clock() if now is None else now, reading, metrics or {}, cell, index,
-                                        code, reason, state, sla_ok, override)
-            if self._counters is not None:
-                self._counters.count_step(index, reason, sla_ok, perf_counter_ns() - started)
+            if self._observed:
+                self._observe(decision, reading, metrics, override, started)
             return decision
         finally:
             lock.release()
+
+    def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+                   ) -> Decision:
+        """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
+        return self.step(values, metrics, now, True)
+
+    def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
+        """One cycle with the override given as logged (an output index or None), for `replay`."""
+        return self.step(reading, metrics, now, False, override)
+
+    def _cell(self, compiled: _Compiled, reading, fixed: bool):
+        """(reading in input order, cell) through the plain binning: readings off the compiled fast path."""
+        values = self.reading_of(reading)
+        return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
+
+    def _observe(self, decision: Decision, reading, metrics, override, started: int) -> None:
+        """Hand a decision to the recorder, the audit log and the counters that are attached (under the lock)."""
+        if self._record is not None:
+            self._record(decision, reading, metrics, override)
+        _, index, code, reason, cell, state, sla_ok, now = decision
+        if self._audit is not None:
+            self._audit.append_step(self._clock() if now is None else now, reading, metrics or {}, cell, index, code,
+                                    reason, state, sla_ok, override)
+        if self._counters is not None:
+            self._counters.count_step(index, reason, sla_ok, perf_counter_ns() - started)
 
     def _take_override(self) -> int | None:
         if self._override is None:

@@ -26,6 +26,8 @@ from ._path import PathMonitor, check_path
 from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_fingerprint
 from ._status import SlaStatus
 
+_INF = math.inf
+
 
 def read_metric(name: str, value: Any) -> float | None:
     """The sample a metric value gives: a finite float64, or None when missing (None, NaN, +-inf).
@@ -61,7 +63,7 @@ class SlaMonitor:
     """
 
     __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok",
-                 "_accepted")
+                 "_accepted", "_quiet_checks")
 
     def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
         self.paths = tuple(paths)
@@ -79,6 +81,7 @@ class SlaMonitor:
         self.cycle = 0
         self._ok = True
         self._accepted: set[str] = set()  # names of `tokens` already checked (update_ok checks each once)
+        self._quiet_checks = self._quiet()
 
     @classmethod
     def from_spec(cls, spec) -> SlaMonitor:
@@ -111,15 +114,36 @@ class SlaMonitor:
         measured work ran. Raises TypeError or ValueError, changing nothing,
         for a non-numeric metric or an unknown token.
         """
-        ok = self.update_ok(metrics, token)
+        ok = self._advance(metrics, token)
         return SlaStatus(self.cycle, ok, tuple([monitor.status() for monitor in self._monitors]))
 
     def update_ok(self, metrics: Mapping[str, Any] | None, token: str) -> bool:
         """`update(metrics, token).ok` without building the statuses: the runtime's call, once per control cycle.
 
         The same checks and the same state change as `update` (which is
-        this plus the statuses), at a fraction of its cost.
+        `_advance` plus the statuses), at a fraction of its cost; while
+        every path is quiet (`_quiet`) a good cycle changes nothing but
+        the cycle count, so it is decided by comparing each sample with
+        its limit and nothing else.
         """
+        checks = self._quiet_checks
+        try:
+            quiet = checks is not None and type(metrics) is dict and token in self._accepted
+        except TypeError:  # an unhashable token: certainly not a token name; _advance refuses it
+            quiet = False
+        if quiet:
+            for metric, limit, tokens in checks:
+                sample = metrics.get(metric)
+                # Good: a finite float within the limit (-inf and NaN fail the first comparison, +inf the second).
+                if not (type(sample) is float and -_INF < sample <= limit) and (tokens is None or token in tokens):
+                    break
+            else:
+                self.cycle += 1
+                return True
+        return self._advance(metrics, token)
+
+    def _advance(self, metrics: Mapping[str, Any] | None, token: str) -> bool:
+        """Check the cycle's inputs, then advance every path by one cycle; returns `ok`."""
         if type(metrics) is not dict:
             if metrics is None:
                 metrics = {}
@@ -143,7 +167,32 @@ class SlaMonitor:
             if monitor.advance(samples[monitor.sample_index], token):
                 ok = False  # and go on: every path advances every cycle
         self._ok = ok
+        self._quiet_checks = self._quiet()
         return ok
+
+    def _quiet(self) -> tuple[tuple[str, float, frozenset[str] | None], ...] | None:
+        """(metric, limit, tokens or None) per path when every path is quiet, else None.
+
+        A path is quiet when its statistic is ``value`` (no samples kept),
+        its window holds no violation and it is not breached. A good cycle
+        (the path does not apply, or its sample is a finite float <= the
+        limit) then pushes an unset flag into a window of unset flags and
+        leaves the path as it was: a ring of equal flags looks the same
+        from every position, so even the ring's position is not
+        observable (snapshots list the flags from the first set one).
+        Only the last cycle's figures that `update` reports (applies,
+        statistic, violation) would change, and `update` never takes this
+        way. With `tokens` None the monitor remembers no names, so there
+        is no accepted set to check a token against: no shortcut.
+        """
+        if self.tokens is None:
+            return None
+        checks = []
+        for monitor in self._monitors:
+            if monitor.value_limit is None or monitor.violations.count or monitor.breached:
+                return None
+            checks.append((monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens))
+        return tuple(checks)
 
     def _fresh_monitors(self) -> tuple[PathMonitor, ...]:
         return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
@@ -175,6 +224,7 @@ class SlaMonitor:
             monitor.breaches, monitor.recoveries = breaches, recoveries
         self._monitors, self.cycle = fresh, cycle
         self._ok = not any(monitor.breached for monitor in fresh)
+        self._quiet_checks = self._quiet()
 
     def copy(self) -> SlaMonitor:
         """An independent monitor in the same state (what-if runs, a replay checking a live one)."""
@@ -182,6 +232,7 @@ class SlaMonitor:
         clone.paths, clone.tokens, clone.cycle = self.paths, self.tokens, self.cycle
         clone._metrics, clone._fingerprint, clone._ok = self._metrics, self._fingerprint, self._ok
         clone._accepted = set(self._accepted)
+        clone._quiet_checks = self._quiet_checks
         clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
         return clone
 

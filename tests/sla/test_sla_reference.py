@@ -37,7 +37,7 @@ MISSING = [None, math.nan, math.inf, -math.inf]
 
 
 @st.composite
-def sla_paths(draw, longest_window=8):
+def sla_paths(draw, longest_window=8, statistics=STATISTICS):
     count = draw(st.integers(1, 3))
     paths = []
     for k in range(count):
@@ -48,7 +48,7 @@ def sla_paths(draw, longest_window=8):
             name=f"p{k}", metric=draw(st.sampled_from(METRICS)), limit=draw(st.sampled_from(LIMITS)),
             window=window, max_violations=draw(st.integers(0, window)),  # == window: never over
             recovery_cycles=draw(st.integers(0, 6)), tokens=tokens or None,
-            statistic=draw(st.sampled_from(STATISTICS))))
+            statistic=draw(st.sampled_from(statistics))))
     return paths
 
 
@@ -116,3 +116,58 @@ def test_update_ok_is_the_ok_of_update_with_the_same_state_change(data, paths):
     for t, (metrics, token) in enumerate(history):
         assert lean.update_ok(metrics, token) == full.update(metrics, token).ok == expected[t][0], f"cycle {t + 1}"
         assert lean.snapshot() == full.snapshot()
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(data=st.data(), paths=st.one_of(sla_paths(), sla_paths(statistics=("value",))),
+       tokens=st.sampled_from([TOKENS, None]))
+def test_update_ok_and_update_interleaved_keep_every_status_of_the_reference(data, paths, tokens):
+    """`update_ok` decides a good cycle of a quiet monitor by comparisons alone (`SlaMonitor._quiet`); an `update`
+    after any number of such cycles must still report the reference's full status, and the state must be the one
+    a monitor driven by `update` alone reaches. Monitors that accept any token name (tokens None) are checked too."""
+    history = data.draw(histories(paths, longest=60), label="history")
+    lean_cycles = data.draw(st.sets(st.integers(0, len(history) - 1)), label="cycles decided by update_ok")
+    expected = reference(paths, history)
+    mixed, full = SlaMonitor(paths, tokens=tokens), SlaMonitor(paths, tokens=tokens)
+    for t, (metrics, token) in enumerate(history):
+        status = full.update(metrics, token)
+        assert observed(status) == expected[t], f"cycle {t + 1}"
+        if t in lean_cycles:
+            assert mixed.update_ok(metrics, token) == status.ok, f"cycle {t + 1}"
+        else:
+            assert observed(mixed.update(metrics, token)) == expected[t], f"cycle {t + 1}"
+        assert mixed.snapshot() == full.snapshot() and mixed.cycle == full.cycle == t + 1
+        assert mixed.copy().snapshot() == full.snapshot()
+
+
+def test_quiet_cycles_then_violations_breach_and_recovery_match_the_reference():
+    """Long quiet stretches (decided without advancing the windows) around violations, a breach and its recovery:
+    every verdict of `update_ok` and the statuses of a later `update` are the reference's."""
+    paths = [SlaPath(name="latency", metric="m1", limit=2.5, window=4, max_violations=1, recovery_cycles=6),
+             SlaPath(name="int4", metric="m2", limit=1.0, window=3, max_violations=0, recovery_cycles=0,
+                     tokens=("B",))]
+    good, bad = {"m1": 2.5, "m2": 1.0}, {"m1": math.nextafter(2.5, math.inf), "m2": 1.0}
+    history = ([(good, "A")] * 20 + [(bad, "A"), ({"m1": 1.0}, "A"), ({"m1": -math.inf, "m2": 0.5}, "C")]
+               + [(good, "B")] * 10 + [({"m1": 0.0, "m2": math.nan}, "B")] + [(good, "A")] * 10
+               + [({"m1": 1, "m2": 0.0}, "A"), (good, "C")]  # an int sample: not the shortcut's float, same meaning
+               + [({"m1": -math.inf}, "A")] * 2 + [(good, "A")] * 8)  # -inf is missing: two violations, a breach
+    expected = reference(paths, history)
+    assert any(not ok for ok, _ in expected) and expected[-1][0], "the run must breach and recover"
+    monitor = SlaMonitor(paths, tokens=TOKENS)
+    for t, (metrics, token) in enumerate(history):
+        assert monitor.update_ok(metrics, token) == expected[t][0], f"cycle {t + 1}"
+    probe = monitor.copy()
+    assert observed(probe.update(good, "A")) == reference(paths, [*history, (good, "A")])[-1]
+
+
+def test_a_refused_update_changes_nothing_on_the_quiet_shortcut_either():
+    """A quiet monitor still refuses an unknown or unhashable token and a non-numeric metric, changing nothing."""
+    monitor = SlaMonitor([SlaPath(name="p", metric="m1", limit=1.0, window=2, max_violations=0,
+                                  recovery_cycles=1)], tokens=TOKENS)
+    assert monitor.update_ok({"m1": 0.5}, "A") and monitor.update_ok({"m1": 0.5}, "A")
+    before = monitor.snapshot()
+    for metrics, token, error in (({"m1": 0.5}, "Z", ValueError), ({"m1": 0.5}, ["A"], TypeError),
+                                  ({"m1": "0.5"}, "A", TypeError), ([("m1", 0.5)], "A", TypeError)):
+        with pytest.raises(error):
+            monitor.update_ok(metrics, token)
+        assert monitor.snapshot() == before
