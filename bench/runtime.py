@@ -4,7 +4,10 @@ Distils the example once (into a temporary folder), then measures in one
 process, interleaved in rounds so that load on the machine hits every
 figure alike:
 
-- `Controller.step` (binning, table, state machine, SLA monitor), per call;
+- `Controller.step` (binning, table, state machine, SLA monitor), per call,
+  with every latency within the SLA (the monitor quiet, its usual state)
+  and with one violation in every 8 cycles (two in each 16-cycle window:
+  never breached, but the monitor's windows advance every cycle);
 - the same without an SLA monitor, and the plain rule text it is the twin
   of (`Machine.cell_of` then `Machine.step`, no compiled binning, no step
   table, no lock), to show what the twins buy;
@@ -72,6 +75,8 @@ def main() -> None:
     readings = rng.uniform(lower, upper, size=(options.calls, len(lower)))
     rows = readings.tolist()
     metrics = {"latency_ms": 4.0}
+    slow_every_8 = [{"latency_ms": 25.0 if k % 8 == 0 else 4.0} for k in range(len(rows))]
+    paired = list(zip(rows, slow_every_8))
 
     options_ort = onnxruntime.SessionOptions()
     options_ort.intra_op_num_threads = options_ort.inter_op_num_threads = 1
@@ -81,6 +86,7 @@ def main() -> None:
 
     plain = runtime.load(artifact)
     no_sla = runtime.load(artifact, sla=False)
+    violated = runtime.load(artifact)
     machine = plain.machine
     rule_state = [machine.initial_state()]
 
@@ -95,7 +101,8 @@ def main() -> None:
         logged[label] = (controller, every)
         writers.append(writer)
 
-    rows_label = ("onnxruntime, one input", "step (with the SLA monitor)", "step, no SLA monitor",
+    rows_label = ("onnxruntime, one input", "step (with the SLA monitor)",
+                  "step (with the SLA monitor, one violation in 8 cycles)", "step, no SLA monitor",
                   "Machine.cell_of + Machine.step (no twins, no SLA)", *logged, "empty call (harness)")
     samples: dict[str, list[float]] = {key: [] for key in rows_label}
     cpu: dict[str, list[float]] = {key: [] for key in rows_label}  # CPU seconds per call, one figure per round
@@ -110,6 +117,8 @@ def main() -> None:
     for _ in range(options.rounds):
         measure("onnxruntime, one input", lambda x: session.run(None, {name: x}), singles)
         measure("step (with the SLA monitor)", lambda r: plain.step(r, metrics, 0.0), rows)
+        measure("step (with the SLA monitor, one violation in 8 cycles)", lambda p: violated.step(p[0], p[1], 0.0),
+                paired)
         measure("step, no SLA monitor", lambda r: no_sla.step(r, None, 0.0), rows)
         measure("Machine.cell_of + Machine.step (no twins, no SLA)", rule_text, rows)
         measure("empty call (harness)", lambda r: None, rows)

@@ -63,7 +63,7 @@ class SlaMonitor:
     """
 
     __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok",
-                 "_accepted", "_quiet_checks")
+                 "_accepted", "_value_checks", "_quiet_checks")
 
     def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
         self.paths = tuple(paths)
@@ -81,6 +81,7 @@ class SlaMonitor:
         self.cycle = 0
         self._ok = True
         self._accepted: set[str] = set()  # names of `tokens` already checked (update_ok checks each once)
+        self._value_checks = self._checks_of_value_paths()
         self._quiet_checks = self._quiet()
 
     @classmethod
@@ -171,7 +172,7 @@ class SlaMonitor:
         return ok
 
     def _quiet(self) -> tuple[tuple[str, float, frozenset[str] | None], ...] | None:
-        """(metric, limit, tokens or None) per path when every path is quiet, else None.
+        """`_value_checks` when every path is quiet, else None.
 
         A path is quiet when its statistic is ``value`` (no samples kept),
         its window holds no violation and it is not breached. A good cycle
@@ -182,17 +183,24 @@ class SlaMonitor:
         observable (snapshots list the flags from the first set one).
         Only the last cycle's figures that `update` reports (applies,
         statistic, violation) would change, and `update` never takes this
-        way. With `tokens` None the monitor remembers no names, so there
-        is no accepted set to check a token against: no shortcut.
+        way. Called after every cycle that advanced the paths; `_ok` is
+        False exactly when some path is breached.
         """
-        if self.tokens is None:
+        if self._value_checks is None or not self._ok:
             return None
-        checks = []
         for monitor in self._monitors:
-            if monitor.value_limit is None or monitor.violations.count or monitor.breached:
+            if monitor.violations.count:
                 return None
-            checks.append((monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens))
-        return tuple(checks)
+        return self._value_checks
+
+    def _checks_of_value_paths(self) -> tuple[tuple[str, float, frozenset[str] | None], ...] | None:
+        """(metric, limit, tokens or None) per path when every path is a ``value`` path, else None. With
+        `tokens` None the monitor remembers no token names, so there is no accepted set to check a token
+        against: None too (no shortcut)."""
+        if self.tokens is None or any(monitor.value_limit is None for monitor in self._monitors):
+            return None
+        return tuple((monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens)
+                     for monitor in self._monitors)
 
     def _fresh_monitors(self) -> tuple[PathMonitor, ...]:
         return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
@@ -232,7 +240,7 @@ class SlaMonitor:
         clone.paths, clone.tokens, clone.cycle = self.paths, self.tokens, self.cycle
         clone._metrics, clone._fingerprint, clone._ok = self._metrics, self._fingerprint, self._ok
         clone._accepted = set(self._accepted)
-        clone._quiet_checks = self._quiet_checks
+        clone._value_checks, clone._quiet_checks = self._value_checks, self._quiet_checks
         clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
         return clone
 
