@@ -109,6 +109,7 @@ class Controller:
         self._state = state
         self._node = self._compiled.table.node(state)
         self._token_name = self._compiled.machine.tokens[state.current]
+        self._bind_step()
 
     def _is_observed(self) -> bool:
         """Whether a step has anyone to tell (recorder, audit log, counters): one test per cycle instead of three."""
@@ -129,12 +130,14 @@ class Controller:
         with self._lock:
             self._audit = writer
             self._observed = self._is_observed()
+            self._bind_step()
 
     def attach_counters(self, counters) -> None:
         """Count every later decision, swap and override request in `counters` (a `RuntimeCounters`)."""
         with self._lock:
             self._counters = counters
             self._observed = self._is_observed()
+            self._bind_step()
 
     @property
     def state(self) -> State:
@@ -153,14 +156,27 @@ class Controller:
             return tuple(values.get(name) for name in machine.names)
         return tuple(values)
 
-    def step(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None,
-             _fixed: bool = False, _override=_QUEUED) -> Decision:
-        """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name).
+    step: Callable[..., Decision]
+    """``step(reading, metrics=None, now=None) -> Decision``: decide one cycle from real-valued readings (a sequence
+    in input order, or a mapping by name). An attribute of each controller, not a method (`_bind_step` says why)."""
 
-        `_fixed` and `_override` are `step_fixed`'s and `replay_step`'s way
-        in: one function rather than a helper behind three, because a
-        Python call costs a tenth of a control cycle here (and positional
-        rather than keyword-only, which CPython 3.11 calls more slowly).
+    def _step_observed(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+                       ) -> Decision:
+        """`step` while observers are attached: every cycle through `_cycle`, which tells them."""
+        return self._cycle(reading, False, metrics, now, _QUEUED)
+
+    def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+                   ) -> Decision:
+        """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
+        return self._cycle(values, True, metrics, now, _QUEUED)
+
+    def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
+        """One cycle with the override given as logged (an output index or None), for `replay`."""
+        return self._cycle(reading, False, metrics, now, override)
+
+    def _cycle(self, reading, fixed: bool, metrics, now, logged_override) -> Decision:
+        """One cycle, every case: fixed point, readings off the compiled binning, a queued or logged override,
+        observers, a hot swap between binning and lock.
 
         The reading is binned before the lock (a malformed one raises
         before anything changes); under the lock a hot swap since then is
@@ -169,20 +185,20 @@ class Controller:
         """
         started = perf_counter_ns() if self._observed else 0
         compiled = self._compiled
-        cell = compiled.cell_of_fixed(reading) if _fixed else compiled.cell_of(reading)
+        cell = compiled.cell_of_fixed(reading) if fixed else compiled.cell_of(reading)
         if cell is None:
-            reading, cell = self._cell(compiled, reading, _fixed)
+            reading, cell = self._cell(compiled, reading, fixed)
         lock = self._lock
         lock.acquire()  # acquire/release: a `with` block costs twice as much here, every cycle
         try:
             if self._compiled is not compiled:
                 compiled = self._compiled
-                reading, cell = self._cell(compiled, reading, _fixed)
+                reading, cell = self._cell(compiled, reading, fixed)
             sla_ok = True if self._sla_ok is None else self._sla_ok(metrics, self._token_name)
-            if _override is _QUEUED:
+            if logged_override is _QUEUED:
                 override = None if self._override is None else self._take_override()
             else:
-                override = _override
+                override = logged_override
             table = compiled.table
             mode = 1 if sla_ok and override is None else table.mode(sla_ok, override)
             found = self._node[mode][table.cell_class[cell]]
@@ -197,14 +213,15 @@ class Controller:
         finally:
             lock.release()
 
-    def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-                   ) -> Decision:
-        """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
-        return self.step(values, metrics, now, True)
+    def _bind_step(self) -> None:
+        """Make `self.step` this controller's `quick_step` for the machine in force, or `_step_observed` while
+        observers are attached (their cycles take `_cycle` anyway). Called under the lock, or before any step.
 
-    def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
-        """One cycle with the override given as logged (an output index or None), for `replay`."""
-        return self.step(reading, metrics, now, False, override)
+        `step` is an attribute of the instance, and the class defines none:
+        CPython 3.11 looks up an instance attribute that shadows a class
+        attribute without its fast path, which cost 45 ns a cycle here.
+        """
+        self.step = self._step_observed if self._observed else quick_step(self, self._compiled)
 
     def _cell(self, compiled: _Compiled, reading, fixed: bool):
         """(reading in input order, cell) through the plain binning: readings off the compiled fast path."""
@@ -328,6 +345,56 @@ class Controller:
                        for keys, offsets in binning_tables(machine)]
             cached = self._batch = (compiled, lookup, columns)
         return cached[1], cached[2]
+
+
+def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Decision]:
+    """`controller.step` for its common cycle, as a closure over what stays fixed while `compiled` is in force.
+
+    Why: a control cycle costs about a microsecond in CPython, and a tenth
+    of that went to looking up the same attributes every cycle (the
+    binning, the class of a cell, the lock's methods, the SLA verdict).
+    Here they are the closure's own variables. The cycle it takes is the
+    common one: a reading the compiled binning decides (a list or tuple of
+    floats), no override queued, no observer attached, the machine it was
+    made for still in force (all checked under the lock, so a caller that
+    kept `controller.step` from before a swap or an attached audit log
+    still has every cycle decided by the machine in force and logged).
+    Anything else goes to `Controller._cycle` before the cycle has changed
+    anything, so the closure only ever does what `_cycle` does with
+    `override` None; tests/runtime/test_quick_step.py runs both side by
+    side over random runs with overrides, swaps, SLA breaches and odd
+    readings and compares every decision and state.
+    """
+    cell_of, table = compiled.cell_of, compiled.table
+    cell_class, node_of_miss = table.cell_class, table.transition
+    lock = controller._lock
+    acquire, release = lock.acquire, lock.release
+    verdict = controller._sla_ok
+    cycle = controller._cycle
+
+    def step(reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None) -> Decision:
+        """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
+        cell = cell_of(reading)
+        if cell is None:
+            return cycle(reading, False, metrics, now, _QUEUED)
+        acquire()
+        if controller._compiled is not compiled or controller._override is not None or controller._observed:
+            release()  # before anything changed; _cycle takes the lock itself
+            return cycle(reading, False, metrics, now, _QUEUED)
+        try:
+            sla_ok = True if verdict is None else verdict(metrics, controller._token_name)
+            mode = 1 if sla_ok else 0
+            node = controller._node
+            found = node[mode][cell_class[cell]]
+            if found is None:
+                found = node_of_miss(controller._state, node, mode, cell, sla_ok, None)
+            name, index, code, reason, state, controller._node = found
+            controller._state, controller._token_name, controller._last_cell = state, name, cell
+            return _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
+        finally:
+            release()
+
+    return step
 
 
 def _verdict_of(sla) -> Callable:
