@@ -11,7 +11,6 @@ agrees with the certified machine on every vector.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -19,13 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from certfsm import ReportError, SpecError, load_artifact
-from certfsm.machine import OUT_OF_ENVELOPE, Machine
+from certfsm.machine import OUT_OF_ENVELOPE
 
 from ._c import print_c
 from ._checks import Check
-from ._export import DEFAULT_RANDOM_STEPS
-from ._hardware import STATE_REGISTERS, Hardware, default_module_name, hardware_of
+from ._export import DEFAULT_RANDOM_STEPS, CheckedExport, check_random_steps, checks_record, export_source
+from ._files import file_sha256, output_folder
+from ._hardware import STATE_REGISTERS, Hardware
 from ._vectors import Cycle, stimulus
 
 GCC_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O2")
@@ -61,47 +60,31 @@ int main(void)
 
 
 @dataclass(frozen=True)
-class CExport:
+class CExport(CheckedExport):
+    """What `export_c` wrote and found: the folder, the header and source, the summary and the checks run."""
+
     folder: Path
     header: Path
     source: Path
     summary: dict
     checks: tuple[Check, ...]
 
-    @property
-    def is_ok(self) -> bool:
-        return all(check.passed for check in self.checks)
-
 
 def export_c(artifact_path, out, *, check: bool = False, module: str | None = None, random_steps: int = DEFAULT_RANDOM_STEPS,
              seed: int = 0) -> CExport:
     """Export a certified artifact (refused as `load_artifact` refuses it) as C99 into folder `out`."""
-    artifact_path = Path(artifact_path)
-    artifact = load_artifact(artifact_path)
-    machine = Machine.from_artifact(artifact)
-    name = module or default_module_name(artifact.spec.get("name", ""))
-    try:
-        hw = hardware_of(machine, name, tuple(item.get("unit", "") for item in artifact.spec["inputs"]))
-    except SpecError as error:
-        raise SpecError(f"{artifact_path}: {error}, then distil it again") from None
-    folder = Path(out)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ReportError(f"{folder}: cannot create the export folder ({error.strerror}); choose another --out") \
-            from None
+    check_random_steps(random_steps)
+    hw, artifact = export_source(artifact_path, module)
+    folder = output_folder(out, "export folder", "--out")
+    name = hw.module.name
     header_text, source_text = print_c(hw.module)
     header, source = folder / f"{name}.h", folder / f"{name}.c"
     header.write_text(header_text)
     source.write_text(source_text)
     checks = (compile_and_compare(hw, folder, random_steps, seed),) if check else ()
-    summary = {"certfsm_export_c": 1,
-               "artifact": {"file": artifact_path.name, "payload_sha256": artifact.sha256,
-                            "file_sha256": hashlib.sha256(artifact_path.read_bytes()).hexdigest()},
-               "module": name, "language": "C99", "cells": machine.n_cells,
-               "files": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (header, source)},
-               "checked": check, "checks": {c.name: c.as_json() for c in checks},
-               "passed": all(c.passed for c in checks) if check else None}
+    summary = {"certfsm_export_c": 1, "artifact": artifact, "module": name, "language": "C99",
+               "cells": hw.machine.n_cells, "files": {p.name: file_sha256(p) for p in (header, source)},
+               **checks_record(checks, check)}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return CExport(folder, header, source, summary, checks)
 

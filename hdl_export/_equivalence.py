@@ -37,18 +37,18 @@ machine gives (recomputed in Python) and what the module gives.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from certfsm import EngineError, ReportError, SpecError, load_artifact
+from certfsm import EngineError
 from certfsm.machine import Machine
 from certfsm.verify import smtlib_text, solve_text, write_proof_query
 
 from ._checks import Check
 from ._claims import DESCRIPTIONS, LOGIC, PIPELINE_REGISTERS, QUERIES, Claims
+from ._files import certified_machine, file_sha256, output_folder
 from ._hardware import STATE_REGISTERS, Hardware, hardware_of
 from ._transition import Transition, VerilogError, transition_of
 
@@ -134,7 +134,7 @@ def prove_equivalence(machine: Machine, verilog, *, folder=None, timeout: float 
     transition = transition_of(path, top)
     _check_contract(path, transition, reference)
     claims = Claims(machine, reference, transition, path.name)
-    verilog_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    verilog_sha = file_sha256(path)
     results = []
     for name in QUERIES:
         body = claims.body(name)
@@ -171,19 +171,8 @@ def check_verilog(artifact_path, verilog, *, report=None, timeout: float = 600.0
     written into that folder.
     """
     artifact_path = Path(artifact_path)
-    machine = Machine.from_artifact(load_artifact(artifact_path))
-    try:
-        machine.fixed_point
-    except SpecError as error:
-        raise SpecError(f"{artifact_path}: {error}, then distil it again") from None
-    folder = None
-    if report is not None:
-        folder = Path(report)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); choose another "
-                              "--report") from None
+    _, machine = certified_machine(artifact_path)
+    folder = None if report is None else output_folder(report, "report folder", "--report")
     proof = prove_equivalence(machine, verilog, folder=folder, timeout=timeout, top=top)
     if folder is not None:
         summary = {"certfsm_equivalence": 1, "artifact": {"file": artifact_path.name,

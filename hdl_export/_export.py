@@ -8,19 +8,20 @@ numbers, and the version of every tool that ran.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from certfsm import ReportError, SpecError, load_artifact
+from certfsm import SpecError
 from certfsm.machine import Machine
 
 from ._checks import Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
 from ._equivalence import equivalence_check
-from ._hardware import LATENCY, STATE_REGISTERS, default_module_name, hardware_of
+from ._files import certified_machine, file_sha256, output_folder, spec_error_of
+from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
 from ._vectors import expected_layout, stimulus, stimulus_layout, write_vectors
 from ._verilog import print_testbench, print_verilog
 
@@ -28,13 +29,9 @@ DEFAULT_RANDOM_STEPS = 200_000
 """Random edges in the default bench (on top of the structured ones); the benchmark runs 1 000 000 and more."""
 
 
-@dataclass(frozen=True)
-class Export:
-    """What `export_verilog` wrote and found: the folder, the module file, the summary and the checks run."""
+class CheckedExport:
+    """What every export result answers from its `checks`."""
 
-    folder: Path
-    module_file: Path
-    summary: dict
     checks: tuple[Check, ...]
 
     @property
@@ -43,38 +40,67 @@ class Export:
         return all(check.passed for check in self.checks)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+@dataclass(frozen=True)
+class Export(CheckedExport):
+    """What `export_verilog` wrote and found: the folder, the module file, the summary and the checks run."""
+
+    folder: Path
+    module_file: Path
+    summary: dict
+    checks: tuple[Check, ...]
+
+
+def checks_record(checks: tuple[Check, ...], checked: bool) -> dict:
+    """The part of an export's summary.json about its checks: whether they ran, each one, and whether all passed."""
+    return {"checked": checked, "checks": {c.name: c.as_json() for c in checks},
+            "passed": all(c.passed for c in checks) if checked else None}
+
+
+class ExportSource(NamedTuple):
+    """A certified artifact ready to print: its hardware structure and what a summary records of the artifact."""
+
+    hardware: Hardware
+    artifact: dict
+
+
+def export_source(artifact_path, module: str | None) -> ExportSource:
+    """Load a certified artifact (as `certified_machine`) and build its hardware structure; a spec the hardware
+    cannot take is a SpecError naming the artifact and the fix."""
+    artifact, machine = certified_machine(artifact_path)
+    name = check_module_name(module or default_module_name(artifact.spec.get("name", "")))
+    try:
+        hw = hardware_of(machine, name, tuple(item.get("unit", "") for item in artifact.spec["inputs"]))
+    except SpecError as error:
+        raise spec_error_of(artifact_path, error) from None
+    return ExportSource(hw, {"file": Path(artifact_path).name, "payload_sha256": artifact.sha256,
+                             "file_sha256": file_sha256(artifact_path)})
+
+
+def check_random_steps(random_steps: int) -> None:
+    """Refuse a negative count of random test cycles before anything is loaded or written."""
+    if random_steps < 0:
+        raise SpecError(f"random_steps={random_steps} is negative; give 0 or more")
 
 
 def export_verilog(artifact_path, out, *, check: bool = False, module: str | None = None,
                    random_steps: int = DEFAULT_RANDOM_STEPS, seed: int = 0) -> Export:
     """Export a certified artifact (refused as `load_artifact` refuses it) as Verilog into folder `out`."""
-    artifact_path = Path(artifact_path)
-    artifact = load_artifact(artifact_path)
-    machine = Machine.from_artifact(artifact)
-    units = tuple(item.get("unit", "") for item in artifact.spec["inputs"])
-    try:
-        return export_machine(machine, out, module or default_module_name(artifact.spec.get("name", "")), units,
-                              check=check, random_steps=random_steps, seed=seed,
-                              artifact={"file": artifact_path.name, "payload_sha256": artifact.sha256,
-                                        "file_sha256": _sha256(artifact_path)})
-    except SpecError as error:
-        raise SpecError(f"{artifact_path}: {error}, then distil it again") from None
+    check_random_steps(random_steps)
+    source = export_source(artifact_path, module)
+    return _export(source.hardware, out, check, random_steps, seed, source.artifact)
 
 
 def export_machine(machine: Machine, out, module_name: str, units=None, *, check: bool = False,
                    random_steps: int = DEFAULT_RANDOM_STEPS, seed: int = 0, artifact: dict | None = None) -> Export:
-    """Export one `Machine` (normally decoded by `Machine.from_artifact`); the work behind `export_verilog`."""
-    if random_steps < 0:
-        raise SpecError(f"random_steps={random_steps} is negative; give 0 or more")
-    hw = hardware_of(machine, module_name, units)
-    folder = Path(out)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ReportError(f"{folder}: cannot create the export folder ({error.strerror}); choose another --out") \
-            from None
+    """Export one `Machine` (normally decoded by `Machine.from_artifact`); `export_verilog` for a machine in hand."""
+    check_random_steps(random_steps)
+    return _export(hardware_of(machine, module_name, units), out, check, random_steps, seed, artifact)
+
+
+def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifact: dict | None) -> Export:
+    """Write the module, its bench and vectors into `out`, run the checks when asked, and write summary.json."""
+    machine, module_name = hw.machine, hw.module.name
+    folder = output_folder(out, "export folder", "--out")
     module_file = folder / f"{module_name}.v"
     bench_file = folder / f"{module_name}_tb.v"
     module_file.write_text(print_verilog(hw.module))
@@ -95,7 +121,7 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
                                           place_and_route(folder)))
             checks = simulated.result() + placed.result()
         checks += (equivalence_check(machine, folder, module_file.name),)
-    files = {path.name: _sha256(path) for path in (module_file, bench_file, folder / "stimulus.hex",
+    files = {path.name: file_sha256(path) for path in (module_file, bench_file, folder / "stimulus.hex",
                                                    folder / "expected.hex")}
     summary = {
         "certfsm_export": 1,
@@ -109,9 +135,7 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
         "testbench": {"file": bench_file.name, "steps": steps, "random_steps": random_steps, "seed": seed,
                       "vectors_seconds": round(vectors_seconds, 3)},
         "files": files,
-        "checked": check,
-        "checks": {c.name: c.as_json() for c in checks},
-        "passed": all(c.passed for c in checks) if check else None,
+        **checks_record(checks, check),
     }
     if check:
         summary["tools"] = tool_versions()
