@@ -88,8 +88,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
                                  f"{_registers(controller.state)}, the log says {_registers(record.state)}")
     verification = walk.verification
     if not verification.ok and not verification.torn:
-        return ReplayOutcome(False, steps, verification.first_bad,
-                             f"the log does not verify: {verification.describe()}")
+        return _unverified(verification, steps)
     if verification.torn:
         return ReplayOutcome(True, steps, None, f"every decision reproduced up to the torn tail at record "
                                                 f"{verification.first_bad}")
@@ -100,8 +99,13 @@ def _diverged(path, steps: int, index: int, reason: str) -> ReplayOutcome:
     """A divergence at record `index`, unless the log does not verify: then that is the finding."""
     verification = verify_log(path)
     if not verification.ok and not verification.torn:
-        return ReplayOutcome(False, steps, verification.first_bad, f"the log does not verify: {verification.describe()}")
+        return _unverified(verification, steps)
     return ReplayOutcome(False, steps, index, reason)
+
+
+def _unverified(verification, steps: int) -> ReplayOutcome:
+    """The outcome of a log that does not verify (neither intact nor only torn): its first bad record."""
+    return ReplayOutcome(False, steps, verification.first_bad, f"the log does not verify: {verification.describe()}")
 
 
 def _machine(sha256: str, machines: dict[str, Machine]) -> Machine:
