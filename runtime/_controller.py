@@ -96,7 +96,6 @@ class Controller:
         self._sla = sla
         self._sla_ok = None if sla is None else _verdict_of(sla)
         self._record = record
-        self._observed = self._is_observed()
         self._override: int | None = None
         self._override_cycles: int | None = None
         self._last_cell = OUT_OF_ENVELOPE
@@ -110,10 +109,6 @@ class Controller:
         self._node = self._compiled.table.node(state)
         self._token_name = self._compiled.machine.tokens[state.current]
         self._bind_step()
-
-    def _is_observed(self) -> bool:
-        """Whether a step has anyone to tell (recorder, audit log, counters): one test per cycle instead of three."""
-        return self._record is not None or self._audit is not None or self._counters is not None
 
     @property
     def machine(self) -> Machine:
@@ -129,14 +124,12 @@ class Controller:
         """Append every later step, swap and override request to `writer` (an `AuditWriter`)."""
         with self._lock:
             self._audit = writer
-            self._observed = self._is_observed()
             self._bind_step()
 
     def attach_counters(self, counters) -> None:
         """Count every later decision, swap and override request in `counters` (a `RuntimeCounters`)."""
         with self._lock:
             self._counters = counters
-            self._observed = self._is_observed()
             self._bind_step()
 
     @property
@@ -215,12 +208,15 @@ class Controller:
 
     def _bind_step(self) -> None:
         """Make `self.step` this controller's `quick_step` for the machine in force, or `_step_observed` while
-        observers are attached (their cycles take `_cycle` anyway). Called under the lock, or before any step.
+        observers are attached (their cycles take `_cycle` anyway), and note which in `_observed`. Called whenever
+        the machine or the observers change, under the lock or before any step.
 
         `step` is an attribute of the instance, and the class defines none:
         CPython 3.11 looks up an instance attribute that shadows a class
         attribute without its fast path, which cost 45 ns a cycle here.
         """
+        # Whether a cycle has anyone to tell (recorder, audit log, counters): one test per cycle instead of three.
+        self._observed = self._record is not None or self._audit is not None or self._counters is not None
         self.step = self._step_observed if self._observed else quick_step(self, self._compiled)
 
     def _cell(self, compiled: _Compiled, reading, fixed: bool):
