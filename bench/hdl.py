@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -71,10 +72,17 @@ int main(void)
 
 
 def distil_acas(folder: Path) -> Path:
-    """The 512-cell ACAS Xu artifact: bench/distill.py's acasxu-small spec with frac_bits on every input."""
+    """The 512-cell ACAS Xu artifact: bench/distill.py's acasxu-small spec with frac_bits on every input, its
+    equal-width bins over the envelope widened outward to the nearest multiples of 2^-frac_bits (the fixed-point
+    path takes only edges on its grid)."""
     spec_path = distill_bench.write_spec("acasxu-small", folder)
     spec = json.loads(spec_path.read_text())
+    scale = 2 ** ACAS_FRAC_BITS
     for item in spec["inputs"]:
+        low, high = math.floor(item["min"] * scale), math.ceil(item["max"] * scale)
+        bins = item.pop("bins", None) or len(item.pop("edges")) - 1
+        item["min"], item["max"] = low / scale, high / scale
+        item["edges"] = [round(low + (high - low) * k / bins) / scale for k in range(bins + 1)]
         item["frac_bits"] = ACAS_FRAC_BITS
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
     artifact = folder / "acasxu-small.cfsm"

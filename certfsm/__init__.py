@@ -30,8 +30,10 @@ by the public name given here, never from the underscore module:
   table, parameters and the step function, standard library only);
 - building blocks the sub-packages share: `frozen_array` (read-only
   numpy arrays, `_arrays`); `rational_array`, `integer_form`,
-  `float_at_least`, `float_at_most` (exact rationals and floats rounded
-  in a chosen direction, `_rational`); `write_atomically` and
+  `decimal_value` (the exact decimal a spec constant denotes),
+  `float_at_least`, `float_at_most` (floats rounded in a chosen
+  direction, `_decimal`, standard library only); exact rationals
+  (`_rational`); `write_atomically` and
   `staged_folder` (a file or a report folder appears whole or not at
   all, `_staging`); `json_path` (`_jsonpath`); `ReadOnlyDict`
   (`_readonly`); `token_colours` (one colour per token in every picture,
@@ -64,7 +66,8 @@ _LAZY = {
     "artifact_payload": "_artifact", "write_artifact": "_artifact", "is_certified": "_artifact_trust",
     "PublicKey": "_signing",
     "frozen_array": "_arrays",
-    "float_at_least": "_rational", "float_at_most": "_rational", "integer_form": "_rational",
+    "float_at_least": "_decimal", "float_at_most": "_decimal", "decimal_value": "_decimal",
+    "integer_form": "_rational", "margin_bounds": "_decision",
     "rational_array": "_rational",
     "staged_folder": "_staging", "write_atomically": "_staging",
     "json_path": "_jsonpath", "ReadOnlyDict": "_readonly", "token_colours": "_palette",
@@ -125,8 +128,8 @@ __all__ = [
     "ARTIFACT_SUFFIX", "AffineLayer", "Artifact", "ArtifactError", "AuditLogError", "CertfsmError", "EngineError",
     "ModelError", "Network", "PROVED", "ProbeError", "PublicKey", "ReadOnlyDict", "ReportError", "SigningError",
     "SlaPath", "SpecError", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
-    "allowed_bitmasks", "artifact_payload", "decide", "decision_margin", "float_at_least", "float_at_most",
+    "allowed_bitmasks", "artifact_payload", "decide", "decimal_value", "decision_margin", "float_at_least", "float_at_most",
     "frozen_array", "gated_decide", "integer_form", "is_certified", "json_path", "load_artifact", "load_onnx",
-    "load_spec", "margin_from_probability", "preference", "rational_array", "run_onnxruntime", "spec_from_dict",
+    "load_spec", "margin_bounds", "margin_from_probability", "preference", "rational_array", "run_onnxruntime", "spec_from_dict",
     "staged_folder", "token_colours", "write_artifact", "write_atomically",
 ]

@@ -14,9 +14,16 @@ the runtime choosing t.
 
 from __future__ import annotations
 
+import decimal
 import math
+from fractions import Fraction
 
 import numpy as np
+
+from ._decimal import decimal_value
+
+# Digits of the natural logarithms that bound a probability gate's margin: an interval about 1e-45 wide.
+_LN_DIGITS = 50
 
 DECISION_RULES = ("argmax", "argmin")
 
@@ -61,3 +68,48 @@ def margin_from_probability(probability: float, n_tokens: int) -> float:
     if n_tokens < 2:
         raise ValueError(f"n_tokens={n_tokens} must be at least 2 for a confidence gate")
     return math.log((n_tokens - 1) * probability / (1.0 - probability))
+
+
+def margin_bounds(margin=None, probability=None, n_tokens: int = 2) -> tuple[Fraction, Fraction] | None:
+    """Exact rational (lower, upper) bounds of the gate's logit margin (DESIGN, "Spec constants"); None: no gate.
+
+    A written margin is its decimal, so both bounds are that decimal. A
+    probability p gives the irrational ln((K-1) p / (1-p)); the bounds
+    enclose it (about 1e-45 apart), and each claim uses the side that is
+    sound for it: "no bad token passes the gate" is proved with the lower
+    bound (a larger unsafe set), "passes the gate" with the upper one, and
+    a witness counts only when it clears the bound on its side.
+    """
+    if probability is not None:
+        p = decimal_value(probability)
+        if not 0 < p < 1:
+            raise ValueError(f"probability={probability} must lie strictly between 0 and 1")
+        if n_tokens < 2:
+            raise ValueError(f"n_tokens={n_tokens} must be at least 2 for a confidence gate")
+        return _ln_bounds((n_tokens - 1) * p / (1 - p))
+    if margin is not None:
+        value = decimal_value(margin)
+        return value, value
+    return None
+
+
+def _ln_bounds(q: Fraction) -> tuple[Fraction, Fraction]:
+    """Rationals lo <= ln(q) <= hi: ln of numerator and denominator, each correctly rounded by `decimal`.
+
+    `decimal` rounds ln correctly (half-even) at the context precision, so
+    each logarithm lies within half a unit in its last place of the result;
+    one whole unit on each side is a safe enclosure. ln(1) = 0 exactly.
+    """
+    if q == 1:
+        return Fraction(0), Fraction(0)
+    low, high = Fraction(0), Fraction(0)
+    with decimal.localcontext() as context:
+        context.prec = _LN_DIGITS
+        for integer, sign in ((q.numerator, 1), (q.denominator, -1)):
+            if integer == 1:
+                continue
+            value = decimal.Decimal(integer).ln()
+            unit = Fraction(10) ** (value.adjusted() - _LN_DIGITS + 1)
+            low += sign * Fraction(value) - unit
+            high += sign * Fraction(value) + unit
+    return low, high

@@ -14,6 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._decimal import float_at_least, float_at_most  # noqa: F401  (their home is the stdlib-only _decimal)
+
 
 def rational_array(array) -> np.ndarray:
     """The exact values of a float (or already rational) array, as an object array of Fractions."""
@@ -38,15 +40,3 @@ def integer_form(values) -> tuple[np.ndarray, int]:
     numerators = np.empty(flat.shape, dtype=object)
     numerators[:] = [v.numerator * (denominator // v.denominator) for v in flat]
     return numerators.reshape(values.shape), denominator
-
-
-def float_at_least(value: Fraction) -> float:
-    """The smallest float64 that is >= `value` (so a bound rounded up never cuts off a real point)."""
-    nearest = float(value)
-    return nearest if Fraction(nearest) >= value else float(np.nextafter(nearest, np.inf))
-
-
-def float_at_most(value: Fraction) -> float:
-    """The largest float64 that is <= `value`."""
-    nearest = float(value)
-    return nearest if Fraction(nearest) <= value else float(np.nextafter(nearest, -np.inf))

@@ -27,15 +27,18 @@ onnx, maraboupy nor z3, so the runtime can load specs on a bare target.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ._arrays import frozen_array
+from ._decision import margin_bounds
 from ._errors import SpecError
 from ._readonly import ReadOnlyDict
 from ._sla_path import SLA_STATISTICS, SlaPath
@@ -119,6 +122,13 @@ class ControllerSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", _ReadOnlyDict(self.tokens))
         object.__setattr__(self, "_index", _ReadOnlyDict((t, k) for k, t in enumerate(self.outputs)))
+
+    @functools.cached_property
+    def gate_bounds(self) -> tuple[Fraction, Fraction] | None:
+        """The gate's logit margin as exact rational (lower, upper) bounds, None without a gate (`margin_bounds`)."""
+        if self.probability is not None:
+            return margin_bounds(probability=self.probability, n_tokens=self.n_outputs)
+        return margin_bounds(margin=self.margin)
 
     @property
     def n_inputs(self) -> int:

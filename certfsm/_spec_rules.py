@@ -15,6 +15,7 @@ is built into a `ControllerSpec` with the invariants stated in
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
+from .machine import reading_keys
 from ._spec import ControllerSpec, InputSpec, LegalityRule, SlaPath
 from ._spec_schema import show_number, show_value
 
@@ -91,6 +93,17 @@ class SpecBuilder:
         return tuple(result)
 
     def edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
+        edges = self.given_edges(at, item, low, high)
+        keys = reading_keys(edges)
+        thresholds = (keys[0], *keys[1], math.nextafter(keys[2], math.inf))
+        for k in range(len(edges) - 1):
+            if not thresholds[k] < thresholds[k + 1]:
+                raise self.fail(f"{at}: the bin [{show_number(edges[k])}, {show_number(edges[k + 1])}] holds no "
+                                "float64 reading (its edges lie between the same two float64 values); widen it or "
+                                "drop one of its edges")
+        return edges
+
+    def given_edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
         if "bins" in item:
             bins = int(item["bins"])
             edges = np.linspace(low, high, bins + 1)
@@ -229,6 +242,13 @@ class SpecBuilder:
                             "give the path of an ONNX file") from None
         if require_model and not is_file:
             reason = "is not a file" if exists else "does not exist"
-            raise self.fail(f"model={given!r} resolves to {model_path}, which {reason}; put the ONNX file there "
-                            f"or fix the model path (a relative path starts at the spec file's folder {self.path.parent})")
+            raise self.fail(f"model={given!r} resolves to {_printable(model_path)}, which {reason}; put the ONNX file "
+                            "there or fix the model path (a relative path starts at the spec file's folder "
+                            f"{_printable(self.path.parent)})")
         return model_path
+
+
+def _printable(path: Path) -> str:
+    """A path for a one-line message: as it is, or quoted with escapes where it holds a newline or another control."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)

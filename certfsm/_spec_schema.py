@@ -4,7 +4,8 @@ The first two of the three steps of reading a spec (`certfsm._spec` runs
 them, then the semantic checks of `certfsm._spec_rules`):
 
 1. plain JSON: the file exists, parses (line and column on a syntax
-   error), has no repeated object keys and only finite numbers;
+   error), has no repeated object keys and only finite numbers, each a
+   decimal that certfsm keeps exactly (see `_NotKept`);
 2. the schema (``certfsm/spec.schema.json``, draft 2020-12): shapes,
    types, ranges and unknown keys; its ``description`` fields double as
    the reference documentation and as the fix hint of schema errors.
@@ -38,6 +39,7 @@ import jsonschema
 
 from ._errors import SpecError
 from ._jsonpath import json_path
+from ._decimal import is_spec_decimal
 
 # A spec nests 5 levels (legality_rules[0].when.<input>.min); the readers recurse once or more per level.
 MAX_DEPTH = 32
@@ -45,6 +47,8 @@ MAX_DEPTH = 32
 MAX_VALUES = 10_000
 # float64's largest value has 309 digits; longer integers are kept as text and refused by check_plain_json.
 MAX_INTEGER_DIGITS = 400
+# Every integer up to 2^53 is a float64 that writes back as itself; larger ones are checked one by one.
+_EXACT_INTEGERS = 2 ** 53
 _BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 
 
@@ -83,9 +87,28 @@ def _integer(text: str) -> int | _OutOfRange:
     return int(text) if len(text.lstrip("-")) <= MAX_INTEGER_DIGITS else _OutOfRange(text)
 
 
-def _real(text: str) -> float | _OutOfRange:
+def _not_kept_message(where: str, text: str) -> str:
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return (f"{where}: {shown} has more digits than certfsm keeps exactly (a float64 holds it as "
+            f"{float(text)!r}, another number); write the decimal you mean with at most 17 significant digits, "
+            f"e.g. {float(text)!r}")
+
+
+class _NotKept(str):
+    """The text of a JSON number that its float64 does not write back as the same decimal (0.30000000000000001).
+
+    A spec constant means the decimal written, and certfsm carries it as
+    the float64 whose shortest ``repr`` is that decimal (`decimal_value`);
+    a decimal with more digits than that would silently become another
+    number, so `check_plain_json` refuses it.
+    """
+
+
+def _real(text: str) -> float | _OutOfRange | _NotKept:
     value = float(text)
-    return value if math.isfinite(value) else _OutOfRange(text)
+    if not math.isfinite(value):
+        return _OutOfRange(text)
+    return value if is_spec_decimal(text) else _NotKept(text)
 
 
 def _check_depth(text: str, label: str) -> None:
@@ -173,11 +196,16 @@ def check_plain_json(data: Any, label: str) -> None:
         elif isinstance(data, _OutOfRange):
             shown = data if len(data) <= 60 else data[:57] + "..."
             raise SpecError(f"{label}: {where}: {shown} is too large for a float64; give a smaller number")
+        elif isinstance(data, _NotKept):
+            raise SpecError(f"{label}: {_not_kept_message(where, data)}")
         elif isinstance(data, float) and not math.isfinite(data):
             raise SpecError(f"{label}: {where}: {data!r} is not a finite number "
                             "(JSON has no NaN or Infinity); give a finite number")
         elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > sys.float_info.max:
             raise SpecError(f"{label}: {where}: {show_value(data)} is too large for a float64; give a smaller number")
+        elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > _EXACT_INTEGERS \
+                and not is_spec_decimal(str(data)):
+            raise SpecError(f"{label}: {_not_kept_message(where, str(data))}")
 
     check(data, ())
 

@@ -11,8 +11,9 @@ one `bisect_right` and one tuple index per input and no allocation:
 
 Why it equals `Machine.cell_of` (tests/core/test_fast_binning.py checks
 it on random, edge, NaN, infinite and out-of-range readings): input i
-with edges e0 < e1 < ... < en gets the keys ``(e0, e1, ..., e(n-1),
-u)``, where u is the float just above en, so for a float x
+with edges e0 < e1 < ... < en gets the keys ``(t0, t1, ..., t(n-1),
+u)`` of `certfsm.machine.reading_keys` (tk the smallest float >= ek, u
+the float just above the largest float <= en), so for a float x
 
 - ``bisect_right(keys, x)`` is the number of keys <= x: 0 when x < e0,
   k + 1 when x is in bin k = [ek, ek+1) (the last bin [e(n-1), en] closed,
@@ -42,7 +43,8 @@ import math
 from bisect import bisect_right
 from typing import Callable, Sequence
 
-from .machine import OUT_OF_ENVELOPE, Machine
+from ._errors import SpecError
+from .machine import OUT_OF_ENVELOPE, Machine, reading_keys
 
 CellOf = Callable[[Sequence], "int | None"]
 
@@ -50,8 +52,11 @@ CellOf = Callable[[Sequence], "int | None"]
 def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
     """Per input, the keys and the offsets of the real-valued binning (the module docstring says why they bin
     exactly); `Controller.decide_many` uses them as numpy arrays."""
-    return [((*edges[:-1], math.nextafter(edges[-1], math.inf)), _offsets(machine, len(edges), stride))
-            for edges, stride in zip(machine.edges, machine.strides)]
+    tables = []
+    for edges, stride in zip(machine.edges, machine.strides):
+        low, interior, high = reading_keys(edges)
+        tables.append(((low, *interior, math.nextafter(high, math.inf)), _offsets(machine, len(edges), stride)))
+    return tables
 
 
 def compile_cell_of(machine: Machine) -> CellOf:
@@ -61,9 +66,11 @@ def compile_cell_of(machine: Machine) -> CellOf:
 
 def compile_cell_of_fixed(machine: Machine) -> CellOf:
     """The fixed-point binning of `machine` (integers v meaning v * 2^-frac_bits); always None without frac_bits."""
-    if any(bits is None for bits in machine.frac_bits):
-        return lambda values: None  # Machine.cell_of_fixed raises the SpecError naming the input
-    keys = [(low, *interior, high + 1) for interior, low, high in machine.fixed_point]
+    try:
+        tables = machine.fixed_point
+    except SpecError:  # no frac_bits, or edges off the grid: Machine.cell_of_fixed raises the error naming the input
+        return lambda values: None
+    keys = [(low, *interior, high + 1) for interior, low, high in tables]
     return _compile(machine, keys, "int", int)
 
 

@@ -55,6 +55,7 @@ Initial state: the conservative token, no candidate, cooldown 0.
 from __future__ import annotations
 
 import bisect
+import decimal
 import enum
 import functools
 import itertools
@@ -63,6 +64,7 @@ import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ._decimal import decimal_value, float_at_least, float_at_most
 from ._errors import SpecError
 
 OUT_OF_ENVELOPE = -1
@@ -70,6 +72,25 @@ OUT_OF_ENVELOPE = -1
 
 NO_CANDIDATE = -1
 _FLOATS = {float}
+
+
+def _exact_number(name: str, value, what: str):
+    """A reading value as a float (a float, or a number a float holds exactly) or an exact Fraction; NaN when it
+    has no finite value. Never rounds: a longdouble, a Fraction or a 400-digit int keeps its exact value."""
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+        return float(value) if abs(value) <= 2 ** 53 else Fraction(value)
+    ratio = getattr(value, "as_integer_ratio", None)
+    if ratio is None:
+        raise TypeError(f"{what}: input {name} = {value!r:.40} is a {type(value).__name__}, which certfsm cannot "
+                        "compare exactly with the edges; pass a float, an int, a Fraction or a Decimal")
+    try:
+        exact = Fraction(*ratio())
+    except (ValueError, OverflowError):  # NaN or an infinity: no finite value
+        return math.nan
+    return float(exact) if Fraction(float(exact)) == exact else exact
 
 
 class Reason(enum.IntEnum):
@@ -225,21 +246,60 @@ def _table_path(params: MachineParams, state: State, proposal: int, counted_down
 # ------------------------------------------------------------- fixed point
 
 
+def reading_keys(edges) -> tuple[float, tuple[float, ...], float]:
+    """(low, interior, high): the floats that bin a float reading exactly as the decimal edges say.
+
+    Edges are the exact decimals of the spec (`decimal_value`). A float x
+    satisfies x >= e exactly when x >= float_at_least(e), and x <= max
+    exactly when x <= float_at_most(max); so x is inside the envelope when
+    low <= x <= high, and in bin k when exactly k interior keys are <= x
+    (DESIGN, "Cells"). The spec reader refuses edges that leave a bin with
+    no float64, so the keys increase and every bin can be reached.
+    """
+    exact = [decimal_value(e) for e in edges]
+    return float_at_least(exact[0]), tuple(float_at_least(e) for e in exact[1:-1]), float_at_most(exact[-1])
+
+
+def off_grid_edge(edges, frac_bits: int) -> str | None:
+    """Why the edges cannot be binned on the 2^-f grid (None when every edge is a multiple of 2^-f).
+
+    A reading reaches the fixed-point path as an integer v meaning
+    v * 2^-f, converted from a real value by whoever measures it. Only with
+    every edge on the grid does rounding a real value down to the grid keep
+    it in its cell, whichever converter does it, so the fixed-point path
+    (`Machine.fixed_point`, the Verilog and the C) refuses other edges.
+    """
+    scale = 1 << frac_bits
+    for k, edge in enumerate(edges):
+        scaled = decimal_value(edge) * scale
+        if scaled.denominator != 1:
+            below, above = math.floor(scaled), math.ceil(scaled)
+            return (f"edges[{k}]={edge!r} is not a multiple of 2^-{frac_bits} (the nearest are "
+                    f"{_grid_value(below, frac_bits)} and {_grid_value(above, frac_bits)}), so a reading rounded "
+                    "to the fixed-point grid could change cell; move the edge onto the grid or raise frac_bits")
+    return None
+
+
+def _grid_value(integer: int, frac_bits: int) -> str:
+    value = Fraction(integer, 1 << frac_bits)
+    return repr(float(value)) if Fraction(float(value)) == value else str(value)
+
+
 def integer_thresholds(edges, frac_bits: int) -> tuple[int, ...]:
-    """ceil(e * 2^f) for every edge e, from the exact rational value of the float edge.
+    """ceil(e * 2^f) for every edge e, from the exact decimal of the edge.
 
     So an integer reading v (meaning v * 2^-f) satisfies v >= threshold
     exactly when v * 2^-f >= e: integer binning equals real binning
     (DESIGN, "Fixed point for hardware").
     """
     scale = 1 << frac_bits
-    return tuple(math.ceil(Fraction(float(edge)) * scale) for edge in edges)
+    return tuple(math.ceil(decimal_value(edge) * scale) for edge in edges)
 
 
 def integer_envelope(edges, frac_bits: int) -> tuple[int, int]:
     """(lo, hi) with v inside [min, max] exactly when lo <= v <= hi: ceil(min * 2^f), floor(max * 2^f)."""
     scale = 1 << frac_bits
-    return math.ceil(Fraction(float(edges[0])) * scale), math.floor(Fraction(float(edges[-1])) * scale)
+    return math.ceil(decimal_value(edges[0]) * scale), math.floor(decimal_value(edges[-1]) * scale)
 
 
 # ------------------------------------------------------------- the machine
@@ -297,10 +357,6 @@ class Machine:
         return len(self.proposal)
 
     @functools.cached_property
-    def _interior(self) -> tuple[tuple[float, ...], ...]:
-        return tuple(e[1:-1] for e in self.edges)
-
-    @functools.cached_property
     def strides(self) -> tuple[int, ...]:
         """Per input, how far one bin moves the flat cell index (C order: the last input varies fastest)."""
         strides, stride = [], 1
@@ -313,13 +369,22 @@ class Machine:
         """The flat cell of one reading (one real value per input, in input order), or OUT_OF_ENVELOPE.
 
         NaN, inf, None (a missing value) and values outside [min, max] are
-        out of envelope. A reading of the wrong length or type is a clear
-        error naming the inputs (TypeError, ValueError), never a silent
-        fallback. A list or tuple of floats takes the fast path (no per-value
-        conversion): this runs once per control cycle.
+        out of envelope. Every number is placed exactly as the decimal edges
+        say (DESIGN, "Cells"): floats through `reading_keys`, every other
+        real number (int of any size, Fraction, Decimal, numpy scalars,
+        longdouble included) by exact comparison with the edges' rationals,
+        never rounded to a float first. A reading of the wrong length or a
+        value that is not a number (a bool, a string) is a clear error
+        naming the input (TypeError, ValueError), never a silent fallback.
+        A list or tuple of floats takes the fast path: this runs once per
+        control cycle.
         """
-        values = reading if type(reading) in (list, tuple) and len(reading) == self.n_inputs \
-            and set(map(type, reading)) == _FLOATS else self._checked(reading, "reading")
+        if type(reading) in (list, tuple) and len(reading) == self.n_inputs and set(map(type, reading)) == _FLOATS:
+            values = reading
+        else:
+            values = self._checked(reading, "reading")
+            if any(type(v) is not float for v in values):
+                return self._cell_exactly(values)
         cell = 0
         for value, (low, high, interior, stride) in zip(values, self._bins):
             if not low <= value <= high:
@@ -329,12 +394,32 @@ class Machine:
 
     @functools.cached_property
     def _bins(self) -> tuple[tuple[float, float, tuple[float, ...], int], ...]:
-        """Per input: (min, max, interior edges, stride), the one table `cell_of` walks."""
-        return tuple((e[0], e[-1], e[1:-1], stride) for e, stride in zip(self.edges, self.strides))
+        """Per input: (low, high, interior keys, stride) of `reading_keys`, the one table `cell_of` walks."""
+        return tuple((low, high, interior, stride)
+                     for (low, interior, high), stride in zip(map(reading_keys, self.edges), self.strides))
+
+    @functools.cached_property
+    def _exact_bins(self) -> tuple[tuple[Fraction, Fraction, tuple[Fraction, ...], int], ...]:
+        """Per input: (min, max, interior edges, stride) as the edges' exact decimals."""
+        return tuple((decimal_value(e[0]), decimal_value(e[-1]), tuple(decimal_value(v) for v in e[1:-1]), stride)
+                     for e, stride in zip(self.edges, self.strides))
+
+    def _cell_exactly(self, values) -> int:
+        """`cell_of` for checked values that include exact rationals: every comparison in rational arithmetic."""
+        cell = 0
+        for value, (low, high, interior, stride) in zip(values, self._exact_bins):
+            if value != value or value in (math.inf, -math.inf):
+                return OUT_OF_ENVELOPE
+            exact = Fraction(value)
+            if not low <= exact <= high:
+                return OUT_OF_ENVELOPE
+            cell += bisect.bisect_right(interior, exact) * stride
+        return cell
 
     def _checked(self, reading, what: str, integers: bool = False) -> tuple:
-        """One value per input: floats (None, a missing probe value, becomes NaN) or, for the fixed-point
-        path, integers. A wrong length or a value that is not a number is an error naming the input."""
+        """One value per input: floats or exact rationals (None, a missing probe value, and numbers that have no
+        finite value become NaN) or, for the fixed-point path, integers. A wrong length or a value that is not a
+        number is an error naming the input."""
         try:
             values = tuple(reading)
         except TypeError:
@@ -347,13 +432,15 @@ class Machine:
         for name, value in zip(self.names, values):
             if value is None and not integers:
                 checked.append(math.nan)
-            elif isinstance(value, (bool, str, bytes)) or not isinstance(value, numbers.Real):
+            elif isinstance(value, (bool, str, bytes)) or not isinstance(value, (numbers.Real, decimal.Decimal)):
                 raise TypeError(f"{what}: input {name} = {value!r:.40} is not a number")
-            elif integers and not isinstance(value, numbers.Integral):
-                raise TypeError(f"{what}: input {name} = {value!r:.40} is not an integer; the fixed-point path "
-                                "takes integers v meaning v * 2^-frac_bits")
+            elif integers:
+                if not isinstance(value, numbers.Integral):
+                    raise TypeError(f"{what}: input {name} = {value!r:.40} is not an integer; the fixed-point path "
+                                    "takes integers v meaning v * 2^-frac_bits")
+                checked.append(int(value))
             else:
-                checked.append(int(value) if integers else float(value))
+                checked.append(_exact_number(name, value, what))
         return tuple(checked)
 
     @functools.cached_property
@@ -364,6 +451,9 @@ class Machine:
             if bits is None:
                 raise SpecError(f"inputs[{index}] ({name}) has no frac_bits, so the machine has no fixed-point "
                                 "path; add frac_bits (0..24) to that input in the spec")
+            problem = off_grid_edge(edges, bits)
+            if problem:
+                raise SpecError(f"inputs[{index}] ({name}): {problem}")
             tables.append((integer_thresholds(edges, bits)[1:-1], *integer_envelope(edges, bits)))
         return tuple(tables)
 

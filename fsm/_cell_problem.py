@@ -31,6 +31,7 @@ in onnxruntime alike).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -55,6 +56,10 @@ class _Problem:
     margin: float
     conservative: int
     outputs: tuple[str, ...]
+    margin_low: Fraction = Fraction(0)
+    margin_high: Fraction = Fraction(0)
+    """The gate's exact margin bounds (`ControllerSpec.gate_bounds`); `margin` is the float64 nearest them,
+    which the numeric searches use. Every claim reads the bound that is sound for it."""
 
     @property
     def n_outputs(self) -> int:
@@ -82,14 +87,9 @@ class _Problem:
         others = np.delete(win, self.conservative, axis=1)
         return np.where(chosen != self.conservative, win[np.arange(len(p)), chosen], -others.max(axis=1))
 
-    def cell_box(self, cell: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.grid.cell_bounds(cell)
-
     def witness_box(self, cell: int) -> tuple[np.ndarray, np.ndarray]:
-        """The closed box of points that lie in the half-open cell: open upper sides pulled in by one ulp."""
-        lower, upper = self.grid.cell_bounds(cell)
-        inner = np.where(upper == self.grid.upper, upper, np.nextafter(upper, -np.inf))
-        return lower, inner
+        """The closed box of the float64 points that lie in the half-open cell (`Grid.float_cell_bounds`)."""
+        return self.grid.float_cell_bounds(cell)
 
     def _difference_row(self, a: int, b: int) -> np.ndarray:
         """Row r with r @ y = p_a - p_b."""
@@ -99,29 +99,41 @@ class _Problem:
         return row
 
     def loses(self, token: int, delta: float) -> tuple[Conjunction, ...]:
-        """The decision is not `token`, by `delta` to spare (delta 0: the closure of "not token")."""
+        """The decision is not `token`, by `delta` to spare (delta 0: the closure of "not token").
+
+        Stated with the margin bound that makes the set larger (the upper
+        one where `token` must pass the gate, the lower one where another
+        token must), so that refuting it proves `token` for the true margin.
+        """
+        spare = Fraction(float(delta))
         if token != self.conservative:
-            return tuple(Conjunction(self._difference_row(token, j)[None], [self.margin - delta],
-                                     (f"p{token} - p{j} <= {self.margin - delta:g}",))
+            bound, witness = self.margin_high - spare, self.margin_low - spare
+            return tuple(Conjunction(self._difference_row(token, j)[None], [float(bound)],
+                                     (f"p{token} - p{j} <= {float(bound):g}",), (bound,), (), (witness,))
                          for j in range(self.n_outputs) if j != token)
-        return tuple(chosen_conjunction(k, self.n_outputs, self.rule, self.margin + delta)
+        return tuple(chosen_conjunction(k, self.n_outputs, self.rule, self.margin_low + spare, self.margin_high + spare)
                      for k in range(self.n_outputs) if k != self.conservative)
 
     def wins(self, token: int, delta: float) -> tuple[Conjunction, ...]:
         """The decision is `token` with `delta` to spare (c: c beats every other score by delta)."""
-        margin = self.margin + delta if token != self.conservative else delta
+        spare = Fraction(float(delta))
+        margin = self.margin_high + spare if token != self.conservative else spare
         return (chosen_conjunction(token, self.n_outputs, self.rule, margin),)
 
     def envelope_property(self, token: int) -> Property:
         """Unsafe set: the closure of "the decision is not `token`" over the whole envelope (cells are its sub-boxes)."""
+        lower, upper = self.grid.exact_envelope()
         return Property(f"decision is {self.outputs[token]}", self.grid.lower, self.grid.upper,
-                        self.loses(token, 0.0), f"the gated decision is {self.outputs[token]}")
+                        self.loses(token, 0.0), f"the gated decision is {self.outputs[token]}",
+                        exact_lower=lower, exact_upper=upper)
 
     def exact_property(self, cell: int, token: int) -> Property:
-        """Unsafe set: the closure of "the decision is not `token`" over the closed cell box."""
-        lower, upper = self.cell_box(cell)
-        return Property(f"cell {cell}: decision is {self.outputs[token]}", lower, upper, self.loses(token, 0.0),
-                        f"the gated decision is {self.outputs[token]} everywhere in {self.grid.describe_cell(cell)}")
+        """Unsafe set: the closure of "the decision is not `token`" over the closed cell box, edges read exactly."""
+        lower, upper = self.grid.exact_cell_bounds(cell)
+        return Property(f"cell {cell}: decision is {self.outputs[token]}", [float(v) for v in lower],
+                        [float(v) for v in upper], self.loses(token, 0.0),
+                        f"the gated decision is {self.outputs[token]} everywhere in {self.grid.describe_cell(cell)}",
+                        exact_lower=lower, exact_upper=upper)
 
 
 def _problem(spec, network: Network) -> _Problem:
@@ -130,8 +142,9 @@ def _problem(spec, network: Network) -> _Problem:
         raise SpecError(f"{spec.path}: the spec has {spec.n_inputs} inputs and {spec.n_outputs} outputs but the "
                         f"network {network.source_path or '(in memory)'} has {network.n_inputs} and "
                         f"{network.n_outputs}; give the network the spec names")
+    low, high = spec.gate_bounds or (Fraction(0), Fraction(0))
     margin = 0.0 if spec.margin is None else float(spec.margin)
-    return _Problem(network, grid, spec.decision, margin, spec.conservative_index, tuple(spec.outputs))
+    return _Problem(network, grid, spec.decision, margin, spec.conservative_index, tuple(spec.outputs), low, high)
 
 
 @dataclass(frozen=True, eq=False)

@@ -201,9 +201,12 @@ def revalidate_witnesses(problem: _Problem, table: Table, folder) -> WitnessChec
 
 def _exact_problem(problem: _Problem, a: np.ndarray, b: np.ndarray) -> str:
     """Why the pair fails under the exact semantics ("" when it holds): exact decisions differ and equal float64's."""
-    exact = [exact_decision(exact_outputs(problem.network, x), problem.rule, problem.margin, problem.conservative)
-             for x in (a, b)]
+    exact = [exact_decision(exact_outputs(problem.network, x), problem.rule, (problem.margin_low, problem.margin_high),
+                            problem.conservative) for x in (a, b)]
     floats = problem.decisions(np.array([a, b]))
+    if None in exact:
+        return ("a point's exact winning margin lies between the bounds of the gate's irrational margin, so its "
+                "decision is not known exactly")
     if exact[0] == exact[1]:
         return f"both points decide {problem.outputs[exact[0]]} in exact arithmetic, so they witness nothing"
     if list(floats) != exact:
@@ -212,14 +215,23 @@ def _exact_problem(problem: _Problem, a: np.ndarray, b: np.ndarray) -> str:
     return ""
 
 
-def exact_decision(outputs, rule: str, margin: float, conservative: int) -> int:
-    """`gated_decide` on exact rational scores: the chosen index (ties to the lowest) if it wins by >= margin."""
+def exact_decision(outputs, rule: str, margin, conservative: int) -> int | None:
+    """`gated_decide` on exact rational scores: the chosen index (ties to the lowest) if it wins by >= margin.
+
+    `margin` is exact, or a pair (lower, upper) of exact bounds of an
+    irrational margin; a win between the two bounds is not known to pass
+    or fail the gate, and gives None.
+    """
+    low, high = (Fraction(margin), Fraction(margin)) if not isinstance(margin, tuple) else margin
     scores = [Fraction(v) for v in outputs]
     if rule == "argmin":
         scores = [-v for v in scores]
     chosen = max(range(len(scores)), key=lambda k: (scores[k], -k))
     runner_up = max(v for k, v in enumerate(scores) if k != chosen)
-    return chosen if scores[chosen] - runner_up >= Fraction(margin) else conservative
+    win = scores[chosen] - runner_up
+    if win >= high:
+        return chosen
+    return conservative if win < low else None
 
 
 def _read_records(path: Path, n_cells: int) -> list[dict]:

@@ -16,7 +16,16 @@ envelope, NaN or inf has no cell: `cell_of` returns `OUT_OF_ENVELOPE`.
 The binning rule in one line: bin(x_i) = the number of interior edges
 e with x_i >= e, i.e. ``np.searchsorted(interior, x_i, side="right")``;
 the closed last bin needs no special case because every interior edge is
-below max.
+below max. Edges are the exact decimals the spec wrote (DESIGN, "Cells"),
+so a float reading is compared with the smallest float64 t >= e (x >= t
+exactly when x >= e) and with the largest float64 <= max (`float_keys`).
+
+Three views of a cell's box, each for its use: `cell_bounds` gives the
+spec's edges (the decimals, carried as floats, which compare exactly with
+each other and with rule bounds); `exact_cell_bounds` their rationals, for
+properties; `proof_cells_bounds` the float64 box rounded outward around
+them, which bound propagation may cover; `float_cell_bounds` the closed
+box of the float64 points inside the half-open cell, where witnesses live.
 
 Fixed point (DESIGN, "Fixed point for hardware"): an input with
 ``frac_bits`` f reaches the hardware as an integer v meaning v * 2^-f.
@@ -35,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from certfsm import SpecError, frozen_array
-from certfsm.machine import OUT_OF_ENVELOPE, integer_envelope, integer_thresholds
+from certfsm import SpecError, decimal_value, float_at_least, float_at_most, frozen_array
+from certfsm.machine import OUT_OF_ENVELOPE, integer_envelope, integer_thresholds, reading_keys
 
 _INT64 = np.iinfo(np.int64)
 
@@ -130,15 +139,22 @@ class Grid:
                             f"(m, {self.n_inputs}): one value per input ({', '.join(self.names)}) in that order")
         return array.reshape(-1, self.n_inputs), array.ndim == 1
 
+    @functools.cached_property
+    def float_keys(self) -> tuple[tuple[float, np.ndarray, float], ...]:
+        """Per input (low, interior, high) with a float x in bin k exactly as the decimal edges say
+        (`certfsm.machine.reading_keys`): inside when low <= x <= high, bin = #interior keys <= x."""
+        return tuple((low, np.array(interior, dtype=np.float64), high)
+                     for low, interior, high in (reading_keys(e) for e in self.edges))
+
     def cell_of(self, x):
         """Flat cell index of one point (an int) or of a batch of rows (an int64 array); -1 outside the envelope."""
         rows, single = self._rows(x, "cell_of", np.float64)
         inside = np.ones(rows.shape[0], dtype=bool)
         bins = np.empty(rows.shape, dtype=np.int64)
-        for i, e in enumerate(self.edges):
+        for i, (low, interior, high) in enumerate(self.float_keys):
             column = rows[:, i]
-            inside &= (column >= e[0]) & (column <= e[-1])
-            bins[:, i] = np.searchsorted(e[1:-1], column, side="right")
+            inside &= (column >= low) & (column <= high)
+            bins[:, i] = np.searchsorted(interior, column, side="right")
         return self._flat(bins, inside, single)
 
     def _flat(self, bins: np.ndarray, inside: np.ndarray, single: bool):
@@ -176,6 +192,37 @@ class Grid:
         lower = np.stack([e[b] for e, b in zip(self.edges, bins)], axis=1)
         upper = np.stack([e[b + 1] for e, b in zip(self.edges, bins)], axis=1)
         return lower, upper
+
+    @functools.cached_property
+    def _rounded_edges(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Per input, every edge's decimal rounded down and rounded up to float64."""
+        return tuple((np.array([float_at_most(decimal_value(v)) for v in e]),
+                      np.array([float_at_least(decimal_value(v)) for v in e])) for e in self.edges)
+
+    def proof_cells_bounds(self, cells) -> tuple[np.ndarray, np.ndarray]:
+        """`cells_bounds` rounded outward: float64 boxes that contain every real point of the cells' exact boxes."""
+        bins = np.unravel_index(np.asarray(cells, dtype=np.int64), self.shape)
+        lower = np.stack([down[b] for (down, _), b in zip(self._rounded_edges, bins)], axis=1)
+        upper = np.stack([up[b + 1] for (_, up), b in zip(self._rounded_edges, bins)], axis=1)
+        return lower, upper
+
+    def exact_cell_bounds(self, index: int) -> tuple[tuple, tuple]:
+        """(lower, upper) of cell `index` as the exact rationals of its decimal edges (the closed box)."""
+        lower, upper = self.cell_bounds(index)
+        return tuple(decimal_value(v) for v in lower), tuple(decimal_value(v) for v in upper)
+
+    def exact_envelope(self) -> tuple[tuple, tuple]:
+        """(lower, upper) of the envelope as exact rationals."""
+        return tuple(decimal_value(e[0]) for e in self.edges), tuple(decimal_value(e[-1]) for e in self.edges)
+
+    def float_cell_bounds(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """The closed box of the float64 points in the half-open cell `index` (empty where lower > upper)."""
+        bins = self.multi_index(index)
+        lower, upper = [], []
+        for (low, interior, high), k, n in zip(self.float_keys, bins, self.shape):
+            lower.append(low if k == 0 else float(interior[k - 1]))
+            upper.append(high if k == n - 1 else float(np.nextafter(interior[k], -np.inf)))
+        return np.array(lower), np.array(upper)
 
     def all_cell_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper), each (n_cells, n_inputs): the corners of every cell in flat-index order."""

@@ -26,13 +26,18 @@ envelope's magnitude.
 Precision: a finite value x is stored as v = floor(x * 2^f), so the
 decoded value is the largest multiple of 2^-f not above x (an error below
 2^-f: 1/64 for the example's utilisation inputs with f = 6, 1/16 degC for
-its temperature with f = 4, none for its integer queue depth with f = 0).
-Rounding down keeps every bin: with edges on the 2^-f grid (as in the
-example), x >= e exactly when floor(x * 2^f) >= e * 2^f, so the decoded
-value lies in the cell of x. The one exception is just above the
-envelope, where rounding down would land on max (inside: the last bin is
-closed): a value above max is stored as at least the code after max, so
-it stays out of the envelope.
+its temperature with f = 4, none for its integer queue depth with f = 0),
+except where that would cross a bin edge. A layout built from a spec
+knows the edges, the exact decimals written (DESIGN, "Cells"), and keeps
+every reading in its cell: x in bin [e_k, e_k+1) is stored as
+max(floor(x * 2^f), ceil(e_k * 2^f)), which lies in the same bin (and so
+inside every rule box that holds the whole bin's readings as the cell
+does) because the layout is refused unless every bin holds a multiple of
+2^-f. With edges on the grid (as in the example) that maximum is always
+the floor. A value above max is stored as at least the code after max, so
+it stays out of the envelope; a value below min decodes below min. Every
+comparison is exact: a float, an int, a Fraction or a Decimal is placed by
+its exact value, never rounded first.
 
 A finite value outside the codes' range (-32765 * 2^-f <= x < 32767 *
 2^-f: about +-512 with f = 6, +-2048 with f = 4) is refused with a
@@ -43,15 +48,18 @@ refused when it is built.
 
 from __future__ import annotations
 
+import bisect
+import decimal
 import json
 import math
 import numbers
 import struct
 import zlib
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Iterable, Sequence
 
-from certfsm import ProbeError
+from certfsm import ProbeError, decimal_value
 
 BLOB_VERSION = 1
 BLOB_SIZE = 16
@@ -74,6 +82,11 @@ def _finest_frac_bits(low: float, high: float) -> int:
     return f
 
 
+def _show_exact(value) -> str:
+    text = repr(value) if isinstance(value, float) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _show(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
@@ -89,16 +102,21 @@ class BlobLayout:
     frac_bits: tuple[int, ...]
     lower: tuple[float, ...]
     upper: tuple[float, ...]
+    edges: tuple[tuple[float, ...], ...] = ()
+    """Per input the spec's bin edges (first min, last max); () for a layout that only carries values."""
     _seed: int = field(init=False, repr=False, compare=False)
+    _cuts: tuple = field(init=False, repr=False, compare=False)
 
     @classmethod
     def for_inputs(cls, inputs: Iterable) -> "BlobLayout":
-        """The layout of a spec's inputs (objects with name, min, max and frac_bits, such as `InputSpec`)."""
+        """The layout of a spec's inputs (objects with name, min, max and frac_bits, such as `InputSpec`); with
+        their edges too, it keeps every reading in its cell."""
         inputs = tuple(inputs)
         return cls(tuple(item.name for item in inputs),
                    tuple(_finest_frac_bits(item.min, item.max) if item.frac_bits is None else item.frac_bits
                          for item in inputs),
-                   tuple(item.min for item in inputs), tuple(item.max for item in inputs))
+                   tuple(item.min for item in inputs), tuple(item.max for item in inputs),
+                   tuple(tuple(item.edges) for item in inputs) if all(hasattr(i, "edges") for i in inputs) else ())
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.names) <= MAX_INPUTS:
@@ -121,6 +139,32 @@ class BlobLayout:
                     "(or record readings of this spec another way)")
         key = json.dumps([list(self.names), list(self.frac_bits)]).encode("utf-8")
         object.__setattr__(self, "_seed", zlib.crc32(key))
+        object.__setattr__(self, "_cuts", self._bin_codes())
+
+    def _bin_codes(self) -> tuple[tuple[tuple[Fraction, ...], tuple[int, ...]], ...]:
+        """Per input: the interior edges' exact values and, per bin, the least code inside it (ceil(e_k * 2^f)).
+
+        Refuses a bin that holds no multiple of 2^-f: no code could stand
+        for its readings without moving them to another cell.
+        """
+        if not self.edges:
+            return ()
+        if len(self.edges) != len(self.names):
+            raise ProbeError(f"reading blob: {len(self.edges)} edge lists for {len(self.names)} inputs; "
+                             "give one per input (the spec's edges) or none")
+        cuts = []
+        for name, f, edges in zip(self.names, self.frac_bits, self.edges):
+            exact = [decimal_value(e) for e in edges]
+            least = [math.ceil(e * (1 << f)) for e in exact[:-1]]
+            for k, code in enumerate(least):
+                top = exact[k + 1] * (1 << f)
+                if not (code < top if k < len(least) - 1 else code <= top):
+                    raise ProbeError(
+                        f"reading blob: {name}: the bin [{_show(edges[k])}, {_show(edges[k + 1])}] holds no multiple "
+                        f"of 2^-{f}, so no blob code keeps its readings in their cell; raise that input's frac_bits "
+                        "in the spec or widen the bin")
+            cuts.append((tuple(exact[1:-1]), tuple(least)))
+        return tuple(cuts)
 
     def encode(self, values: Sequence[float | None]) -> bytes:
         """The 16-byte blob of one reading: one value (a real number, or None for missing) per input, in order."""
@@ -138,23 +182,26 @@ class BlobLayout:
         name, f = self.names[k], self.frac_bits[k]
         if value is None:
             return MISSING
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal)):
             raise TypeError(f"reading blob: {name}={value!r} is a {type(value).__name__}; give a real number "
                             "or None (missing)")
-        x = float(value)
-        if math.isnan(x):
-            return NAN
-        if math.isinf(x):
-            return POS_INF if x > 0 else NEG_INF
         try:
-            code = math.floor(math.ldexp(x, f))
-        except OverflowError:
-            code = None
-        if code is not None and x > self.upper[k]:
-            code = max(code, math.floor(math.ldexp(self.upper[k], f)) + 1)  # stay out of the closed last bin
-        if code is None or not FINITE_MIN <= code <= FINITE_MAX:
+            x = Fraction(value) if not isinstance(value, float) else Fraction(*value.as_integer_ratio())
+        except (ValueError, OverflowError):  # NaN or an infinity, of any number type
+            return NAN if value != value else (POS_INF if value > 0 else NEG_INF)
+        except TypeError:
+            raise TypeError(f"reading blob: {name}={value!r:.40} is a {type(value).__name__} without an exact "
+                            "value; give a float, an int, a Fraction or a Decimal") from None
+        code = math.floor(x * (1 << f))
+        upper = decimal_value(self.upper[k])
+        if x > upper:
+            code = max(code, math.floor(upper * (1 << f)) + 1)  # stay out of the closed last bin
+        elif self._cuts and x >= decimal_value(self.lower[k]):
+            interior, least = self._cuts[k]
+            code = max(code, least[bisect.bisect_right(interior, x)])  # stay in the bin of x
+        if not FINITE_MIN <= code <= FINITE_MAX:
             raise ProbeError(
-                f"reading blob: {name}={x!r} does not fit: with frac_bits {f} the blob holds finite values from "
+                f"reading blob: {name}={_show_exact(value)} does not fit: with frac_bits {f} the blob holds finite values from "
                 f"{_show(math.ldexp(FINITE_MIN, -f))} up to below {_show(math.ldexp(FINITE_MAX + 1, -f))}; it is "
                 f"far outside the envelope [{_show(self.lower[k])}, {_show(self.upper[k])}], so clip it to just "
                 "outside the envelope (the decision is the same fallback) or record it another way")

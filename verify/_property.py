@@ -37,6 +37,13 @@ class Conjunction:
     exact right-hand side (default: the floats of `b`), `strict` marks
     the rows that are strict (default: none). `b` becomes the nearest
     float64 of `exact_b`, `b_sound` the smallest float64 >= it.
+
+    `witness_b` (default: `exact_b`) is what a counterexample must meet,
+    row by row, to count: no more than `exact_b`. The two differ where a
+    constant is known only between two rationals (the probability gate's
+    irrational margin): the unsafe set is stated with the side that makes
+    it larger, so a refutation holds for the true constant, and a witness
+    must fall in the smaller set, so it is unsafe for the true constant too.
     """
 
     A: np.ndarray
@@ -44,6 +51,7 @@ class Conjunction:
     labels: tuple[str, ...] = ()
     exact_b: tuple = ()
     strict: tuple = ()
+    witness_b: tuple = ()
 
     def __post_init__(self) -> None:
         A = frozen_array(self.A, np.float64)
@@ -58,7 +66,11 @@ class Conjunction:
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", frozen_array([float(v) for v in exact_b], np.float64))
         object.__setattr__(self, "b_sound", frozen_array([float_at_least(v) for v in exact_b], np.float64))
+        witness_b = tuple(Fraction(v) for v in self.witness_b) or exact_b
+        if len(witness_b) != len(exact_b) or any(w > e for w, e in zip(witness_b, exact_b)):
+            raise ValueError("witness_b must give one right-hand side per row, none above exact_b")
         object.__setattr__(self, "exact_b", exact_b)
+        object.__setattr__(self, "witness_b", witness_b)
         object.__setattr__(self, "strict", strict)
         object.__setattr__(self, "labels", tuple(self.labels))
 
@@ -72,8 +84,8 @@ class Conjunction:
                         dtype=bool)
 
     def holds_exactly(self, outputs: list[Fraction]) -> bool:
-        """Every row holds at these exact outputs, strict rows strictly (the DESIGN semantics)."""
-        for row, bound, strict in zip(self.A, self.exact_b, self.strict):
+        """Every row holds at these exact outputs against `witness_b`, strict rows strictly (the DESIGN semantics)."""
+        for row, bound, strict in zip(self.A, self.witness_b, self.strict):
             value = sum((Fraction(float(a)) * y for a, y in zip(row, outputs) if a), Fraction(0))
             if value > bound or (strict and value == bound):
                 return False
@@ -81,8 +93,10 @@ class Conjunction:
 
     def shrunk(self, delta) -> "Conjunction":
         """Every right-hand side lowered by ``delta[i]`` (exactly), so the new set lies inside this one."""
-        exact_b = tuple(b - Fraction(float(d)) for b, d in zip(self.exact_b, np.broadcast_to(delta, self.b.shape)))
-        return Conjunction(self.A, [float(v) for v in exact_b], self.labels, exact_b, self.strict)
+        deltas = [Fraction(float(d)) for d in np.broadcast_to(delta, self.b.shape)]
+        exact_b = tuple(b - d for b, d in zip(self.exact_b, deltas))
+        witness_b = tuple(b - d for b, d in zip(self.witness_b, deltas))
+        return Conjunction(self.A, [float(v) for v in exact_b], self.labels, exact_b, self.strict, witness_b)
 
     def slack(self, outputs: np.ndarray) -> np.ndarray:
         """min over rows of (b - A y), in float64 with the nearest b: a search heuristic. Works on batches.
@@ -218,13 +232,17 @@ def _inward(bound: Fraction, is_open: bool, direction: int) -> float:
     return value
 
 
-def chosen_conjunction(index: int, n_outputs: int, rule: str, margin: float = 0.0) -> Conjunction:
+def chosen_conjunction(index: int, n_outputs: int, rule: str, margin=0.0, witness_margin=None) -> Conjunction:
     """Output constraints meaning "index `index` is chosen (ties included), by at least `margin`".
 
     argmax: y_i - y_j >= margin for every j != i, written -(y_i - y_j) <= -margin.
     argmin: y_j - y_i >= margin, written  (y_i - y_j) <= -margin.
     Non-strict, so a tie (margin 0) counts as "can be chosen", as DESIGN asks.
+    `margin` is exact (a Fraction, or a float read as the rational it is);
+    `witness_margin` (>= margin, default margin) is what a witness must clear.
     """
+    exact = Fraction(margin)
+    witness = exact if witness_margin is None else Fraction(witness_margin)
     if rule not in ("argmax", "argmin"):
         raise ValueError(f"decision rule {rule!r} is not argmax or argmin")
     sign = -1.0 if rule == "argmax" else 1.0
@@ -236,9 +254,11 @@ def chosen_conjunction(index: int, n_outputs: int, rule: str, margin: float = 0.
         row[index], row[other] = sign, -sign
         rows.append(row)
         relation = ">=" if rule == "argmax" else "<="
-        offset = f" {'+' if rule == 'argmax' else '-'} {margin:g}" if margin else ""
+        offset = f" {'+' if rule == 'argmax' else '-'} {float(exact):g}" if exact else ""
         labels.append(f"y{index} {relation} y{other}{offset}")
-    return Conjunction(np.array(rows).reshape(-1, n_outputs), np.full(len(rows), -float(margin)), labels)
+    count = len(rows)
+    return Conjunction(np.array(rows).reshape(-1, n_outputs), np.full(count, -float(exact)), labels,
+                       (-exact,) * count, (), (-witness,) * count)
 
 
 def check_fits(network, prop: Property, who: str = "") -> None:

@@ -14,15 +14,26 @@
 Every property is the unsafe set "some bad index is chosen", a disjunction
 with one conjunction per bad index; no bad index means an empty unsafe set,
 which an engine must still show UNSAT.
+
+Every constant is the exact decimal the spec wrote (DESIGN, "Spec
+constants"): the boxes are stated with `decimal_value` of the envelope
+and rule bounds, and the gate with the spec's exact margin bounds. The
+gated unsafe set uses the lower bound (it is the larger set, so a proof
+holds for the true margin) and a witness must clear the upper bound (so it
+passes the true gate); for a written margin the two are the same decimal.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from certfsm import decimal_value
+
 from ._property import Property, chosen_conjunction
 
 
-def _chosen_any(indices, spec, margin: float):
-    return tuple(chosen_conjunction(k, spec.n_outputs, spec.decision, margin) for k in indices)
+def _chosen_any(indices, spec, margin: Fraction, witness_margin: Fraction):
+    return tuple(chosen_conjunction(k, spec.n_outputs, spec.decision, margin, witness_margin) for k in indices)
 
 
 def spec_properties(spec) -> list[Property]:
@@ -36,17 +47,27 @@ def spec_properties(spec) -> list[Property]:
         forbidden = spec.forbidden_indices(rule)
         cases.append((f"legality:{rule.name}", rule.lower, rule.upper, forbidden,
                       f"inside the box of rule {rule.name!r}, {', '.join(rule.forbid)} is never chosen"))
-    margins = [(0.0, "")]
-    if spec.margin is not None:
-        margins.append((spec.margin, "/gated"))
+    margins = [(Fraction(0), Fraction(0), "")]
+    if spec.gate_bounds is not None:
+        margins.append((*spec.gate_bounds, "/gated"))
     properties = []
-    for margin, suffix in margins:
+    for margin, witness_margin, suffix in margins:
         for name, lower, upper, bad, text in cases:
             if suffix:
-                text += f", by a logit margin of at least {margin:.6g} (confidence gate)"
+                text += f", by a logit margin of at least {_show_margin(spec)} (confidence gate)"
             properties.append(Property(
-                name + suffix, lower, upper, _chosen_any(bad, spec, margin),
+                name + suffix, lower, upper, _chosen_any(bad, spec, margin, witness_margin),
                 description=text + " (ties included)",
-                metadata={"bad_indices": list(bad), "margin": margin},
+                metadata={"bad_indices": list(bad), "margin": float(margin)},
+                exact_lower=tuple(decimal_value(v) for v in lower),
+                exact_upper=tuple(decimal_value(v) for v in upper),
             ))
     return properties
+
+
+def _show_margin(spec) -> str:
+    """The gate as written: the decimal margin, or the probability's margin between its exact bounds."""
+    if spec.probability is not None:
+        low, high = spec.gate_bounds
+        return f"ln((K-1)p/(1-p)) for p = {spec.probability!r} (between {float(low)!r} and {float(high)!r})"
+    return repr(float(spec.margin))

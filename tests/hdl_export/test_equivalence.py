@@ -157,10 +157,12 @@ def test_an_unaltered_query_stays_proved_next_to_an_altered_one(tmp_path):
 
 
 def acas_shaped_machine(seed: int = 0) -> Machine:
-    """The 512-cell grid of bench/distill.py's acasxu-small (4x4x4x4x2, signed 16-bit fractions), a seeded table."""
+    """The 512-cell grid of bench/distill.py's acasxu-small (4x4x4x4x2, signed 16-bit fractions), its edges moved
+    onto the 2^-16 grid as the fixed-point path requires, a seeded table."""
     rng = random.Random(seed)
     bounds = ((-0.3284228772, 0.6798577687, 4), (-0.5, 0.5, 4), (-0.5, 0.5, 4), (-0.5, 0.5, 4), (-0.5, 0.5, 2))
-    edges = tuple(tuple(low + (high - low) * k / bins for k in range(bins)) + (high,) for low, high, bins in bounds)
+    edges = tuple(tuple(round((low + (high - low) * k / bins) * 2 ** 16) / 2 ** 16 for k in range(bins + 1))
+                  for low, high, bins in bounds)
     allowed = tuple(rng.randrange(32) | 1 for _ in range(512))
     proposal = tuple(rng.choice([t for t in range(5) if mask >> t & 1]) for mask in allowed)
     params = MachineParams(n_tokens=5, conservative=0, confirm_cycles=1, cooldown_cycles=0, overridable=frozenset(),

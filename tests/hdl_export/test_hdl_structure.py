@@ -43,7 +43,7 @@ def test_every_rom_line_names_its_cell_its_bounds_status_and_token():
 def test_buses_are_signed_only_below_zero_and_hold_one_value_beyond_each_end():
     hw = hardware_of(tiny_machine(), "certfsm_tiny")
     speed, load = hw.banks
-    assert (speed.signed, speed.low, speed.high, speed.thresholds) == (True, -8, 12, (-2, 0, 6))
+    assert (speed.signed, speed.low, speed.high, speed.thresholds) == (True, -8, 12, (-2, 0, 5))
     assert -(1 << (speed.bus.width - 1)) <= speed.low - 1 and speed.high + 1 < (1 << (speed.bus.width - 1))
     assert (load.signed, load.low, load.high, load.thresholds) == (False, 0, 20, (10,))
     assert load.high + 1 < (1 << load.bus.width)
@@ -68,12 +68,12 @@ def test_a_machine_without_frac_bits_is_refused_naming_the_input_and_the_fix():
         hardware_of(machine, "certfsm_tiny")
 
 
-def test_an_envelope_holding_no_fixed_point_value_is_refused():
-    machine = tiny_machine(edges=((-2.0, -0.5, 0.0, 1.3, 3.0), (0.25, 0.5)), frac_bits=(2, 0), proposal=(0,) * 4,
+def test_an_edge_off_the_fixed_point_grid_is_refused_naming_it_and_the_grid_values_beside_it():
+    machine = tiny_machine(edges=((-2.0, -0.5, 0.0, 1.25, 3.0), (0.25, 0.5)), frac_bits=(2, 0), proposal=(0,) * 4,
                            exact=(True,) * 4, allowed=(7,) * 4)
-    with pytest.raises(SpecError, match=r"^inputs\[1\] \(load\): no value v \* 2\^-0 lies in the envelope "
-                                        r"\[0\.25, 0\.5\], so the hardware would always fall back; "
-                                        r"raise frac_bits of that input"):
+    with pytest.raises(SpecError, match=r"^inputs\[1\] \(load\): edges\[0\]=0\.25 is not a multiple of 2\^-0 \(the "
+                                        r"nearest are 0\.0 and 1\.0\), so a reading rounded to the fixed-point grid "
+                                        r"could change cell; move the edge onto the grid or raise frac_bits$"):
         hardware_of(machine, "certfsm_tiny")
 
 

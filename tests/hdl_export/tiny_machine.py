@@ -1,7 +1,8 @@
 """A tiny certified machine built by hand, small enough to review its Verilog line by line.
 
-Two inputs, one of them signed (its envelope starts below 0) and one
-whose bins do not fall on fixed-point values; 4 x 2 = 8 cells (a power
+Two inputs, one of them signed (its envelope starts below 0) with
+fractional edges on its 2^-2 grid (the fixed-point path refuses edges off
+the grid); 4 x 2 = 8 cells (a power
 of two, so the cell output needs one bit more than the ROM address);
 three tokens with codes that are not their indices; a forbidden token in
 two cells; confirm 2, cooldown 3, two overridable tokens. Every proposal
@@ -14,7 +15,7 @@ from certfsm.machine import Machine, MachineParams
 def tiny_machine(**changes) -> Machine:
     fields = dict(
         names=("speed", "load"),
-        edges=((-2.0, -0.5, 0.0, 1.3, 3.0), (0.0, 10.0, 20.0)),
+        edges=((-2.0, -0.5, 0.0, 1.25, 3.0), (0.0, 10.0, 20.0)),
         frac_bits=(2, 0),
         tokens=("HOLD", "FAST", "SLOW"),
         proposal=(0, 0, 2, 0, 1, 2, 1, 1),

@@ -158,7 +158,7 @@ def test_decode_accepts_bytearray_and_memoryview():
     ([0, 0, 1e308, 20, 0], r"^reading blob: l2_miss_rate=1e\+308 does not fit: "),
     ([0, 0, 0, -2048.0, 0], r"^reading blob: temperature=-2048\.0 does not fit: with frac_bits 4 the blob holds finite "
                             r"values from -2047\.8125 up to below 2047\.9375; it is far outside the envelope \[20, 110\]"),
-    ([0, 0, 0, 20, 32767], r"^reading blob: queue_depth=32767\.0 does not fit: with frac_bits 0 the blob holds finite "
+    ([0, 0, 0, 20, 32767], r"^reading blob: queue_depth=32767 does not fit: with frac_bits 0 the blob holds finite "
                            r"values from -32765 up to below 32767;"),
     ([0, 0, 0, 20], r"^reading blob: got 4 values, expected 5 \(one per input: compute_util, mem_bw_util, "
                     r"l2_miss_rate, temperature, queue_depth\); give one value \(None if missing\) per input$"),

@@ -29,10 +29,10 @@ static const uint8_t table_rom[8] = {
     0u,  /* cell 1: speed in [-2, -0.5), load in [10, 20]: conservative HOLD */
     2u,  /* cell 2: speed in [-0.5, 0), load in [0, 10): exact SLOW */
     0u,  /* cell 3: speed in [-0.5, 0), load in [10, 20]: exact HOLD */
-    1u,  /* cell 4: speed in [0, 1.3), load in [0, 10): exact FAST */
-    2u,  /* cell 5: speed in [0, 1.3), load in [10, 20]: conservative SLOW */
-    1u,  /* cell 6: speed in [1.3, 3], load in [0, 10): exact FAST */
-    1u,  /* cell 7: speed in [1.3, 3], load in [10, 20]: exact FAST */
+    1u,  /* cell 4: speed in [0, 1.25), load in [0, 10): exact FAST */
+    2u,  /* cell 5: speed in [0, 1.25), load in [10, 20]: conservative SLOW */
+    1u,  /* cell 6: speed in [1.25, 3], load in [0, 10): exact FAST */
+    1u,  /* cell 7: speed in [1.25, 3], load in [10, 20]: exact FAST */
 };
 
 /* bit t: output index t may be emitted in the cell (the legality rules) */
@@ -76,8 +76,8 @@ void certfsm_tiny_step(certfsm_tiny_state *state, const certfsm_tiny_input *in, 
     /* speed: v means v * 2^-2; threshold = ceil(edge * 2^2); envelope -8 .. 12 */
     const uint32_t speed_in_envelope = (speed >= -8) && (speed <= 12);
     uint32_t speed_bin;
-    if (speed >= 6) speed_bin = 3u;  /* [1.3, 3] */
-    else if (speed >= 0) speed_bin = 2u;  /* [0, 1.3) */
+    if (speed >= 5) speed_bin = 3u;  /* [1.25, 3] */
+    else if (speed >= 0) speed_bin = 2u;  /* [0, 1.25) */
     else if (speed >= -2) speed_bin = 1u;  /* [-0.5, 0) */
     else speed_bin = 0u;  /* [-2, -0.5) */
     /* load: v means v * 2^-0; threshold = ceil(edge * 2^0); envelope 0 .. 20 */

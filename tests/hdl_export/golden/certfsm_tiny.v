@@ -81,8 +81,8 @@ module certfsm_tiny (
     // envelope [-2, 3] m/s = -8 .. 12; 4 bins
     assign speed_in_envelope = (speed >= -5'sd8) && (speed <= 5'sd12);
     always @* begin
-        if (speed >= 5'sd6) speed_bin = 2'd3;  // [1.3, 3]
-        else if (speed >= 5'sd0) speed_bin = 2'd2;  // [0, 1.3)
+        if (speed >= 5'sd5) speed_bin = 2'd3;  // [1.25, 3]
+        else if (speed >= 5'sd0) speed_bin = 2'd2;  // [0, 1.25)
         else if (speed >= -5'sd2) speed_bin = 2'd1;  // [-0.5, 0)
         else speed_bin = 2'd0;  // [-2, -0.5)
     end
@@ -107,10 +107,10 @@ module certfsm_tiny (
         table_rom[1] = 2'd0;  // cell 1: speed in [-2, -0.5), load in [10, 20]: conservative HOLD
         table_rom[2] = 2'd2;  // cell 2: speed in [-0.5, 0), load in [0, 10): exact SLOW
         table_rom[3] = 2'd0;  // cell 3: speed in [-0.5, 0), load in [10, 20]: exact HOLD
-        table_rom[4] = 2'd1;  // cell 4: speed in [0, 1.3), load in [0, 10): exact FAST
-        table_rom[5] = 2'd2;  // cell 5: speed in [0, 1.3), load in [10, 20]: conservative SLOW
-        table_rom[6] = 2'd1;  // cell 6: speed in [1.3, 3], load in [0, 10): exact FAST
-        table_rom[7] = 2'd1;  // cell 7: speed in [1.3, 3], load in [10, 20]: exact FAST
+        table_rom[4] = 2'd1;  // cell 4: speed in [0, 1.25), load in [0, 10): exact FAST
+        table_rom[5] = 2'd2;  // cell 5: speed in [0, 1.25), load in [10, 20]: conservative SLOW
+        table_rom[6] = 2'd1;  // cell 6: speed in [1.25, 3], load in [0, 10): exact FAST
+        table_rom[7] = 2'd1;  // cell 7: speed in [1.25, 3], load in [10, 20]: exact FAST
     end
 
     // bit t: output index t may be emitted in the cell (the legality rules)
