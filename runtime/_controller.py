@@ -25,7 +25,7 @@ import time
 from time import perf_counter_ns
 from typing import Callable, Mapping, NamedTuple
 
-from certfsm import ArtifactError
+from certfsm import ArtifactError, SpecError
 from certfsm.fast_binning import binning_tables, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
 from certfsm.step_table import StepTable
@@ -34,6 +34,12 @@ from certfsm.step_table import StepTable
 _QUEUED = object()  # take the override from the operator's queue (`Controller.override`)
 _new_tuple = tuple.__new__  # builds a Decision without NamedTuple.__new__'s Python-level call
 _BATCH_CHUNK = 1 << 15  # decide_many's rows per pass: about a third faster than one pass over a million
+
+
+class _FixedReading(tuple):
+    """The last reading, when it was fixed-point integers: a swap re-bins it by the new machine's integer path."""
+
+    __slots__ = ()
 
 
 class _Compiled(NamedTuple):
@@ -98,7 +104,7 @@ class Controller:
         self._record = record
         self._override: int | None = None
         self._override_cycles: int | None = None
-        self._last_cell = OUT_OF_ENVELOPE
+        self._last_reading = None  # the last cycle's reading (a `_FixedReading` for step_fixed); None before any
         self._lock = threading.Lock()
         self._batch = None  # decide_many's arrays, made on first use
         self._enter(machine.initial_state())
@@ -133,6 +139,11 @@ class Controller:
             self._bind_step()
 
     @property
+    def counters(self):
+        """The attached `RuntimeCounters`, or None."""
+        return self._counters
+
+    @property
     def state(self) -> State:
         return self._state
 
@@ -163,9 +174,10 @@ class Controller:
         """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
         return self._cycle(values, True, metrics, now, _QUEUED)
 
-    def replay_step(self, reading, metrics, now, override: int | None) -> Decision:
-        """One cycle with the override given as logged (an output index or None), for `replay`."""
-        return self._cycle(reading, False, metrics, now, override)
+    def replay_step(self, reading, metrics, now, override: int | None, fixed: bool = False) -> Decision:
+        """One cycle with the override given as logged (an output index or None), for `replay`; `fixed` bins the
+        reading as fixed-point integers, as `step_fixed` did."""
+        return self._cycle(reading, fixed, metrics, now, override)
 
     def _cycle(self, reading, fixed: bool, metrics, now, logged_override) -> Decision:
         """One cycle, every case: fixed point, readings off the compiled binning, a queued or logged override,
@@ -198,10 +210,12 @@ class Controller:
             if found is None:
                 found = table.transition(self._state, self._node, mode, cell, sla_ok, override)
             name, index, code, reason, state, self._node = found
-            self._state, self._token_name, self._last_cell = state, name, cell
+            # The reading kept for a swap is a copy: a caller may refill its list for the next cycle.
+            last = _FixedReading(reading) if fixed else reading if type(reading) is tuple else tuple(reading)
+            self._state, self._token_name, self._last_reading = state, name, last
             decision = _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
             if self._observed:
-                self._observe(decision, reading, metrics, override, started)
+                self._observe(decision, reading, metrics, override, started, fixed)
             return decision
         finally:
             lock.release()
@@ -224,14 +238,18 @@ class Controller:
         values = self.reading_of(reading)
         return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
 
-    def _observe(self, decision: Decision, reading, metrics, override, started: int) -> None:
-        """Hand a decision to the recorder, the audit log and the counters that are attached (under the lock)."""
+    def _observe(self, decision: Decision, reading, metrics, override, started: int, fixed: bool) -> None:
+        """Hand a decision to the recorder, the audit log and the counters that are attached (under the lock).
+
+        The audit log gets the reading as given: real values, or the integers of a fixed-point cycle in a record
+        of their own kind, so a replay bins each by the path it took."""
         if self._record is not None:
             self._record(decision, reading, metrics, override)
         _, index, code, reason, cell, state, sla_ok, now = decision
         if self._audit is not None:
-            self._audit.append_step(self._clock() if now is None else now, reading, metrics or {}, cell, index, code,
-                                    reason, state, sla_ok, override)
+            append = self._audit.append_step_fixed if fixed else self._audit.append_step
+            append(self._clock() if now is None else now, reading, metrics or {}, cell, index, code, reason, state,
+                   sla_ok, override)
         if self._counters is not None:
             self._counters.count_step(index, reason, sla_ok, perf_counter_ns() - started)
 
@@ -275,48 +293,76 @@ class Controller:
             if self._audit is not None:
                 self._audit.append_override(self._clock(), index, cycles)
 
-    def swap(self, machine: Machine) -> tuple[str, str]:
+    def swap(self, machine: Machine, *, source: str | None = None) -> tuple[str, str]:
         """Replace the machine between two cycles, atomically; returns (old, new) artifact hashes.
 
-        The new machine must have the same inputs and tokens. The current
-        token is kept only where the new table allows it in the cell of
-        the last reading; otherwise (or before any reading) the state
-        restarts at the conservative token. The candidate being confirmed
-        is dropped, and the cooldown keeps running (capped at the new
-        machine's `cooldown_cycles`).
+        The new machine may have another grid (other edges, more or fewer
+        cells) but must have the same layout: inputs (names and
+        frac_bits), tokens and codes, and a fixed-point path when the
+        running one has one. The last reading is binned again by the new
+        machine (a cell index never passes from one grid to another), and
+        the current token is kept only where the new table allows it in
+        that cell; otherwise (or before any reading) the state restarts at
+        the conservative token. The candidate being confirmed is dropped,
+        and the cooldown keeps running (capped at the new machine's
+        `cooldown_cycles`).
+
+        A machine of another layout is refused with ArtifactError naming
+        `source` (the file it came from, when given) and what differs;
+        the refusal is counted and logged like `refuse_swap`, and the
+        machine in force goes on.
         """
         compiled = _Compiled.of(machine)  # outside the lock: compiling takes a moment
         with self._lock:
             old = self._compiled.machine
-            if (machine.names, machine.tokens, machine.params.codes) != (old.names, old.tokens, old.params.codes):
-                raise ArtifactError(f"artifact {machine.artifact_sha256[:12]} has other inputs or tokens than the "
-                                    f"running one ({old.artifact_sha256[:12]}); a hot swap keeps both the same")
+            problem = _layout_problem(old, machine)
+            if problem:
+                error = ArtifactError(f"{source or 'artifact ' + machine.artifact_sha256[:12]}: {problem}")
+                self._note_refusal(str(error), machine.artifact_sha256 or None)
+                raise error
             current = self._state.current
-            cell = self._last_cell
+            cell = _cell_again(machine, self._last_reading)
             if cell == OUT_OF_ENVELOPE or not machine.allowed[cell] >> current & 1:
                 current = machine.params.conservative
+            state = State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles))
+            if self._audit is not None:  # first: a swap the log cannot hold does not happen
+                self._audit.append_swap(self._clock(), old.artifact_sha256, machine.artifact_sha256, state)
             self._compiled = compiled
-            self._enter(State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles)))
+            self._enter(state)
             if self._counters is not None:
                 self._counters.count_swap()
-            if self._audit is not None:
-                self._audit.append_swap(self._clock(), old.artifact_sha256, machine.artifact_sha256, self._state)
             return old.artifact_sha256, machine.artifact_sha256
+
+    def refuse_swap(self, reason: str, refused_sha256: str | None = None) -> None:
+        """Note a swap that will not happen (say, the new artifact did not load): counted as a refused reload and
+        appended to the audit log. `reason` names the file and why; the machine in force goes on."""
+        with self._lock:
+            self._note_refusal(reason, refused_sha256)
+
+    def _note_refusal(self, reason: str, refused_sha256: str | None) -> None:
+        """Count and log a refused swap (under the lock)."""
+        if self._counters is not None:
+            self._counters.count_refused_reload()
+        if self._audit is not None:
+            self._audit.append_refusal(self._clock(), reason, refused_sha256)
 
     def decide_many(self, readings):
         """Table decisions for a batch of readings (rows in input order): no state, no SLA, no override.
 
         Each row gets its cell's proposal, or the conservative token out of
         the envelope (NaN, inf, outside [min, max]). Returns output
-        indices (numpy int64). Vectorised with numpy.
+        indices (numpy int64). Vectorised with numpy for rows of float64
+        (and of the numbers float64 holds exactly); any other number is
+        placed exactly, row by row, by `Machine.cell_of`, which also refuses
+        what `step` refuses (a bool, a string), naming the input.
         """
         import numpy as np
 
         machine = self._compiled.machine
-        rows = np.asarray(readings, dtype=np.float64)
-        if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
-            raise ValueError(f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values "
-                             f"({', '.join(machine.names)})")
+        rows = _batch_rows(np, readings, machine)
+        if rows.dtype != np.float64:
+            lookup = [*machine.proposal, machine.params.conservative]
+            return np.array([lookup[machine.cell_of(list(row))] for row in rows], dtype=np.int64).reshape(-1)
         lookup, columns = self._batch_tables(np)
         decided = np.empty(rows.shape[0], dtype=np.int64)
         for start in range(0, rows.shape[0], _BATCH_CHUNK):  # chunks whose temporaries stay in the cache
@@ -341,6 +387,33 @@ class Controller:
                        for keys, offsets in binning_tables(machine)]
             cached = self._batch = (compiled, lookup, columns)
         return cached[1], cached[2]
+
+
+def _batch_rows(np, readings, machine: Machine):
+    """`readings` as a (rows, inputs) float64 array where float64 holds every value exactly, else as an object
+    array for the exact row-by-row path; a bool or a string anywhere is refused as `Machine.cell_of` refuses it."""
+    rows = readings if isinstance(readings, np.ndarray) else np.asarray(readings, dtype=object)
+    if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
+        raise ValueError(f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values "
+                         f"({', '.join(machine.names)})")
+    kind = rows.dtype.kind
+    if kind == "f" and rows.dtype.itemsize <= 8:
+        return rows.astype(np.float64, copy=False)
+    if kind in "iu":
+        small = rows.size == 0 or int(np.abs(rows).max()) <= 2 ** 53
+        return rows.astype(np.float64) if small else rows.astype(object)
+    if kind in "fO":
+        values = rows.astype(object)
+        types = set(map(type, values.ravel()))
+        if types <= _EXACT_IN_FLOAT64 and all(abs(v) <= 2 ** 53 for v in values.ravel() if type(v) is int):
+            return values.astype(np.float64)
+        return values
+    raise TypeError(f"readings of dtype {rows.dtype} are not numbers; give rows of {machine.n_inputs} real values "
+                    f"({', '.join(machine.names)})")
+
+
+_EXACT_IN_FLOAT64 = {float, int}
+"""Python types whose values float64 holds exactly (ints up to 2^53, checked apart); numpy's float64 is a float."""
 
 
 def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Decision]:
@@ -385,12 +458,52 @@ def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Dec
             if found is None:
                 found = node_of_miss(controller._state, node, mode, cell, sla_ok, None)
             name, index, code, reason, state, controller._node = found
-            controller._state, controller._token_name, controller._last_cell = state, name, cell
+            controller._state, controller._token_name, controller._last_reading = state, name, reading
             return _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
         finally:
             release()
 
     return step
+
+
+def _layout_problem(old: Machine, new: Machine) -> str:
+    """What makes `new` unfit to replace `old` in a hot swap ('' when nothing): the reading and the decision
+    mean the same on both sides of a swap, so inputs, fixed-point scaling, tokens and codes must agree."""
+    running = f"the running artifact {old.artifact_sha256[:12]}"
+    fix = "a hot swap keeps the layout; distil the new artifact from a spec with the same inputs and outputs"
+    if new.names != old.names:
+        return f"inputs ({', '.join(new.names)}) differ from those of {running} ({', '.join(old.names)}); {fix}"
+    if new.frac_bits != old.frac_bits:
+        return (f"inputs' frac_bits {list(new.frac_bits)} differ from those of {running} {list(old.frac_bits)} "
+                f"(a fixed-point integer would change meaning); {fix}")
+    if new.tokens != old.tokens:
+        return f"tokens ({', '.join(new.tokens)}) differ from those of {running} ({', '.join(old.tokens)}); {fix}"
+    if new.params.codes != old.params.codes:
+        return f"token codes {list(new.params.codes)} differ from those of {running} {list(old.params.codes)}; {fix}"
+    lost = _fixed_point_problem(new)
+    if lost and not _fixed_point_problem(old):
+        return f"has no fixed-point path, which {running} has ({lost}); {fix}"
+    return ""
+
+
+def _fixed_point_problem(machine: Machine) -> str:
+    """Why `machine` has no fixed-point path ('' when it has one)."""
+    try:
+        machine.fixed_point
+    except SpecError as error:
+        return str(error)
+    return ""
+
+
+def _cell_again(machine: Machine, reading) -> int:
+    """The cell of the last reading in `machine`'s grid; OUT_OF_ENVELOPE before any reading, or for a reading
+    the caller has since refilled with something that is not a number."""
+    if reading is None:
+        return OUT_OF_ENVELOPE
+    try:
+        return machine.cell_of_fixed(reading) if type(reading) is _FixedReading else machine.cell_of(reading)
+    except (TypeError, ValueError):
+        return OUT_OF_ENVELOPE
 
 
 def _verdict_of(sla) -> Callable:
