@@ -185,13 +185,15 @@ class BlobLayout:
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal)):
             raise TypeError(f"reading blob: {name}={value!r} is a {type(value).__name__}; give a real number "
                             "or None (missing)")
+        ratio = (lambda: (int(value), 1)) if isinstance(value, numbers.Integral) else \
+            getattr(value, "as_integer_ratio", None)
+        if ratio is None:
+            raise TypeError(f"reading blob: {name}={value!r:.40} is a {type(value).__name__} without an exact "
+                            "value; give a float, an int, a Fraction or a Decimal")
         try:
-            x = Fraction(value) if not isinstance(value, float) else Fraction(*value.as_integer_ratio())
+            x = Fraction(*ratio())
         except (ValueError, OverflowError):  # NaN or an infinity, of any number type
             return NAN if value != value else (POS_INF if value > 0 else NEG_INF)
-        except TypeError:
-            raise TypeError(f"reading blob: {name}={value!r:.40} is a {type(value).__name__} without an exact "
-                            "value; give a float, an int, a Fraction or a Decimal") from None
         code = math.floor(x * (1 << f))
         upper = decimal_value(self.upper[k])
         if x > upper:

@@ -1,0 +1,337 @@
+"""Every decoder of a certified machine bins one adversarial reading set exactly as one independent reference does.
+
+DESIGN, "Cells": a reading lies in [e_k, e_k+1) exactly as the decimals
+of the spec say, whatever number type carries it; NaN, inf, None and
+values outside [min, max] are out of envelope. The reference below is
+written from that sentence alone, with `fractions.Fraction` of each
+edge's decimal (``repr``), and shares no code with certfsm. Each decoder
+is one line of a registry (`REAL_DECODERS` for real-valued readings,
+`FIXED_DECODERS` for fixed-point integers v meaning v * 2^-f); a decoder
+added later joins by one line and meets every reading below.
+
+The readings: each edge exactly (as its float, as a Fraction, as a
+Decimal), two ulps either side, 2^-80 either side as Fractions, float32
+and longdouble copies, -0.0, subnormals, huge values, 400-digit integers,
+NaN, infinities and None; for fixed point each threshold and envelope
+limit and one step either side, and integers far beyond.
+"""
+
+from __future__ import annotations
+
+import decimal
+import itertools
+import math
+import random
+import shutil
+import subprocess
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from certfsm import ProbeError
+from certfsm.fast_binning import compile_cell_of, compile_cell_of_fixed
+from certfsm.fsm import Grid
+from certfsm.machine import OUT_OF_ENVELOPE, Machine, MachineParams
+from certfsm.runtime import Controller
+from certfsm.runtime._blob import BlobLayout
+
+OUT = OUT_OF_ENVELOPE
+
+
+def machine_of(edges, frac_bits) -> Machine:
+    """A machine whose proposal names its cell (token k proposed in cell k), the last token conservative and
+    proposed nowhere, so a proposal tells the cell and the conservative token tells "out of envelope"."""
+    cells = math.prod(len(e) - 1 for e in edges)
+    tokens = cells + 1
+    params = MachineParams(n_tokens=tokens, conservative=cells, confirm_cycles=1, cooldown_cycles=0,
+                           overridable=frozenset(), codes=tuple(range(tokens)))
+    return Machine(names=tuple(f"x{i}" for i in range(len(edges))), edges=tuple(tuple(e) for e in edges),
+                   frac_bits=tuple(frac_bits), tokens=tuple(f"T{k}" for k in range(tokens)),
+                   proposal=tuple(range(cells)), exact=(True,) * cells, allowed=((1 << tokens) - 1,) * cells,
+                   params=params, artifact_sha256="c" * 64)
+
+
+DECIMAL_EDGES = machine_of(((0.1, 0.3, 0.7, 1.0), (-2.5, -0.1, 0.0, 85.01, 110.0)), (None, None))
+"""Decimal edges that no float64 holds: every decoder must compare with the decimals, not their floats."""
+GRID_EDGES = machine_of(((0.25, 0.5, 1.75, 2.0), (-3.0, -0.0625, 0.0, 85.0625, 110.0)), (2, 4))
+"""Edges on the fixed-point grid (frac_bits 2 and 4): the machine every fixed-point decoder also runs."""
+MACHINES = {"decimal-edges": DECIMAL_EDGES, "grid-edges": GRID_EDGES}
+
+
+# ------------------------------------------------------------------ the reference
+
+
+def exact_value(value):
+    """The exact rational a reading value denotes, or None when it has none (None, NaN, an infinity)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(value)
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return Fraction(value) if value.is_finite() else None
+    try:
+        return Fraction(*value.as_integer_ratio())
+    except (ValueError, OverflowError):
+        return None
+
+
+def reference_cell(machine: Machine, reading) -> int:
+    cell = 0
+    for edges, value in zip(machine.edges, reading):
+        decimals = [Fraction(repr(float(e))) for e in edges]
+        exact = exact_value(value)
+        if exact is None or not decimals[0] <= exact <= decimals[-1]:
+            return OUT
+        cell = cell * (len(edges) - 1) + sum(1 for d in decimals[1:-1] if d <= exact)
+    return cell
+
+
+def reference_cell_fixed(machine: Machine, integers) -> int:
+    return reference_cell(machine, [Fraction(v, 1 << f) for v, f in zip(integers, machine.frac_bits)])
+
+
+# ------------------------------------------------------------------ the readings
+
+
+def values_near(edges) -> list:
+    values = [-0.0, 0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e308, -1e308, math.inf, -math.inf, math.nan,
+              None, 10 ** 400, -(10 ** 400), decimal.Decimal("NaN"), decimal.Decimal("-Infinity")]
+    for e in edges:
+        exact = Fraction(repr(e))
+        below, above = math.nextafter(e, -math.inf), math.nextafter(e, math.inf)
+        values += [e, below, above, math.nextafter(below, -math.inf), math.nextafter(above, math.inf),
+                   exact, exact - Fraction(1, 2 ** 80), exact + Fraction(1, 2 ** 80), decimal.Decimal(repr(e)),
+                   np.float32(e), np.longdouble(repr(e)), np.float64(e), math.floor(e), math.ceil(e)]
+    return values
+
+
+def middles(machine: Machine) -> list[float]:
+    return [(e[0] + e[1]) / 2 for e in machine.edges]
+
+
+def real_readings(machine: Machine) -> list[list]:
+    readings = []
+    for i, edges in enumerate(machine.edges):
+        for value in values_near(edges):
+            reading = middles(machine)
+            reading[i] = value
+            readings.append(reading)
+    rng = random.Random(7)
+    pools = [values_near(edges) for edges in machine.edges]
+    readings += [[rng.choice(pool) for pool in pools] for _ in range(300)]
+    return readings
+
+
+def fixed_readings(machine: Machine) -> list[tuple[int, ...]]:
+    per_input = []
+    for edges, f in zip(machine.edges, machine.frac_bits):
+        points = {int(Fraction(repr(e)) * (1 << f)) for e in edges}
+        per_input.append(sorted({p + d for p in points for d in (-1, 0, 1)} | {-(10 ** 30), 10 ** 30}))
+    middle = [int(Fraction(repr(m)) * (1 << f)) for m, f in zip(middles(machine), machine.frac_bits)]
+    readings = []
+    for i, values in enumerate(per_input):
+        for value in values:
+            readings.append(tuple(middle[:i] + [value] + middle[i + 1:]))
+    readings += list(itertools.product(*per_input))
+    return readings
+
+
+# ------------------------------------------------------------------ the decoders
+
+
+def _compiled(machine):
+    fast = compile_cell_of(machine)
+    return lambda reading: (lambda cell: machine.cell_of(reading) if cell is None else cell)(fast(reading))
+
+
+def _grid_cell(machine):
+    grid = Grid(tuple(np.array(e) for e in machine.edges), machine.names, machine.frac_bits)
+
+    def cell_of(reading):
+        if not all(type(v) is float for v in reading):
+            return None  # the grid bins float64 rows only (distillation's points); other numbers are not its input
+        return int(grid.cell_of(np.array(reading, dtype=np.float64)))
+    return cell_of
+
+
+def _controller_step(machine):
+    controller = Controller(machine)
+    return lambda reading: controller.step(list(reading)).cell
+
+
+def _decide_many(machine):
+    controller = Controller(machine)
+
+    def cell_of(reading):
+        token = int(controller.decide_many([list(reading)])[0])
+        return OUT if token == machine.params.conservative else token
+    return cell_of
+
+
+def _blob(machine):
+    layout = BlobLayout.for_inputs(_InputView(name, e, f) for name, e, f in
+                                   zip(machine.names, machine.edges, machine.frac_bits))
+
+    def cell_of(reading):
+        try:
+            blob = layout.encode(list(reading))
+        except ProbeError:  # far outside what 16 bits hold: refused, never wrapped (tests/runtime/test_blob.py)
+            return None
+        return machine.cell_of(layout.decode(blob))
+    return cell_of
+
+
+class _InputView:
+    """What `BlobLayout.for_inputs` reads of a spec input, taken from a machine."""
+
+    def __init__(self, name, edges, frac_bits):
+        self.name, self.edges, self.frac_bits, self.min, self.max = name, edges, frac_bits, edges[0], edges[-1]
+
+
+REAL_DECODERS = {
+    "Machine.cell_of": lambda machine: machine.cell_of,
+    "compiled binning": _compiled,
+    "Grid.cell_of": _grid_cell,
+    "Controller.step": _controller_step,
+    "Controller.decide_many": _decide_many,
+    "reading blob": _blob,
+}
+"""Decoder name -> a function of the machine giving reading -> cell (None: the decoder does not take this reading)."""
+
+
+def _compiled_fixed(machine):
+    fast = compile_cell_of_fixed(machine)
+    return lambda values: (lambda cell: machine.cell_of_fixed(values) if cell is None else cell)(fast(list(values)))
+
+
+def _grid_fixed(machine):
+    grid = Grid(tuple(np.array(e) for e in machine.edges), machine.names, machine.frac_bits)
+
+    def cell_of(values):
+        if any(abs(v) > 2 ** 62 for v in values):
+            return None  # int64 rows only
+        return int(grid.cell_of_fixed(np.array(values, dtype=np.int64)))
+    return cell_of
+
+
+def _step_fixed(machine):
+    controller = Controller(machine)
+    return lambda values: controller.step_fixed(list(values)).cell
+
+
+FIXED_DECODERS = {
+    "Machine.cell_of_fixed": lambda machine: machine.cell_of_fixed,
+    "compiled fixed-point binning": _compiled_fixed,
+    "Grid.cell_of_fixed": _grid_fixed,
+    "Controller.step_fixed": _step_fixed,
+}
+"""The fixed-point decoders; the C export and the Verilog run the same readings in their own tests below."""
+
+
+@pytest.mark.parametrize("decoder", REAL_DECODERS)
+@pytest.mark.parametrize("machine_name", MACHINES)
+def test_every_real_decoder_bins_as_the_decimals_say(decoder, machine_name):
+    machine = MACHINES[machine_name]
+    cell_of = REAL_DECODERS[decoder](machine)
+    checked = 0
+    for reading in real_readings(machine):
+        cell = cell_of(reading)
+        if cell is None:
+            continue
+        checked += 1
+        assert cell == reference_cell(machine, reading), (decoder, reading)
+    assert checked > 100
+
+
+@pytest.mark.parametrize("decoder", FIXED_DECODERS)
+def test_every_fixed_point_decoder_bins_as_the_decimals_say(decoder):
+    cell_of = FIXED_DECODERS[decoder](GRID_EDGES)
+    checked = 0
+    for values in fixed_readings(GRID_EDGES):
+        cell = cell_of(values)
+        if cell is None:
+            continue
+        checked += 1
+        assert cell == reference_cell_fixed(GRID_EDGES, values), (decoder, values)
+    assert checked > 50
+
+
+@pytest.mark.parametrize("decoder", [d for d in REAL_DECODERS if d != "Grid.cell_of"])
+@pytest.mark.parametrize("value", [True, "9", b"9", object()])
+def test_every_decoder_refuses_what_is_not_a_number(decoder, value):
+    cell_of = REAL_DECODERS[decoder](DECIMAL_EDGES)
+    with pytest.raises(TypeError):
+        cell_of([value, 0.5])
+
+
+def test_the_reference_itself_sees_the_decimals():
+    """Read through float64 the edges would bin otherwise: these readings catch a decoder that does."""
+    assert Fraction(0.3) < Fraction(3, 10) and Fraction(85.01) > Fraction(8501, 100)
+    assert reference_cell(DECIMAL_EDGES, [0.3, 50.0]) == 0 * 4 + 2  # float 0.3 lies below 3/10: the first x bin
+    assert reference_cell(DECIMAL_EDGES, [math.nextafter(0.3, 1.0), 50.0]) == 1 * 4 + 2
+    below = math.nextafter(85.01, 0.0)  # the float just below float 85.01 lies below 8501/100 too
+    assert Fraction(below) < Fraction(8501, 100)
+    assert reference_cell(DECIMAL_EDGES, [0.5, below]) == 1 * 4 + 2
+    assert reference_cell(DECIMAL_EDGES, [0.5, Fraction(8501, 100)]) == 1 * 4 + 3
+
+
+# ------------------------------------------------------------------ the C export and the Verilog
+
+
+def _hardware_cycles(hw, readings):
+    from certfsm.hdl_export._vectors import Cycle, _bus_limits
+
+    limits = [_bus_limits(bank) for bank in hw.banks]
+    kept = [r for r in readings if all(low <= v <= high for v, (low, high) in zip(r, limits))]
+    reset = Cycle(True, False, tuple(bank.low for bank in hw.banks))
+    return kept, [reset, *(Cycle(False, True, tuple(r)) for r in kept)]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
+def test_the_c_export_bins_as_the_decimals_say(tmp_path):
+    from certfsm.hdl_export import hardware_of, print_c
+    from certfsm.hdl_export._c_export import _DRIVER, GCC_FLAGS
+
+    hw = hardware_of(GRID_EDGES, "certfsm_decoders")
+    header, source = print_c(hw.module)
+    (tmp_path / "certfsm_decoders.h").write_text(header)
+    (tmp_path / "certfsm_decoders.c").write_text(source)
+    buses = [bank.bus.name for bank in hw.banks]
+    names = ["in_valid", "sla_ok", "override_request", "override_code", *buses]
+    assign = "\n".join(f"            in.{field} = v[{k + 1}];" for k, field in enumerate(names))
+    (tmp_path / "driver.c").write_text(_DRIVER.format(name="certfsm_decoders", fields=5 + len(buses), assign=assign))
+    subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", "certfsm_decoders.c", "driver.c"], cwd=tmp_path, check=True)
+    kept, cycles = _hardware_cycles(hw, fixed_readings(GRID_EDGES))
+    text = "".join(" ".join(map(str, (int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request),
+                                      c.override_code, *c.values))) + "\n" for c in cycles)
+    lines = subprocess.run([str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True,
+                           cwd=tmp_path).stdout.splitlines()
+    assert len(kept) > 50 and len(lines) == len(cycles)
+    for values, line in zip(kept, lines[1:]):
+        cell = int(line.split()[3])
+        assert (OUT if cell == hw.no_cell else cell) == reference_cell_fixed(GRID_EDGES, values), (values, line)
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="iverilog not installed (apt-get install -y iverilog)")
+def test_the_verilog_bins_as_the_decimals_say(tmp_path):
+    """The self-checking bench compares the simulated module with `Machine` cycle by cycle on the same readings;
+    `Machine` meets the reference in the tests above, so the Verilog meets it too."""
+    from certfsm.hdl_export import hardware_of
+    from certfsm.hdl_export._checks import simulate
+    from certfsm.hdl_export._vectors import expected_layout, stimulus_layout, write_vectors
+    from certfsm.hdl_export._verilog import print_testbench, print_verilog
+
+    hw = hardware_of(GRID_EDGES, "certfsm_decoders")
+    kept, cycles = _hardware_cycles(hw, fixed_readings(GRID_EDGES))
+    for values in kept:
+        assert GRID_EDGES.cell_of_fixed(values) == reference_cell_fixed(GRID_EDGES, values)
+    (tmp_path / "certfsm_decoders.v").write_text(print_verilog(hw.module))
+    steps = write_vectors(hw, cycles, tmp_path / "stimulus.hex", tmp_path / "expected.hex")
+    (tmp_path / "bench.v").write_text(print_testbench(hw.module, stimulus_layout(hw), expected_layout(hw), steps))
+    check = simulate(tmp_path, "certfsm_decoders.v", "bench.v", steps, expected_layout(hw))
+    assert check.passed, check.detail
