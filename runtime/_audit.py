@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import os
 import struct
 import threading
@@ -45,8 +46,8 @@ from pathlib import Path
 
 from certfsm import AuditLogError
 
-from ._audit_format import (FLAG_OVERRIDE, FLAG_SLA_OK, GENESIS, KIND_STEP, close_body, encode_header, override_body,
-                            step_body, swap_body)
+from ._audit_format import (FLAG_OVERRIDE, FLAG_SLA_OK, GENESIS, KIND_STEP, KIND_STEP_FIXED, close_body, encode_header,
+                            override_body, refusal_body, saturated_int64, step_body, swap_body)
 
 _NAN = math.nan
 
@@ -104,6 +105,7 @@ class AuditWriter:
         self._metric_set = frozenset(self.metric_names)
         self._n_inputs, self._n_metrics = len(self.input_names), len(self.metric_names)
         self._step_frame = step_body(self._n_inputs, self._n_metrics)
+        self._fixed_step_frame = step_body(self._n_inputs, self._n_metrics, fixed=True)
         self._lock = threading.Lock()
         self._buffer = bytearray()
         self._chain, self._index, self._time = GENESIS, 0, _NAN
@@ -165,6 +167,47 @@ class AuditWriter:
             return index
         finally:
             lock.release()
+
+    def append_step_fixed(self, time: float, reading, metrics, cell: int, token: int, code: int, reason: int, state,
+                          sla_ok: bool, override: int | None = None) -> int:
+        """`append_step` for a cycle given fixed-point integers (`Controller.step_fixed`): the reading is logged as
+        the integers, so a replay bins it by the fixed-point path. An integer beyond the i64 range is logged
+        saturated (`_audit_format` says why that bins the same)."""
+        values = self._values(reading, metrics)
+        flags = (FLAG_SLA_OK if sla_ok else 0) | (FLAG_OVERRIDE if override is not None else 0)
+        n = self._n_inputs
+        for name, value in zip(self.input_names, values[:n]):
+            if isinstance(value, (bool, float)) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"append_step_fixed: {name}={value!r} is not an integer; a fixed-point reading "
+                                "holds integers v meaning v * 2^-frac_bits")
+        values[:n] = [saturated_int64(int(v)) for v in values[:n]]
+        values[n:] = [_NAN if v is None else v for v in values[n:]]
+        with self._lock:
+            index = self._index
+            try:
+                body = self._fixed_step_frame.pack(KIND_STEP_FIXED, index, time, *values, cell, token, code, reason,
+                                                   flags, override or 0, state.current, state.candidate, state.count,
+                                                   state.cooldown)
+            except (struct.error, AttributeError) as error:
+                raise self._explain(error, time, values, cell, token, code, reason, override, state) from None
+            self._append(body, time)
+            return index
+
+    def append_refusal(self, time: float, reason: str, refused_sha256: str | None = None) -> int:
+        """Log a swap or reload that was refused (the artifact in force goes on): `reason` names the file and
+        why; `refused_sha256` is the refused artifact's hash, None when it did not load."""
+        refused = None if refused_sha256 is None else _sha256_bytes(refused_sha256, "refused_sha256")
+        if not isinstance(reason, str):
+            raise TypeError(f"append_refusal: reason={reason!r} is not text; pass the refusal's message")
+        with self._lock:
+            try:
+                body = refusal_body(self._index, time, self._artifact, refused, reason)
+            except struct.error as error:
+                raise AuditLogError(f"append_refusal: time={time!r} does not fit the log ({error}); pass seconds"
+                                    ) from None
+            index = self._index
+            self._append(body, time)
+            return index
 
     def append_swap(self, time: float, old_sha256: str, new_sha256: str, state) -> int:
         """Log a hot swap from `old_sha256` to `new_sha256`; `state` is the state the runtime continues from.

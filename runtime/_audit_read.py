@@ -26,8 +26,8 @@ from pathlib import Path
 from certfsm import AuditLogError
 
 from ._audit import rotated_path
-from ._audit_format import (GENESIS, KIND_CLOSE, KIND_NAMES, KIND_SWAP, MAGIC, FrameLayout, LogHeader, Record,
-                            StepRecord, SwapRecord, decode_header, json_float)
+from ._audit_format import (GENESIS, KIND_CLOSE, KIND_NAMES, KIND_REFUSAL, KIND_SWAP, MAGIC, FrameLayout, LogHeader,
+                            Record, RefusalRecord, StepRecord, SwapRecord, decode_header, json_float)
 
 _KIND_AND_INDEX = struct.Struct("<BQ")
 _ROTATED = re.compile(r"\.[0-9]+$")
@@ -135,7 +135,7 @@ class _Walk:
                 header = self._enter(path, data, number)
                 if header is None:
                     return
-                layout = FrameLayout(header.input_names, header.metric_names)
+                layout = FrameLayout(header.input_names, header.metric_names, header.format_version)
                 if not (yield from self._file_frames(path, data, layout, header.size, number)):
                     return
         following = rotated_path(self.files[0], len(self.files))
@@ -212,6 +212,12 @@ class _Walk:
                 self._artifact = record.new_sha256
             elif kind == KIND_CLOSE:
                 self._continues = bool(body[-1])
+            elif kind == KIND_REFUSAL:
+                record = layout.decode(body, stored)
+                if record.artifact_sha256 != self._artifact:
+                    self._finish(f"the refusal record says artifact {record.artifact_sha256} was in force, but "
+                                 f"{self._artifact} was")
+                    return False
             yield layout, body, stored
             self._chain, self._index, pos = stored, self._index + 1, pos + size
         return True
@@ -226,6 +232,9 @@ class _Walk:
         if header.previous_chain != chain.hex():
             return (f"{path}: the header names previous chain hash {header.previous_chain}, but the log before it "
                     f"ends at {chain.hex()}: a file was replaced, removed or reordered")
+        if header.format_version != first.format_version:
+            return (f"{path}: the header says format version {header.format_version}, but the log's first file "
+                    f"has version {first.format_version}: one writer writes one version")
         if (header.input_names, header.metric_names) != (first.input_names, first.metric_names):
             return f"{path}: the header names other inputs or metrics than the log's first file"
         if header.artifact_sha256 != artifact:
@@ -255,7 +264,8 @@ def verify_log(path) -> LogVerification:
 
 
 def read_log(path) -> Iterator[Record]:
-    """Yield the log's records in order (StepRecord, SwapRecord, OverrideRecord, CloseRecord), verifying as it goes.
+    """Yield the log's records in order (StepRecord, SwapRecord, OverrideRecord, CloseRecord, RefusalRecord),
+    verifying as it goes.
 
     Every record yielded has verified. At a bad record it raises
     AuditLogError naming its index; at a torn tail it stops after the
@@ -273,7 +283,8 @@ def export_jsonl(path, out) -> LogVerification:
     """Write the log as JSON Lines to `out` (a path or a text stream) and return its verification.
 
     Lines: a `header` object at each file, one object per verified record
-    (`kind` step, swap, override or close), then one `verification`
+    (`kind` step, swap, override, close or refusal; a step says whether
+    its reading was `fixed` point integers), then one `verification`
     object. Floats are exact (shortest repr); NaN, a missing value, is
     null and infinities are the strings "inf" and "-inf". Export stops at
     the first bad record; the last line says why.
@@ -306,11 +317,14 @@ def _jsonable(record: Record, layout: FrameLayout) -> dict:
         line.update(reading={n: json_float(v) for n, v in zip(layout.input_names, record.reading)},
                     metrics={n: json_float(v) for n, v in record.metrics.items()}, cell=record.cell,
                     token=record.token, code=record.code, reason=record.reason, sla_ok=record.sla_ok,
-                    override=record.override, state=record.state._asdict())
+                    override=record.override, state=record.state._asdict(), fixed=record.fixed)
     elif isinstance(record, SwapRecord):
         line.update(old_sha256=record.old_sha256, new_sha256=record.new_sha256, state=record.state._asdict())
     elif kind == "override":
         line.update(token=record.token, cycles=record.cycles)
+    elif isinstance(record, RefusalRecord):
+        line.update(artifact_sha256=record.artifact_sha256, refused_sha256=record.refused_sha256,
+                    reason=record.reason)
     else:
         line.update(continues=record.continues)
     line["chain"] = record.chain

@@ -28,8 +28,8 @@ from hypothesis_budget import examples
 
 from certfsm._errors import AuditLogError, CertfsmError
 from certfsm.runtime._audit import AuditWriter, rotated_path
-from certfsm.runtime._audit_format import (CloseRecord, FrameLayout, LoggedState, OverrideRecord,
-                                           StepRecord, SwapRecord, encode_header)
+from certfsm.runtime._audit_format import (REFUSAL_TEXT_BYTES, CloseRecord, FrameLayout, LoggedState, OverrideRecord,
+                                           RefusalRecord, StepRecord, SwapRecord, encode_header)
 from certfsm.runtime._audit_read import export_jsonl, read_header, read_log, verify_log
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
@@ -55,7 +55,7 @@ def write_steps(path: Path, n: int, **options) -> None:
 def split_frames(path: Path) -> tuple[bytes, list[bytes]]:
     """A file cut into its header and its frames."""
     data, header = path.read_bytes(), read_header(path)
-    sizes = FrameLayout(header.input_names, header.metric_names).frame_sizes
+    sizes = FrameLayout(header.input_names, header.metric_names, header.format_version).frame_sizes
     frames, pos = [], header.size
     while pos < len(data):
         frames.append(data[pos:pos + sizes[data[pos]]])
@@ -67,13 +67,19 @@ def bits(value: float) -> bytes:
     return struct.pack("<d", value)
 
 
-def assert_step_equal(record: StepRecord, args: tuple) -> None:
-    """Bit-exact comparison of a read step record with the arguments that wrote it."""
+def assert_step_equal(record: StepRecord, args: tuple, fixed: bool = False) -> None:
+    """Bit-exact comparison of a read step record with the arguments that wrote it (`fixed`: by append_step_fixed,
+    whose integers come back as the same integers, saturated at the i64 bounds)."""
     time, reading, metrics, cell, token, code, reason, state, sla_ok, override = args
     if not isinstance(metrics, dict):
         metrics = dict(zip(METRICS, metrics))
     assert bits(record.time) == bits(time)
-    assert [bits(v) for v in record.reading] == [bits(NAN if v is None else v) for v in reading]
+    assert record.fixed == fixed
+    if fixed:
+        assert list(record.reading) == [min(max(v, -2**63), 2**63 - 1) for v in reading]
+        assert all(type(v) is int for v in record.reading)
+    else:
+        assert [bits(v) for v in record.reading] == [bits(NAN if v is None else v) for v in reading]
     assert list(record.metrics) == list(METRICS)
     assert [bits(v) for v in record.metrics.values()] == [
         bits(NAN if metrics.get(name) is None else metrics[name]) for name in METRICS]
@@ -92,8 +98,13 @@ steps = st.tuples(
     st.builds(LoggedState, st.integers(0, 15), st.integers(-1, 15), st.integers(0, 2**32 - 1),
               st.integers(0, 2**32 - 1)),
     st.booleans(), st.none() | st.integers(-2**31, 2**31 - 1))
+fixed_steps = steps.flatmap(lambda args: st.lists(st.integers(-2**70, 2**70) | st.integers(-2**16, 2**16),
+                                                   min_size=3, max_size=3).map(lambda ints: (args[0], ints, *args[2:])))
 events = st.lists(st.one_of(
     steps.map(lambda args: ("step", args)),
+    fixed_steps.map(lambda args: ("fixed", args)),
+    st.tuples(any_float, st.text(max_size=1200), st.none() | st.sampled_from([SHA_B, SHA_C])).map(
+        lambda args: ("refusal", args)),
     st.tuples(any_float, st.none() | st.integers(0, 15), st.none() | st.integers(0, 2**64 - 1)).map(
         lambda args: ("override", args)),
     st.tuples(any_float, st.sampled_from([SHA_A, SHA_B, SHA_C])).map(lambda args: ("swap", args))), max_size=40)
@@ -109,6 +120,10 @@ def test_round_trip_is_bit_exact_across_rotation(events, rotate_bytes, fsync_eve
             for kind, args in events:
                 if kind == "step":
                     writer.append_step(*args)
+                elif kind == "fixed":
+                    writer.append_step_fixed(*args)
+                elif kind == "refusal":
+                    writer.append_refusal(*args)
                 elif kind == "override":
                     writer.append_override(*args)
                 else:
@@ -127,9 +142,16 @@ def test_round_trip_is_bit_exact_across_rotation(events, rotate_bytes, fsync_eve
         assert len(logged) == len(events)
         in_force = SHA_A
         for record, (kind, args) in zip(logged, events):
-            if kind == "step":
+            if kind in ("step", "fixed"):
                 assert isinstance(record, StepRecord)
-                assert_step_equal(record, args)
+                assert_step_equal(record, args, fixed=kind == "fixed")
+            elif kind == "refusal":
+                assert isinstance(record, RefusalRecord)
+                assert (bits(record.time), record.artifact_sha256, record.refused_sha256) == (
+                    bits(args[0]), in_force, args[2])
+                raw, kept = args[1].encode("utf-8"), record.reason.encode("utf-8")
+                assert kept == raw if len(raw) <= REFUSAL_TEXT_BYTES else (
+                    raw.startswith(kept) and REFUSAL_TEXT_BYTES - 4 < len(kept) <= REFUSAL_TEXT_BYTES)
             elif kind == "override":
                 assert isinstance(record, OverrideRecord)
                 assert (bits(record.time), record.token, record.cycles) == (bits(args[0]), args[1], args[2])
@@ -144,7 +166,7 @@ def test_header_names_the_artifact_inputs_metrics_and_version(tmp_path):
     write_steps(tmp_path / "log", 3)
     header = read_header(tmp_path / "log")
     assert (header.format_version, header.artifact_sha256, header.input_names, header.metric_names) == (
-        1, SHA_A, INPUTS, METRICS)
+        2, SHA_A, INPUTS, METRICS)
     assert (header.file_number, header.first_index, header.previous_chain) == (0, 0, "00" * 32)
 
 
@@ -511,7 +533,7 @@ def corrupt_name(path: Path) -> None:
 
 
 BAD_LOGS = [
-    (with_version(2), r"audit log format version=2, this certfsm reads version 1; "
+    (with_version(3), r"audit log format version=3, this certfsm reads versions 1, 2; "
                                           r"read it with the certfsm that wrote it"),
     (corrupt_name, r"corrupt audit log header \(its SHA-256 does not match its bytes\)"),
     (lambda p: p.write_bytes(b'{"kind": "header"}\n' * 10), r"not a certfsm audit log \(no b'CFSMAUDT' magic\); "
