@@ -3,10 +3,13 @@
 The log is walked once (`_audit_read._Walk`: every frame verified against
 its chain before it is used). A fresh controller for the artifact the log
 names runs the logged readings, metrics and override requests through
-the same `Controller` code the run used; the cell, token, code, reason,
-state and SLA verdict must equal the logged ones. A swap record moves the
-replay to the artifact it names (it must be among the artifacts given),
-and the state it continues from must be the logged one. The first
+the same `Controller` code the run used, each reading by the path it was
+given to (real values by `step`'s binning, fixed-point integers by
+`step_fixed`'s); the cell, token, code, reason, state and SLA verdict
+must equal the logged ones. A swap record moves the replay to the
+artifact it names (it must be among the artifacts given), and the state
+it continues from must be the logged one; a refusal record changes
+nothing (the machine in force went on). The first
 divergence stops the replay and is reported with its record index; a log
 that does not verify is reported as such, also when a divergence came
 before its bad record.
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from certfsm import AuditLogError
 from certfsm.machine import Machine
 
-from ._audit_format import FLAG_OVERRIDE, FLAG_SLA_OK, KIND_STEP, KIND_SWAP, step_body
+from ._audit_format import FLAG_OVERRIDE, FLAG_SLA_OK, KIND_STEP, KIND_STEP_FIXED, KIND_SWAP, step_body
 from ._audit_read import _Walk, read_header, verify_log
 from ._controller import Controller, spec_sla_monitor
 
@@ -57,18 +60,20 @@ def replay_log(path, artifacts) -> ReplayOutcome:
     controller = Controller(first, sla=spec_sla_monitor(specs[first.artifact_sha256]))
     replay_step = controller.replay_step
     walk = _Walk(path)
-    steps, layout, unpack = 0, None, None
+    steps, layout, unpackers = 0, None, {}
     for frame_layout, body, chain in walk.frames():
-        if body[0] == KIND_STEP:
+        kind = body[0]
+        if kind == KIND_STEP or kind == KIND_STEP_FIXED:
             if frame_layout is not layout:  # a new file: the same names, a new layout object
                 layout = frame_layout
                 n, m = len(layout.input_names), len(layout.metric_names)
-                unpack, metric_names, tail = step_body(n, m).unpack, layout.metric_names, 3 + n + m
-            values = unpack(body)
+                unpackers = {KIND_STEP: step_body(n, m).unpack, KIND_STEP_FIXED: step_body(n, m, fixed=True).unpack}
+                metric_names, tail = layout.metric_names, 3 + n + m
+            values = unpackers[kind](body)
             logged = values[tail:]
             flags = logged[4]
             decision = replay_step(values[3:3 + n], dict(zip(metric_names, values[3 + n:tail])), values[2],
-                                   logged[5] if flags & FLAG_OVERRIDE else None)
+                                   logged[5] if flags & FLAG_OVERRIDE else None, kind == KIND_STEP_FIXED)
             index, code, reason, cell, state, sla_ok = decision[1:7]
             replayed = (cell, index, code, reason, (FLAG_SLA_OK if sla_ok else 0) | (flags & FLAG_OVERRIDE),
                         logged[5], state.current, state.candidate, state.count, state.cooldown)
@@ -77,7 +82,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
                 return _diverged(path, steps, values[1], f"record {values[1]}: the replay gives {field} {mine}, "
                                                          f"the log says {theirs}")
             steps += 1
-        elif body[0] == KIND_SWAP:
+        elif kind == KIND_SWAP:
             record = frame_layout.decode(body, chain)
             if record.old_sha256 != controller.machine.artifact_sha256:
                 return _diverged(path, steps, record.index, f"the swap starts from artifact {record.old_sha256[:12]}, "
