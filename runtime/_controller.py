@@ -85,12 +85,13 @@ class Controller:
     (``status.ok``; its ``update_ok(metrics, token) -> bool`` is called
     instead when it has one, as `certfsm.sla.SlaMonitor` does), `record` an optional callable that receives every
     `Decision` with its inputs. `audit` is an optional
-    `runtime._audit.AuditWriter`: every step, swap and override request
-    is appended to it (a step without `now` is stamped with `clock()`).
+    `runtime._audit.AuditWriter`: every step (its reading as given, real
+    or fixed point), swap, refused swap and override request is appended
+    to it (a step without `now` is stamped with `clock()`).
     All are called under the controller's lock, so decisions and records
     keep one order. `counters` is an optional
     `runtime._observe.RuntimeCounters`: every decision (with its latency),
-    swap and override request is counted, under the same lock.
+    swap, refused swap and override request is counted, under the same lock.
     """
 
     def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None, audit=None,

@@ -33,7 +33,7 @@ def _families(snapshot):
                               ("sla_recoveries", "SLA recoveries (sla_ok turned true again).",
                                snapshot.sla_recoveries),
                               ("swaps", "Hot swaps of the artifact.", snapshot.swaps),
-                              ("refused_reloads", "Reloads refused (the old artifact kept running).",
+                              ("refused_reloads", "Swaps and reloads refused (the artifact in force kept running).",
                                snapshot.refused_reloads),
                               ("override_requests", "Operator override requests.", snapshot.override_requests)):
         family = CounterMetricFamily(f"{PREFIX}_{name}", text)

@@ -3,10 +3,11 @@
 `RuntimeCounters` is what a Controller updates when counters are attached
 (`Controller.attach_counters`): decisions per token and per reason, SLA
 breaches (sla_ok going from true to false) and recoveries (false to
-true), hot swaps, override requests, and step latency in a fixed-bucket
-histogram; `certfsm run` adds refused reloads. It is cheap (a lock, a few
-list increments and one bisect per cycle) because it runs every cycle,
-and it knows nothing of any exporter: `_metrics_export` reads
+true), hot swaps, refused swaps and reloads (`Controller.swap` of
+another layout, `Controller.refuse_swap` for a file that did not load),
+override requests, and step latency in a fixed-bucket histogram. It is
+cheap (a lock, a few list increments and one bisect per cycle) because
+it runs every cycle, and it knows nothing of any exporter: `_metrics_export` reads
 `snapshot()` from its own thread and imports prometheus_client, lazily.
 
 Invariant of every snapshot: the per-token counts, the per-reason counts
@@ -94,6 +95,7 @@ class RuntimeCounters:
             self._swaps += 1
 
     def count_refused_reload(self) -> None:
+        """A swap or reload that was refused: the machine in force went on."""
         with self._lock:
             self._refused_reloads += 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -82,6 +83,64 @@ def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(d
     code, verified, _ = run_cli("audit", "verify", log)
     assert code == 0 and ", closed;" in verified
     code, replayed, _ = run_cli("replay", log, "--artifact", artifact)
+    assert code == 0, replayed
+
+
+def test_sighup_swaps_to_a_coarser_grid_and_refuses_files_it_cannot_use_while_the_run_goes_on(
+        distilled_example, coarse_example, renamed_example, tmp_path):
+    """The artifact file is replaced on disk between SIGHUPs: by the example on a 16-cell grid (swapped), by a
+    damaged file and by an artifact of another layout (both refused: told on stderr at once, counted in the
+    metrics, logged in the audit log); the run goes on with the machine in force, and the log replays."""
+    import shutil
+    import socket
+    import urllib.request
+
+    from certfsm.runtime import read_log
+    from certfsm.runtime._audit_format import RefusalRecord, StepRecord, SwapRecord
+
+    pytest.importorskip("prometheus_client", reason="the metrics extra (prometheus-client) is not installed")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+    slot, log = tmp_path / "live.cfsm", tmp_path / "live.log"
+    shutil.copyfile(distilled_example[2], slot)
+
+    def logged(kind) -> int:
+        return sum(isinstance(record, kind) for record in read_log(log)) if log.exists() else 0
+
+    def wait_for(condition) -> None:
+        deadline = time.monotonic() + 60
+        while not condition() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert condition(), process.poll()
+
+    def replace_and_reload(data: bytes, kind, count: int) -> None:
+        staged = tmp_path / "staged.cfsm"
+        staged.write_bytes(data)
+        staged.replace(slot)
+        steps = logged(StepRecord)
+        process.send_signal(signal.SIGHUP)
+        wait_for(lambda: logged(kind) == count)
+        wait_for(lambda: logged(StepRecord) > steps + 5)  # and the run went on
+
+    with running_cli("run", slot, "--probe", "linux", "--period-ms", "5", "--audit", log, "--fsync-every", "1",
+                     "--metrics-port", port) as process:
+        wait_for(lambda: logged(StepRecord) > 5)
+        replace_and_reload(coarse_example.read_bytes(), SwapRecord, 1)
+        replace_and_reload(coarse_example.read_bytes()[:-40], RefusalRecord, 1)
+        replace_and_reload(renamed_example.read_bytes(), RefusalRecord, 2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            metrics = response.read().decode()
+        out, err = stop(process)
+    assert process.returncode == 0, err
+    assert "certfsm_refused_reloads_total 2.0" in metrics and "certfsm_swaps_total 1.0" in metrics
+    assert f"hot swap: {distilled_example[1].artifact_sha256[:12]} -> " in out
+    told = [line for line in err.splitlines() if line.startswith("certfsm run: reload refused, ")]
+    assert len(told) == 2 and told[0].startswith(f"certfsm run: reload refused, the machine in force goes on: {slot}: ")
+    assert re.search(r"inputs \(.*queue_len\) differ from those of the running artifact", told[1]), told[1]
+    refusals = [record for record in read_log(log) if isinstance(record, RefusalRecord)]
+    assert [record.reason for record in refusals] == [line.split("goes on: ", 1)[1] for line in told]
+    code, replayed, _ = run_cli("replay", log, "--artifact", distilled_example[2], "--artifact", coarse_example)
     assert code == 0, replayed
 
 
