@@ -97,7 +97,7 @@ ALTERATIONS = [
      r"in_envelope_q=1 cell_q=4 proposal_q=2 allowed_q=011$"),
     ("mask word", [("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;")], "sample",
      r"the artifact gives cell 1 .* allowed_q=101; the module loads .* allowed_q=111$"),
-    ("threshold", [("if (speed >= 5'sd6) speed_bin", "if (speed >= 5'sd7) speed_bin")], "sample",
+    ("threshold", [("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin")], "sample",
      r"reading speed=6 \(1\.5\), .* the artifact gives cell [67] .* cell_q=[67] .* the module loads .*cell_q=[45] "),
     ("signedness", [("else if (speed >= 5'sd0) speed_bin", "else if (speed >= 5'd0) speed_bin")], "sample",
      r"reading speed=-\d \(-[\d.]+\), .* the artifact gives cell [0-3] .* the module loads .*cell_q=[4-7] "),

@@ -57,7 +57,7 @@ def test_the_summary_records_the_hashes_of_what_was_written_and_no_check_when_no
 @pytest.mark.parametrize("original, altered, what", [
     ("table_rom[5] = 2'd2;", "table_rom[5] = 2'd1;", "a ROM entry"),
     ("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;", "a mask bit"),
-    ("if (speed >= 5'sd6) speed_bin", "if (speed >= 5'sd5) speed_bin", "a threshold"),
+    ("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin", "a threshold"),
     ("if (!in_envelope_q) begin", "if (!in_envelope_q && sla_ok_q) begin", "a rule's guard"),
 ])
 def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original, altered, what):
@@ -110,8 +110,8 @@ def small_machines(draw):
 @needs_simulators
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines(), seed=st.integers(0, 2**16))
-@example(  # an unsigned bus whose lowest bin holds no bus value: the compare chain must not be constant
-    machine=Machine(names=("x0",), edges=((-0.75, -0.65, 0.35),), frac_bits=(0,), tokens=("T0",), proposal=(0, 0),
+@example(  # a signed bus whose lowest bin holds one bus value only: the compare chain must not be constant
+    machine=Machine(names=("x0",), edges=((-0.25, 0.0, 0.25),), frac_bits=(2,), tokens=("T0",), proposal=(0, 0),
                     exact=(False, False), allowed=(1, 1),
                     params=MachineParams(n_tokens=1, conservative=0, confirm_cycles=1, cooldown_cycles=0,
                                          overridable=frozenset({0}), codes=(0,))), seed=0)
