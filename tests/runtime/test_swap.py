@@ -249,3 +249,32 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(fi
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 3 and all(re.match(r"^certfsm run: reload refused, the machine in force goes on: "
                                             r"artifact [0-9a-f]{12}: inputs \(", line) for line in lines), lines
+
+
+def test_with_trusted_keys_a_reload_signed_by_another_key_is_refused_and_one_signed_by_ours_swaps(
+        fine, coarse_example, tmp_path):
+    pytest.importorskip("cryptography", reason="the sign extra (cryptography) is not installed")
+    import shutil
+
+    from certfsm._artifact import sign_artifact
+    from certfsm._signing import generate_key_pair
+
+    generate_key_pair(tmp_path / "ours")
+    generate_key_pair(tmp_path / "theirs")
+    slot = tmp_path / "next.cfsm"
+    signers = iter(["theirs", "ours"])
+
+    def reload():
+        shutil.copyfile(coarse_example, slot)
+        sign_artifact(slot, tmp_path / next(signers))
+        return runtime.load_machine(slot, trusted_keys=[tmp_path / "ours.pub"])
+
+    controller = runtime.load(fine)
+    rows = np.random.default_rng(5).uniform(LOWER, UPPER, size=(4, 5)).tolist()
+    told: list[str] = []
+    summary = runtime.run(controller, ListProbe(rows, controller.machine.names), steps=3,
+                          should_reload=iter([False, True, True]).__next__, reload=reload, reload_source=str(slot),
+                          on_refused=told.append)
+    untrusted = re.escape(f"{slot}: signed by key id ") + r"[0-9a-f]{16}, which is not a trusted key \(trusted: key id "
+    assert len(told) == 1 and re.match(untrusted, told[0]), told
+    assert len(summary.swaps) == 1 and controller.machine.n_cells == 16
