@@ -451,7 +451,8 @@ def run(
         with open_probe(probe, names) as source:
             summary = run_loop(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
                                should_stop=lambda: flags["stop"], should_reload=take_reload,
-                               reload=lambda: runtime.load_machine(artifact), counters=counters)
+                               reload=lambda: runtime.load_machine(artifact), reload_source=str(artifact),
+                               counters=counters)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -463,8 +464,8 @@ def run(
     typer.echo("reasons: " + ", ".join(f"{r} {n}" for r, n in summary.reasons.most_common()))
     for old, new in summary.swaps:
         typer.echo(f"hot swap: {old[:12]} -> {new[:12]}")
-    for refusal in summary.refused_reloads:
-        typer.echo(f"reload refused, kept running the old artifact: {refusal}", err=True)
+    if summary.refused_reloads:  # each was told on stderr when it happened
+        typer.echo(f"reloads refused: {len(summary.refused_reloads)}; the machine in force kept running", err=True)
     if writer is not None:
         typer.echo(f"audit log {audit}: {writer.records} records, head {writer.head[:16]}")
 
