@@ -416,6 +416,36 @@ class Machine:
             cell += bisect.bisect_right(interior, exact) * stride
         return cell
 
+    def float_reading(self, reading) -> tuple[float, ...]:
+        """Floats that bin into the same cell as `reading`, input by input: what a log of float64 values keeps.
+
+        A float (and a number a float holds exactly) stays as it is; any
+        other number becomes its nearest float when that lies in the same
+        bin (or on the same side of the envelope), else the float of its bin
+        nearest to it, so that binning the logged floats gives back the cell
+        the exact value was given. None and NaN stay NaN.
+        """
+        result = []
+        for value, (low, high, interior, _), (exact_low, exact_high, exact_interior, _) in zip(
+                self._checked(reading, "reading"), self._bins, self._exact_bins):
+            if type(value) is float:
+                result.append(value)
+                continue
+            try:
+                nearest = float(value)
+            except OverflowError:
+                nearest = math.inf if value > 0 else -math.inf
+            if value < exact_low:
+                result.append(nearest if nearest < low else math.nextafter(low, -math.inf))
+            elif value > exact_high:
+                result.append(nearest if nearest > high else math.nextafter(high, math.inf))
+            else:
+                k = bisect.bisect_right(exact_interior, value)
+                keys = (low, *interior)
+                top = interior[k] if k < len(interior) else math.nextafter(high, math.inf)
+                result.append(min(max(nearest, keys[k]), math.nextafter(top, -math.inf)))
+        return tuple(result)
+
     def _checked(self, reading, what: str, integers: bool = False) -> tuple:
         """One value per input: floats or exact rationals (None, a missing probe value, and numbers that have no
         finite value become NaN) or, for the fixed-point path, integers. A wrong length or a value that is not a

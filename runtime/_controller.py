@@ -249,6 +249,8 @@ class Controller:
         _, index, code, reason, cell, state, sla_ok, now = decision
         if self._audit is not None:
             append = self._audit.append_step_fixed if fixed else self._audit.append_step
+            if not fixed and not all(type(v) is float for v in reading):  # log floats that bin into the same cell
+                reading = self._compiled.machine.float_reading(reading)
             append(self._clock() if now is None else now, reading, metrics or {}, cell, index, code, reason, state,
                    sla_ok, override)
         if self._counters is not None:

@@ -206,3 +206,31 @@ def test_a_version_1_log_still_verifies_reads_and_replays(artifact_path, tmp_pat
     forged = rechained(mixed, lambda index, body: body, version=1)
     verification = verify_log(forged)
     assert not verification.ok and verification.first_bad == 0 and "unknown record kind 5" in verification.reason
+
+
+def test_readings_that_no_float_holds_are_logged_as_floats_of_their_own_cells_and_replay(artifact_path, tmp_path):
+    """A Fraction 2^-80 below an edge rounds to the edge, a Decimal likewise, a 400-digit integer overflows: the
+    log keeps floats that bin into the cells the exact values were given, so the replay reproduces every step."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    controller = load(artifact_path)
+    machine = controller.machine
+    middle = [(e[0] + e[1]) / 2 for e in machine.edges]
+    log, cells, rounded_across = tmp_path / "exact.log", [], 0
+    with open_audit(controller, log, fsync_every=0):
+        for i, edges in enumerate(machine.edges):
+            for edge in edges:
+                for value in (Fraction(edge) - Fraction(1, 2 ** 80), Fraction(edge) + Fraction(1, 2 ** 80),
+                              Decimal(repr(edge)) - Decimal("1e-30"), 10 ** 400, -(10 ** 400), np.longdouble(edge)):
+                    reading = list(middle)
+                    reading[i] = value
+                    cells.append(controller.step(reading, {"latency_ms": 1.0}).cell)
+                    if value not in (10 ** 400, -(10 ** 400)):
+                        rounded_across += machine.cell_of([float(v) for v in reading]) != cells[-1]
+    logged = [r for r in read_log(log) if isinstance(r, StepRecord)]
+    assert [r.cell for r in logged] == cells
+    assert all(machine.cell_of(list(r.reading)) == r.cell for r in logged)
+    assert rounded_across > 10  # plain float() would have logged these into other cells
+    outcome = replay_log(log, [artifact_path])
+    assert outcome.ok and outcome.steps == len(cells), outcome
