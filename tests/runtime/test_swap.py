@@ -77,12 +77,7 @@ def test_a_swap_to_a_finer_grid_looks_up_the_reading_not_the_old_cell_index(fine
     reading = next(row for row in np.random.default_rng(0).uniform(LOWER, UPPER, size=(5000, 5)).tolist()
                    if finer.allowed[finer.cell_of(row)] >> offload & 1
                    and not finer.allowed[coarse.cell_of(row)] >> offload & 1)
-    controller = runtime.Controller(coarse)
-    controller.override("OFFLOAD_CPU")
-    assert controller.step(reading).token == "OFFLOAD_CPU"
-    controller.override(None)
-    controller.swap(finer)
-    assert controller.state.current == offload
+    assert offloaded_then_swapped(coarse, finer, lambda controller: controller.step(reading)) == offload
 
 
 def test_a_swap_rebins_a_fixed_point_reading_by_the_integer_path(fine, coarse_example):
@@ -93,11 +88,17 @@ def test_a_swap_rebins_a_fixed_point_reading_by_the_integer_path(fine, coarse_ex
     integers = next(values for values in (np.floor(rows * scale).astype(int).tolist())
                     if finer.allowed[finer.cell_of_fixed(values)] >> offload & 1
                     and not finer.allowed[coarse.cell_of_fixed(values)] >> offload & 1)
+    assert offloaded_then_swapped(coarse, finer, lambda controller: controller.step_fixed(integers)) == offload
+
+
+def offloaded_then_swapped(coarse, finer, step) -> int:
+    """Force OFFLOAD_CPU on the coarse machine for one cycle of `step`, swap to the finer one: the token in force."""
     controller = runtime.Controller(coarse)
     controller.override("OFFLOAD_CPU")
-    assert controller.step_fixed(integers).token == "OFFLOAD_CPU"
+    assert step(controller).token == "OFFLOAD_CPU"
+    controller.override(None)
     controller.swap(finer)
-    assert controller.state.current == offload
+    return controller.state.current
 
 
 def test_a_swap_before_any_reading_starts_from_the_conservative_token(fine, coarse_example):
