@@ -92,13 +92,13 @@ def test_the_sample_query_states_each_cell_with_its_bounds(tiny_proof):
 
 ALTERATIONS = [
     ("rom word", [("table_rom[4] = 2'd1;", "table_rom[4] = 2'd2;")], "sample",
-     r"reading speed=\d+ \([\d.]+\), load=\d \(\d\): the artifact gives cell 4 \(speed in \[0, 1\.3\), load in "
+     r"reading speed=\d+ \([\d.]+\), load=\d \(\d\): the artifact gives cell 4 \(speed in \[0, 1\.25\), load in "
      r"\[0, 10\)\): in_envelope_q=1 cell_q=4 proposal_q=1 \(FAST\) allowed_q=011; the module loads "
      r"in_envelope_q=1 cell_q=4 proposal_q=2 allowed_q=011$"),
     ("mask word", [("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;")], "sample",
      r"the artifact gives cell 1 .* allowed_q=101; the module loads .* allowed_q=111$"),
     ("threshold", [("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin")], "sample",
-     r"reading speed=6 \(1\.5\), .* the artifact gives cell [67] .* cell_q=[67] .* the module loads .*cell_q=[45] "),
+     r"reading speed=5 \(1\.25\), .* the artifact gives cell [67] .* cell_q=[67] .* the module loads .*cell_q=[45] "),
     ("signedness", [("else if (speed >= 5'sd0) speed_bin", "else if (speed >= 5'd0) speed_bin")], "sample",
      r"reading speed=-\d \(-[\d.]+\), .* the artifact gives cell [0-3] .* the module loads .*cell_q=[4-7] "),
     ("envelope", [("(speed <= 5'sd12)", "(speed <= 5'sd13)")], "sample",
