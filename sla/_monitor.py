@@ -16,39 +16,17 @@ thread-safe by itself; the runtime calls it under the lock of its step.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from certfsm import SlaPath, SpecError
 
 from ._path import PathMonitor, check_path
+from ._sample import read_metric
 from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_fingerprint
 from ._status import SlaStatus
 
 _INF = math.inf
-
-
-def read_metric(name: str, value: Any) -> float | None:
-    """The sample a metric value gives: a finite float64, or None when missing (None, NaN, +-inf).
-
-    -0.0 is read as 0.0, so that equal samples are identical floats. A
-    value that is not a real number (a string, a bool, ...) is a caller's
-    mistake, refused with TypeError rather than counted as missing.
-    """
-    if value is None:
-        return None
-    if type(value) is not float:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"metrics[{name!r}]={value!r} is a {type(value).__name__}, not a number; "
-                            "give a float, or None when the metric was not measured")
-        try:
-            value = float(value)
-        except OverflowError:  # an int beyond float64 is not a finite sample
-            return None
-    if not math.isfinite(value):
-        return None
-    return value + 0.0
 
 
 class SlaMonitor:
@@ -108,9 +86,11 @@ class SlaMonitor:
     def update(self, metrics: Mapping[str, Any] | None, token: str) -> SlaStatus:
         """Advance every path by one cycle; returns the status whose `ok` is this cycle's `sla_ok`.
 
-        `metrics` maps metric names to this cycle's measurements (None, NaN
-        or infinite: not measured; names no path uses are ignored; None for
-        the whole mapping: nothing measured). `token` names the decision
+        `metrics` maps metric names to this cycle's measurements, real
+        numbers read exactly (None: not measured; NaN, an infinity or a
+        negative: no valid sample; each is a violation where a path applies;
+        names no path uses are ignored; None for the whole mapping: nothing
+        measured). `token` names the decision
         path the metrics were measured on: the token in force while the
         measured work ran. Raises TypeError or ValueError, changing nothing,
         for a non-numeric metric or an unknown token.
@@ -135,8 +115,9 @@ class SlaMonitor:
         if quiet:
             for metric, limit, tokens in checks:
                 sample = metrics.get(metric)
-                # Good: a finite float within the limit (-inf and NaN fail the first comparison, +inf the second).
-                if not (type(sample) is float and -_INF < sample <= limit) and (tokens is None or token in tokens):
+                # Good: a float from 0 up to the limit's float side (NaN and negatives, -inf included, fail the
+                # first comparison, +inf the second); any other value is left to _advance.
+                if not (type(sample) is float and 0.0 <= sample <= limit) and (tokens is None or token in tokens):
                     break
             else:
                 self.cycle += 1
@@ -154,8 +135,8 @@ class SlaMonitor:
         samples = []
         for name in self._metrics:
             value = metrics.get(name)
-            # The common case first: a finite float (x - x is 0.0 exactly when x is finite).
-            samples.append(value + 0.0 if type(value) is float and value - value == 0.0 else read_metric(name, value))
+            # The common case first: a finite float >= 0 (NaN, negatives and +-inf fail the chained comparison).
+            samples.append(value + 0.0 if type(value) is float and 0.0 <= value < _INF else read_metric(name, value))
         try:
             accepted = token in self._accepted
         except TypeError:  # unhashable: certainly not a token name
@@ -176,11 +157,12 @@ class SlaMonitor:
 
         A path is quiet when its statistic is ``value`` (no samples kept),
         its window holds no violation and it is not breached. A good cycle
-        (the path does not apply, or its sample is a finite float <= the
-        limit) then pushes an unset flag into a window of unset flags and
-        leaves the path as it was: a ring of equal flags looks the same
-        from every position, so even the ring's position is not
-        observable (snapshots list the flags from the first set one).
+        (the path does not apply, or its sample is a float from 0 up to the
+        largest float64 <= the limit) then pushes an unset flag into a
+        window of unset flags and leaves the path as it was: a ring of
+        equal flags looks the same from every position, so even the ring's
+        position is not observable (snapshots list the flags from the first
+        set one).
         Only the last cycle's figures that `update` reports (applies,
         statistic, violation) would change, and `update` never takes this
         way. Called after every cycle that advanced the paths; `_ok` is
@@ -194,9 +176,9 @@ class SlaMonitor:
         return self._value_checks
 
     def _checks_of_value_paths(self) -> tuple[tuple[str, float, frozenset[str] | None], ...] | None:
-        """(metric, limit, tokens or None) per path when every path is a ``value`` path, else None. With
-        `tokens` None the monitor remembers no token names, so there is no accepted set to check a token
-        against: None too (no shortcut)."""
+        """(metric, largest float64 <= the limit, tokens or None) per path when every path is a ``value`` path,
+        else None. With `tokens` None the monitor remembers no token names, so there is no accepted set to check
+        a token against: None too (no shortcut)."""
         if self.tokens is None or any(monitor.value_limit is None for monitor in self._monitors):
             return None
         return tuple((monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens)

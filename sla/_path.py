@@ -7,14 +7,21 @@ cycles are numbered 1, 2, ... (one `update` each):
 - the path *applies* in cycle t when T is None (every token) or the
   cycle's token is in T;
 - the *sample* x_t is m's value in cycle t when the path applies and the
-  value is a finite number; otherwise there is none. A metric that is
-  absent, None, NaN or infinite is *missing*;
+  value is a real number in [0, the largest float64], read exactly
+  (`certfsm.sla._sample`; -0.0 is 0.0, a valid zero); otherwise there is
+  none. A metric that is absent, None, NaN, infinite, negative (what a
+  clock that stepped back measures) or beyond float64's range gives no
+  sample;
 - the *statistic* s_t is x_t for ``value``; for the windowed statistics it
   is taken over the samples of cycles t-W+1 .. t (those of cycles before
   the first do not exist): the nearest-rank percentile (the ceil(q n /
   100)-th smallest of n samples) or the exact mean;
-- cycle t is a *violation* when the path applies and either its metric is
-  missing or s_t > L (a tie is within the SLA: metric <= limit);
+- cycle t is a *violation* when the path applies and either it has no
+  sample or s_t > L, where L is the exact decimal the spec wrote and the
+  comparison is exact (a tie is within the SLA: metric <= limit). So a
+  float sample s is within the limit exactly when s <= the largest
+  float64 <= L: with L = 0.1 the float 0.1 (just above 1/10) is a
+  violation and the float 0.3 (just below 3/10) is not;
 - v_t is the number of violations among cycles t-W+1 .. t, and the path
   is *over* in cycle t when v_t > M;
 - cycle t is *good* when it is neither a violation nor over;
@@ -44,6 +51,7 @@ import numbers
 
 from certfsm import SpecError
 
+from ._sample import Sample, limit_sides
 from ._statistic import STATISTICS, make_statistic
 from ._status import PathStatus
 from ._window import ViolationWindow
@@ -67,7 +75,7 @@ def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
     if not isinstance(path.metric, str) or not path.metric:
         raise fail(f"metric={path.metric!r} is not a non-empty string; name the metric, e.g. 'latency_ms'")
     limit = path.limit
-    if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not math.isfinite(limit):
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or not _is_finite(limit):
         raise fail(f"limit={limit!r} is not a finite number; give the largest acceptable value of {path.metric}")
     for field, lowest in (("window", 1), ("max_violations", 0), ("recovery_cycles", 0)):
         value = getattr(path, field)
@@ -87,24 +95,35 @@ def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
                            "use one of those names")
 
 
+def _is_finite(number: numbers.Real) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int or Fraction beyond float64's range: finite all the same
+        return True
+
+
 class PathMonitor:
     """The state of one path; `update` advances it by one cycle (see the module docstring).
 
     `sample_index` is where the monitor puts this path's metric in the
-    samples of a cycle (one sample per distinct metric).
+    samples of a cycle (one sample per distinct metric). For a ``value``
+    path, `value_limit` is the largest float64 <= the limit (a float sample
+    is within the limit exactly when it is <= this float) and
+    `exact_limit` the limit itself, for the samples that are not floats.
     """
 
     __slots__ = ("path", "name", "metric", "every_token", "tokens", "statistic", "violations", "max_violations",
                  "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries", "applied", "value",
-                 "violated", "value_limit", "sample_index")
+                 "violated", "value_limit", "exact_limit", "sample_index")
 
     def __init__(self, path, sample_index: int = 0) -> None:
         self.path, self.sample_index = path, sample_index
         self.name, self.metric = path.name, path.metric
         self.every_token = path.tokens is None
         self.tokens = frozenset(path.tokens or ())
-        self.statistic = make_statistic(path.statistic, float(path.limit), path.window)
-        self.value_limit = float(path.limit) if path.statistic == "value" else None
+        self.statistic = make_statistic(path.statistic, path.limit, path.window)
+        self.exact_limit, value_limit = limit_sides(path.limit)
+        self.value_limit = value_limit if path.statistic == "value" else None
         self.violations = ViolationWindow(path.window)
         self.max_violations = path.max_violations
         self.recovery_cycles = path.recovery_cycles
@@ -114,19 +133,20 @@ class PathMonitor:
         self.recoveries = 0
         self.applied, self.value, self.violated = False, None, False  # of the last cycle, for `status`
 
-    def update(self, sample: float | None, token: str) -> PathStatus:
-        """Advance one cycle with this cycle's sample (None: missing) measured on the decision path `token`."""
+    def update(self, sample: Sample | None, token: str) -> PathStatus:
+        """Advance one cycle with this cycle's sample (None: none) measured on the decision path `token`."""
         self.advance(sample, token)
         return self.status()
 
-    def advance(self, sample: float | None, token: str) -> bool:
+    def advance(self, sample: Sample | None, token: str) -> bool:
         """`update` without building the status (the runtime's call, every path every control cycle); returns
         `breached`.
 
         Two steps are written out here rather than called, because this runs
         once per path per control cycle and a call costs as much as the work:
         the ``value`` statistic (`ValueStatistic.observe`: the sample itself,
-        exceeding when above the limit) and `ViolationWindow.push` of this
+        exceeding when above the limit, a float compared with `value_limit`,
+        any other sample with `exact_limit`) and `ViolationWindow.push` of this
         cycle's flag. The brute-force reference test of the monitor
         (tests/sla/test_sla_reference.py) checks both, cycle by cycle.
         """
@@ -134,7 +154,12 @@ class PathMonitor:
             applies = True
             limit = self.value_limit
             if limit is not None:
-                statistic, violation = sample, sample is None or sample > limit
+                if type(sample) is float:
+                    statistic, violation = sample, sample > limit
+                elif sample is None:
+                    statistic, violation = None, True
+                else:
+                    statistic, violation = float(sample), sample > self.exact_limit
             else:
                 statistic, exceeds = self.statistic.observe(sample)
                 violation = sample is None or exceeds

@@ -15,8 +15,13 @@ Format 1::
 
 `violations` is one character per cycle, oldest first, "1" for a
 violation; `samples` (windowed statistics only) one entry per cycle,
-oldest first, a finite number or null. Leading empty entries ("0",
-null) are left out: they mean the same as the cycles before the first.
+oldest first: null for a cycle without a sample, a JSON number for a
+sample that is a float64 (a float's ``repr`` reads back as that float),
+and a string "p/q" or "p" (lowest terms) for the exact value of any other
+sample (an int, Fraction or Decimal metric that no float64 equals). A
+sample is never negative, NaN or infinite, so neither is an entry.
+Leading empty entries ("0", null) are left out: they mean the same as the
+cycles before the first.
 `paths_sha256` fingerprints the path definitions, so that a state is
 never restored into a monitor whose limits or windows differ. A restore
 checks every field and every invariant a run keeps (a breached path is
@@ -28,10 +33,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
+import re
+from fractions import Fraction
 from typing import Any
 
-from certfsm import CertfsmError
+from certfsm import CertfsmError, decimal_value
+
+from ._sample import FLOAT_MAX, Sample, canonical
 
 SNAPSHOT_FORMAT = 1
 
@@ -40,9 +48,21 @@ class SnapshotError(CertfsmError, ValueError):
     """A monitor snapshot is malformed, or was taken from a monitor with other SLA paths."""
 
 
+_RATIONAL = re.compile(r"(0|[1-9][0-9]*)(/[1-9][0-9]*)?")
+"""A sample's exact value as a snapshot writes it: "p" or "p/q", no sign, no leading zeros."""
+
+
+def _limit_key(limit) -> float | str:
+    """The limit in a path's fingerprint: its float when that float denotes the same decimal, else "p/q"."""
+    exact = decimal_value(limit)
+    if abs(exact) <= FLOAT_MAX and decimal_value(float(exact)) == exact:
+        return float(exact)
+    return str(exact)
+
+
 def paths_fingerprint(paths) -> str:
     """SHA-256 of the path definitions in a canonical JSON form."""
-    rows = [[p.name, p.metric, float(p.limit), p.window, p.max_violations, p.recovery_cycles,
+    rows = [[p.name, p.metric, _limit_key(p.limit), p.window, p.max_violations, p.recovery_cycles,
              None if p.tokens is None else list(p.tokens), p.statistic] for p in paths]
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
@@ -52,7 +72,8 @@ def path_state(path_monitor) -> dict[str, Any]:
     state: dict[str, Any] = {"name": path_monitor.name,
                              "violations": "".join("1" if v else "0" for v in path_monitor.violations.entries())}
     if path_monitor.statistic.is_windowed:
-        state["samples"] = path_monitor.statistic.entries()
+        state["samples"] = [sample if sample is None or type(sample) is float else str(sample)
+                            for sample in path_monitor.statistic.entries()]
     state.update(breached=path_monitor.breached, recovery_count=path_monitor.recovery_count,
                  breaches=path_monitor.breaches, recoveries=path_monitor.recoveries)
     return state
@@ -96,6 +117,24 @@ def check_snapshot(document: Any, path_monitors, fingerprint: str) -> tuple[int,
     return cycle, loads
 
 
+def _sample_entry(value: Any, where: str) -> Sample | None:
+    """One entry of a path's `samples`: None, or the canonical sample it writes (see the module docstring)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        exact = Fraction(value) if _RATIONAL.fullmatch(value) else None
+        if exact is None or str(exact) != value or exact > FLOAT_MAX or type(canonical(exact)) is float:
+            raise _fail(f"{where}={value!r} is not 'p/q' in lowest terms for a sample that no float64 equals "
+                        "(a float64 sample is written as a number)")
+        return exact
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(f"{where}={value!r} is neither a number, a string 'p/q' nor null")
+    if not 0 <= value <= FLOAT_MAX:  # NaN fails too
+        raise _fail(f"{where}={value!r} is not a sample (a finite number >= 0): NaN, infinities and negatives are "
+                    "violations that leave no sample")
+    return canonical(Fraction(value))
+
+
 def _check_path_state(state: Any, monitor, at: str, cycle: int) -> tuple:
     windowed = monitor.statistic.is_windowed
     keys = ("name", "violations") + (("samples",) if windowed else ()) + (
@@ -109,18 +148,12 @@ def _check_path_state(state: Any, monitor, at: str, cycle: int) -> tuple:
         raise _fail(f"{at}.violations={flags!r} is not a string of at most {longest} '0'/'1' characters "
                     "(window and cycle bound it)")
     violations = [c == "1" for c in flags]
-    samples: list[float | None] = []
+    samples: list[Sample | None] = []
     if windowed:
         given = state["samples"]
         if not isinstance(given, list) or len(given) > longest:
             raise _fail(f"{at}.samples is not a list of at most {longest} entries (window and cycle bound it)")
-        for j, value in enumerate(given):
-            if value is None:
-                samples.append(None)
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise _fail(f"{at}.samples[{j}]={value!r} is neither a finite number nor null")
-            else:
-                samples.append(float(value) + 0.0)
+        samples = [_sample_entry(value, f"{at}.samples[{j}]") for j, value in enumerate(given)]
     breached = state["breached"]
     if not isinstance(breached, bool):
         raise _fail(f"{at}.breached={breached!r} is not true or false")

@@ -1,12 +1,19 @@
 """What an SLA path compares with its limit: this cycle's value, or a windowed percentile or mean.
 
 Each statistic sees one entry per cycle: `observe(sample)` on a cycle
-where the path applies (the sample may be None: the metric was missing),
+where the path applies (the sample may be None: the metric gave none),
 `skip()` on any other cycle, so that a windowed statistic's window spans
 the same `window` cycles as the path's violation count. `observe` returns
-the statistic after this cycle's sample is in, and whether it exceeds the
-limit; a statistic with no sample to speak of is None and exceeds nothing
-(the monitor counts the missing metric as a violation by itself).
+the statistic after this cycle's sample is in (as the float64 nearest it,
+for the report) and whether it exceeds the limit, decided exactly; a
+statistic with no sample to speak of is None and exceeds nothing (the
+monitor counts the cycle without a sample as a violation by itself, and
+the window never holds it, so a NaN or a negative cannot poison a sum).
+
+The limit is the exact decimal the spec wrote (`certfsm.sla._sample`):
+each statistic computes its sides once, when it is built, and compares a
+float statistic with the largest float64 <= the limit, any other with the
+limit itself.
 
 - ``value``: the sample itself; exceeds when sample > limit.
 - ``p50``, ``p95``, ``p99``: the nearest-rank percentile of the samples of
@@ -20,7 +27,8 @@ The windowed statistics keep their samples, which a snapshot must carry;
 
 from __future__ import annotations
 
-from ._window import SortedWindow, SumWindow, exact_units
+from ._sample import Sample, exceeds, limit_sides
+from ._window import SortedWindow, SumWindow, limit_in_units
 
 STATISTICS = ("value", "p50", "p95", "p99", "mean")
 """Every statistic a path may name, as in the spec's ``sla.paths[*].statistic``."""
@@ -31,22 +39,25 @@ _PERCENTILES = {"p50": 50, "p95": 95, "p99": 99}
 class ValueStatistic:
     """This cycle's sample against the limit; no state."""
 
-    __slots__ = ("limit",)
+    __slots__ = ("limit", "exact_limit", "at_most")
     is_windowed = False
 
     def __init__(self, limit: float, window: int) -> None:
         self.limit = limit
+        self.exact_limit, self.at_most = limit_sides(limit)
 
-    def observe(self, sample: float | None) -> tuple[float | None, bool]:
-        return sample, sample is not None and sample > self.limit
+    def observe(self, sample: Sample | None) -> tuple[float | None, bool]:
+        if sample is None:
+            return None, False
+        return float(sample), exceeds(sample, self.at_most, self.exact_limit)
 
     def skip(self) -> None:
         pass
 
-    def entries(self) -> list[float | None]:
+    def entries(self) -> list[Sample | None]:
         return []
 
-    def load(self, entries: list[float | None]) -> None:
+    def load(self, entries: list[Sample | None]) -> None:
         pass
 
     def copy(self) -> ValueStatistic:
@@ -62,29 +73,35 @@ class _Windowed:
     def skip(self) -> None:
         self.samples.push(None)
 
-    def entries(self) -> list[float | None]:
+    def entries(self) -> list[Sample | None]:
         return self.samples.entries()
 
-    def load(self, entries: list[float | None]) -> None:
+    def load(self, entries: list[Sample | None]) -> None:
         self.samples.load(entries)
 
 
 class PercentileStatistic(_Windowed):
     """The nearest-rank q-th percentile of the window's samples against the limit."""
 
-    __slots__ = ("limit", "q", "samples")
+    __slots__ = ("limit", "exact_limit", "at_most", "q", "samples")
 
     def __init__(self, limit: float, window: int, q: int) -> None:
         self.limit, self.q, self.samples = limit, q, SortedWindow(window)
+        self.exact_limit, self.at_most = limit_sides(limit)
 
-    def observe(self, sample: float | None) -> tuple[float | None, bool]:
+    def observe(self, sample: Sample | None) -> tuple[float | None, bool]:
         self.samples.push(sample)
         value = self.samples.percentile(self.q)
-        return value, value is not None and value > self.limit
+        if type(value) is float:  # `exceeds` written out: this runs every cycle
+            return value, value > self.at_most
+        if value is None:
+            return None, False
+        return float(value), value > self.exact_limit
 
     def copy(self) -> PercentileStatistic:
         clone = PercentileStatistic.__new__(PercentileStatistic)
-        clone.limit, clone.q, clone.samples = self.limit, self.q, self.samples.copy()
+        clone.limit, clone.exact_limit, clone.at_most = self.limit, self.exact_limit, self.at_most
+        clone.q, clone.samples = self.q, self.samples.copy()
         return clone
 
 
@@ -94,11 +111,12 @@ class MeanStatistic(_Windowed):
     __slots__ = ("limit", "limit_units", "samples")
 
     def __init__(self, limit: float, window: int) -> None:
-        self.limit, self.limit_units, self.samples = limit, exact_units(limit), SumWindow(window)
+        self.limit, self.samples = limit, SumWindow(window)
+        self.limit_units = limit_in_units(limit_sides(limit)[0])
 
-    def observe(self, sample: float | None) -> tuple[float | None, bool]:
+    def observe(self, sample: Sample | None) -> tuple[float | None, bool]:
         self.samples.push(sample)
-        return self.samples.mean(), self.samples.mean_exceeds(self.limit_units)
+        return self.samples.mean(), self.samples.mean_exceeds(*self.limit_units)
 
     def copy(self) -> MeanStatistic:
         clone = MeanStatistic.__new__(MeanStatistic)
@@ -107,7 +125,8 @@ class MeanStatistic(_Windowed):
 
 
 def make_statistic(name: str, limit: float, window: int):
-    """A fresh statistic `name` (one of `STATISTICS`) over `window` cycles against `limit`."""
+    """A fresh statistic `name` (one of `STATISTICS`) over `window` cycles against `limit` (a spec number: the
+    exact decimal it denotes)."""
     if name == "value":
         return ValueStatistic(limit, window)
     if name == "mean":

@@ -23,16 +23,24 @@ whole history on every cycle, not merely on most of them:
 - the mean keeps the exact sum of the samples as an integer in units of
   2**-1074, the smallest float64 step, so every finite float64 is a whole
   number of units; the comparison with the limit is then exact integer
-  arithmetic and the reported mean is the correctly rounded quotient.
+  arithmetic and the reported mean is the correctly rounded quotient. A
+  sample that is not a float64 (a Fraction) goes into a separate exact
+  rational part, zero (and never consulted) while the window holds floats
+  only.
 
-Samples are finite float64 values with no negative zero (the monitor reads
--0.0 as 0.0), so equal samples are identical and the sorted list depends
-only on the multiset of samples in the window.
+Samples are canonical (`certfsm.sla._sample`): non-negative, at most
+float64's maximum, a float when the value is a float64 (never -0.0), else
+a Fraction. So equal samples are identical values, the sorted list
+depends only on the multiset of samples in the window, and a sample that
+would poison a sum (NaN, an infinity, a negative) never gets here.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from fractions import Fraction
+
+from ._sample import Sample
 
 _UNIT_BITS = 1074
 """Every finite float64 is an integer multiple of 2**-1074 (the smallest subnormal)."""
@@ -42,6 +50,11 @@ def exact_units(x: float) -> int:
     """The finite float `x` as an exact integer number of 2**-1074 units."""
     numerator, denominator = x.as_integer_ratio()
     return numerator << (_UNIT_BITS + 1 - denominator.bit_length())
+
+
+def limit_in_units(limit: Fraction) -> tuple[int, int]:
+    """The rational `limit` as (numerator, denominator) in 2**-1074 units: limit = numerator / denominator units."""
+    return limit.numerator << _UNIT_BITS, limit.denominator
 
 
 def nearest_rank(q: int, n: int) -> int:
@@ -97,12 +110,12 @@ class SampleWindow:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.ring: list[float | None] = [None] * size
+        self.ring: list[Sample | None] = [None] * size
         self.position = 0  # the oldest entry, overwritten by the next push
         self.count = 0
         self._clear()
 
-    def push(self, sample: float | None) -> None:
+    def push(self, sample: Sample | None) -> None:
         """Record this cycle's sample (or None), dropping the oldest cycle's."""
         position = self.position
         old = self.ring[position]
@@ -115,7 +128,7 @@ class SampleWindow:
         self.ring[position] = sample
         self.position = position + 1 if position + 1 < self.size else 0
 
-    def entries(self) -> list[float | None]:
+    def entries(self) -> list[Sample | None]:
         """The window's entries, oldest first, without the leading empty ones."""
         ordered = self.ring[self.position:] + self.ring[:self.position]
         first = 0
@@ -123,8 +136,8 @@ class SampleWindow:
             first += 1
         return ordered[first:]
 
-    def load(self, entries: list[float | None]) -> None:
-        """Restore from `entries()` (at most `size` entries, oldest first, finite floats or None)."""
+    def load(self, entries: list[Sample | None]) -> None:
+        """Restore from `entries()` (at most `size` entries, oldest first, canonical samples or None)."""
         self.ring = [None] * (self.size - len(entries)) + list(entries)
         self.position = 0
         self.count = 0
@@ -143,10 +156,10 @@ class SampleWindow:
     def _clear(self) -> None:
         raise NotImplementedError
 
-    def _add(self, sample: float) -> None:
+    def _add(self, sample: Sample) -> None:
         raise NotImplementedError
 
-    def _remove(self, sample: float) -> None:
+    def _remove(self, sample: Sample) -> None:
         raise NotImplementedError
 
     def _copy_from(self, other: SampleWindow) -> None:
@@ -158,19 +171,19 @@ class SortedWindow(SampleWindow):
 
     __slots__ = ("ordered",)
 
-    def percentile(self, q: int) -> float | None:
+    def percentile(self, q: int) -> Sample | None:
         """The q-th percentile by nearest rank: the ceil(q n / 100)-th smallest of the n samples; None if n = 0."""
         if not self.count:
             return None
         return self.ordered[nearest_rank(q, self.count) - 1]
 
     def _clear(self) -> None:
-        self.ordered: list[float] = []
+        self.ordered: list[Sample] = []
 
-    def _add(self, sample: float) -> None:
+    def _add(self, sample: Sample) -> None:
         insort(self.ordered, sample)
 
-    def _remove(self, sample: float) -> None:
+    def _remove(self, sample: Sample) -> None:
         del self.ordered[bisect_left(self.ordered, sample)]
 
     def _copy_from(self, other: SortedWindow) -> None:
@@ -178,28 +191,48 @@ class SortedWindow(SampleWindow):
 
 
 class SumWindow(SampleWindow):
-    """A sample window that keeps the exact sum of its samples, for the exact mean."""
+    """A sample window that keeps the exact sum of its samples, for the exact mean.
 
-    __slots__ = ("units",)
+    `units` is the sum of the float samples in 2**-1074 units, `extra` the
+    exact sum of the `exact_count` others (Fractions; 0 while there are none,
+    and then never consulted).
+    """
+
+    __slots__ = ("units", "extra", "exact_count")
 
     def mean(self) -> float | None:
         """The arithmetic mean of the samples, correctly rounded to float64; None if there are none."""
         if not self.count:
             return None
+        if self.exact_count:
+            return float((Fraction(self.units, 1 << _UNIT_BITS) + self.extra) / self.count)
         return self.units / (self.count << _UNIT_BITS)
 
-    def mean_exceeds(self, limit_units: int) -> bool:
-        """Whether the exact mean is above the limit given in 2**-1074 units (`exact_units`); False if empty."""
-        return self.count > 0 and self.units > self.count * limit_units
+    def mean_exceeds(self, numerator: int, denominator: int) -> bool:
+        """Whether the exact mean is above the limit (numerator, denominator) of `limit_in_units`; False if empty."""
+        if self.exact_count:
+            return Fraction(self.units, 1 << _UNIT_BITS) + self.extra > Fraction(
+                self.count * numerator, denominator << _UNIT_BITS)
+        return self.count > 0 and self.units * denominator > self.count * numerator
 
     def _clear(self) -> None:
         self.units = 0
+        self.extra: Fraction | int = 0
+        self.exact_count = 0
 
-    def _add(self, sample: float) -> None:
-        self.units += exact_units(sample)
+    def _add(self, sample: Sample) -> None:
+        if type(sample) is float:
+            self.units += exact_units(sample)
+        else:
+            self.extra += sample
+            self.exact_count += 1
 
-    def _remove(self, sample: float) -> None:
-        self.units -= exact_units(sample)
+    def _remove(self, sample: Sample) -> None:
+        if type(sample) is float:
+            self.units -= exact_units(sample)
+        else:
+            self.exact_count -= 1
+            self.extra = self.extra - sample if self.exact_count else 0
 
     def _copy_from(self, other: SumWindow) -> None:
-        self.units = other.units
+        self.units, self.extra, self.exact_count = other.units, other.extra, other.exact_count

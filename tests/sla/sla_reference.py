@@ -1,27 +1,49 @@
 """A brute-force SLA monitor: every cycle recomputed from the whole history, straight from the definitions.
 
-It shares no code with `certfsm.sla`: samples are read with `float` and
-`math.isfinite`, percentiles with `sorted` and a rational ceiling, means
-with `Fraction`, and the breach latch in closed form (no recursion): a
-path is breached in cycle t when some cycle s <= t was over and, for the
-last such s, no run of `recovery_cycles` consecutive good cycles ends in
-s+1 .. t (for recovery_cycles = 0: t == s). Quadratic in the length of
-the run, which is fine for an oracle.
+It shares no code with `certfsm.sla`: every metric is read as the exact
+rational it denotes (`Fraction` of the value; numpy numbers through their
+integer ratio), a sample is one in [0, the largest float64] (NaN and the
+infinities have no ratio; negatives and -inf are out of range; -0.0 is
+the rational 0), every limit is the decimal of its ``str`` and every
+comparison is between rationals; percentiles with `sorted` and a
+rational ceiling, means with `Fraction`, the reported statistic the
+float nearest the exact one, and the breach latch in closed form (no
+recursion): a path is breached in cycle t when some cycle s <= t was
+over and, for the last such s, no run of `recovery_cycles` consecutive
+good cycles ends in s+1 .. t (for recovery_cycles = 0: t == s).
+Quadratic in the length of the run, which is fine for an oracle.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
+import numpy as np
+
 PERCENTILES = {"p50": 50, "p95": 95, "p99": 99}
+LARGEST = Fraction(sys.float_info.max)
 
 
 def sample_of(value):
+    """The exact rational a metric's value gives as a sample, or None when it gives none."""
     if value is None:
         return None
-    x = float(value)
-    return x if math.isfinite(x) else None
+    if isinstance(value, np.integer):
+        value = int(value)
+    elif isinstance(value, np.floating):
+        value = Fraction(*value.as_integer_ratio()) if np.isfinite(value) else math.nan
+    try:
+        x = Fraction(value)
+    except (ValueError, OverflowError):  # NaN, an infinity
+        return None
+    return x if 0 <= x <= LARGEST else None
+
+
+def limit_of(path):
+    """The exact decimal the spec wrote: a float limit is the decimal its str spells (0.1 is 1/10)."""
+    return Fraction(str(path.limit)) if isinstance(path.limit, float) else Fraction(path.limit)
 
 
 def path_history(path, history):
@@ -30,22 +52,20 @@ def path_history(path, history):
     applies = [path.tokens is None or token in path.tokens for _, token in history]
     samples = [sample_of(metrics.get(path.metric)) if applies[t] else None for t, (metrics, _) in enumerate(history)]
     statistic, violation = [], []
-    limit = Fraction(path.limit)
+    limit = limit_of(path)
     for t in range(count):
         window = [x for x in samples[max(0, t - path.window + 1):t + 1] if x is not None]
         if path.statistic == "value":
-            value = samples[t]
-            exceeds = value is not None and Fraction(value) > limit
+            exact = samples[t]
         elif not window:
-            value, exceeds = None, False
+            exact = None
         elif path.statistic == "mean":
-            mean = sum(Fraction(x) for x in window) / len(window)
-            value, exceeds = float(mean), mean > limit
+            exact = sum(window) / len(window)
         else:
             rank = math.ceil(Fraction(PERCENTILES[path.statistic] * len(window), 100))
-            value = sorted(window)[rank - 1]
-            exceeds = value > path.limit
-        statistic.append(value if applies[t] else None)
+            exact = sorted(window)[rank - 1]
+        exceeds = exact is not None and exact > limit
+        statistic.append(float(exact) if applies[t] and exact is not None else None)
         violation.append(applies[t] and (samples[t] is None or exceeds))
     violations = [sum(violation[max(0, t - path.window + 1):t + 1]) for t in range(count)]
     over = [v > path.max_violations for v in violations]

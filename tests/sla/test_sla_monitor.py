@@ -177,13 +177,13 @@ def test_a_missing_metric_leaves_the_window_samples_as_they_were():
     assert [(p.statistic, p.violation) for p in lat] == [(4.0, False), (4.0, True), (4.0, False)]
 
 
-def test_other_real_numbers_are_read_as_float64_and_negative_zero_as_zero():
+def test_other_real_numbers_are_read_exactly_and_negative_zero_as_zero():
     fraction = Fraction(1, 3)
     monitor = SlaMonitor([path(statistic="p50", limit=1.0, window=2, max_violations=1)])
     first = monitor.update({"latency_ms": -0.0}, "KEEP").paths[0]
-    assert first.statistic == 0.0 and math.copysign(1, first.statistic) == 1
+    assert first.statistic == 0.0 and math.copysign(1, first.statistic) == 1 and not first.violation
     assert monitor.update({"latency_ms": fraction, "unused": "text"}, "KEEP").paths[0].statistic == 0.0
-    assert monitor.snapshot()["paths"][0]["samples"] == [0.0, float(fraction)]
+    assert monitor.snapshot()["paths"][0]["samples"] == [0.0, "1/3"]  # the exact value, not float(1/3)
     assert "-0.0" not in json.dumps(monitor.snapshot())
 
 
@@ -292,7 +292,8 @@ import certfsm
 before = set(sys.modules)
 import certfsm.sla
 added = sorted(set(sys.modules) - before)
-foreign = [m for m in added if not m.startswith(("certfsm.sla", "certfsm._sla_path")) and m.split(".")[0].lstrip("_") not in
+foreign = [m for m in added if not m.startswith(("certfsm.sla", "certfsm._sla_path", "certfsm._decimal"))
+           and m.split(".")[0].lstrip("_") not in
            {name.lstrip("_") for name in sys.stdlib_module_names}]
 assert not foreign, foreign
 heavy = [m for m in sys.modules if m.startswith(("certfsm.verify", "certfsm.fsm", "certfsm._spec", "z3", "onnx",
@@ -303,10 +304,18 @@ assert not heavy, heavy
 
 
 def test_every_module_imports_only_the_standard_library_and_the_error_classes():
-    """Static, so it holds whatever else `import certfsm` loads: from the core only the errors and `SlaPath`."""
+    """Static, so it holds whatever else `import certfsm` loads: from the core only the errors, `SlaPath` and the
+    exact reading of spec constants (`decimal_value`, `float_at_most`, whose module imports the standard library
+    alone: checked here too)."""
     folder = Path(certfsm.sla.__file__).parent
     allowed = set(sys.stdlib_module_names)
-    core = {name for name in certfsm.__all__ if name.endswith("Error")} | {"SlaPath"}
+    core = {name for name in certfsm.__all__ if name.endswith("Error")} | {"SlaPath", "decimal_value", "float_at_most"}
+    decimal_home = Path(certfsm.__file__).parent / "_decimal.py"
+    assert certfsm.decimal_value.__module__ == certfsm.float_at_most.__module__ == "certfsm._decimal"
+    for node in ast.walk(ast.parse(decimal_home.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0:
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module]
+            assert all(m.split(".")[0] in sys.stdlib_module_names or m == "__future__" for m in modules), modules
     found = {}
     for module in sorted(folder.glob("*.py")):
         for node in ast.walk(ast.parse(module.read_text())):

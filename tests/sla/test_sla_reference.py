@@ -1,9 +1,12 @@
 """The monitor against a brute-force re-computation from the whole history, on every cycle.
 
 Random paths (every statistic, token scopes, tight windows, limits that
-samples hit exactly) and random metric sequences (missing, None, NaN,
-infinities, -0.0, subnormals, values near float64's maximum whose sums
-overflow a float) must give the reference's status on every cycle; the
+samples hit exactly, decimal limits such as 0.1 that no float equals) and
+random metric sequences (missing, None, NaN, infinities, negatives, -0.0,
+subnormals, values near float64's maximum whose sums overflow a float,
+the float neighbours of each limit and its exact decimal as a Fraction or
+Decimal, ints beyond float64's precision, numpy scalars) must give the
+reference's status on every cycle; the
 same runs also pass through snapshot/restore (via JSON text) and `copy`
 at random cycles, which must not change a single later status.
 """
@@ -12,7 +15,10 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,16 +30,20 @@ from sla_reference import reference
 
 TOKENS = ("A", "B", "C")
 METRICS = ("m1", "m2")
-LIMITS = (0.0, 1.0, 2.5, 3.0, 1e308)
+LIMITS = (0.0, 0.1, 0.3, 1.0, 2.5, 3.0, 1e308)
 # The limits, their float neighbours (a mean of L, L and next(L) rounds to L
-# but exceeds it), sums that overflow float64, and every kind of missing value.
+# but exceeds it), sums that overflow float64, values that are not floats
+# (exact decimals, thirds, ints beyond 2**53, numpy scalars), and every kind of
+# value that gives no sample.
 NEAR_LIMITS = [math.nextafter(x, direction) for x in LIMITS for direction in (-math.inf, math.inf)]
+NOT_FLOATS = [Fraction(1, 10), Fraction(3, 10), Fraction(1, 3), Decimal("0.1"), Decimal("2.5"), 2 ** 53 + 1,
+              10 ** 308, np.float32(0.1), np.int64(3), np.float64(0.3)]
 VALUES = st.one_of(
-    st.sampled_from([*LIMITS, *NEAR_LIMITS, -0.0, 2.0, 4.0, 0.1, 0.2, 0.3, -1.0, 1.7976931348623157e308,
-                     math.nan, math.inf, -math.inf, None, 1, 3]),
+    st.sampled_from([*LIMITS, *NEAR_LIMITS, *NOT_FLOATS, -0.0, 2.0, 4.0, 0.2, -1.0, -5e-324, 1.7976931348623157e308,
+                     math.nan, math.inf, -math.inf, None, 1, 3, -2, Fraction(-1, 10), Decimal("NaN")]),
     st.floats(-10, 10),
 )
-MISSING = [None, math.nan, math.inf, -math.inf]
+MISSING = [None, math.nan, math.inf, -math.inf, -1.0]
 
 
 @st.composite
@@ -62,7 +72,10 @@ def histories(draw, paths, shortest=1, longest=40):
     palette = draw(st.lists(VALUES, min_size=1, max_size=3)) + MISSING[:draw(st.integers(0, len(MISSING)))]
     if draw(st.booleans()):
         limit = draw(st.sampled_from([path.limit for path in paths]))
-        palette += [limit, math.nextafter(limit, math.inf), math.nextafter(limit, -math.inf)]
+        exact = Fraction(str(limit))
+        palette += [limit, math.nextafter(limit, math.inf), math.nextafter(limit, -math.inf),
+                    draw(st.sampled_from([exact, Decimal(str(limit)), exact + Fraction(1, 10 ** 30),
+                                          exact - Fraction(1, 10 ** 30)]))]
     cycle = st.tuples(st.dictionaries(st.sampled_from(METRICS), st.sampled_from(palette), max_size=2),
                       st.sampled_from(TOKENS))
     return draw(st.lists(cycle, min_size=shortest, max_size=longest))

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from certfsm.sla import nearest_rank
-from certfsm.sla._window import SortedWindow, SumWindow, ViolationWindow, exact_units
+from certfsm.sla._window import SortedWindow, SumWindow, ViolationWindow, exact_units, limit_in_units
 
 NEXT_ONE = math.nextafter(1.0, math.inf)
 
@@ -50,26 +50,57 @@ def test_sorted_window_removes_one_of_equal_samples():
     assert window.ordered == [1.0, 2.0, 2.0] and window.entries() == [2.0, 1.0, 2.0]
 
 
+def units(limit) -> tuple[int, int]:
+    """A limit (a float's binary value, or a rational) as `mean_exceeds` takes it."""
+    return limit_in_units(Fraction(limit))
+
+
 def test_mean_is_exact_where_float_sums_are_not():
     window = SumWindow(4)
     for sample in (1e308, 1e308, 1e308):
         window.push(sample)
     assert sum([1e308] * 3) == math.inf
-    assert window.mean() == 1e308 and not window.mean_exceeds(exact_units(1e308))
-    assert window.mean_exceeds(exact_units(math.nextafter(1e308, 0)))
+    assert window.mean() == 1e308 and not window.mean_exceeds(*units(1e308))
+    assert window.mean_exceeds(*units(math.nextafter(1e308, 0)))
+    assert window.mean_exceeds(*units(Fraction(10) ** 308))  # the float 1e308 is above the decimal 1e308
     ties = SumWindow(3)
     for sample in (1.0, 1.0, NEXT_ONE):
         ties.push(sample)
     assert ties.mean() == 1.0  # the correctly rounded mean ties the limit ...
-    assert ties.mean_exceeds(exact_units(1.0))  # ... but the exact mean is above it
+    assert ties.mean_exceeds(*units(1.0))  # ... but the exact mean is above it
     tenths = SumWindow(2)
     tenths.push(0.1)
     tenths.push(0.2)
     assert tenths.mean() == float((Fraction(0.1) + Fraction(0.2)) / 2)
-    assert tenths.mean_exceeds(exact_units(0.15)) and not tenths.mean_exceeds(exact_units(0.15000000000000002))
+    assert tenths.mean_exceeds(*units(0.15)) and not tenths.mean_exceeds(*units(0.15000000000000002))
+    assert tenths.mean_exceeds(*units(Fraction(3, 20)))  # the floats 0.1 and 0.2 are above the decimals they print as
     for _ in range(2):
         tenths.push(None)
-    assert tenths.mean() is None and not tenths.mean_exceeds(exact_units(-1.0)) and tenths.units == 0
+    assert tenths.mean() is None and not tenths.mean_exceeds(*units(-1.0)) and tenths.units == 0
+
+
+def test_mean_of_samples_that_are_not_floats_is_exact_and_leaves_no_trace():
+    window = SumWindow(3)
+    for sample in (Fraction(1, 10), 0.5, Fraction(1, 3)):
+        window.push(sample)
+    exact = (Fraction(1, 10) + Fraction(1, 2) + Fraction(1, 3)) / 3
+    assert window.mean() == float(exact)
+    assert not window.mean_exceeds(*units(exact)) and window.mean_exceeds(*units(exact - Fraction(1, 10 ** 40)))
+    for sample in (0.25, 0.25, 0.25):  # the Fractions leave: the exact part is zero again, the sum all floats
+        window.push(sample)
+    assert window.extra == 0 and window.units == 3 * exact_units(0.25) and window.mean() == 0.25
+    assert not window.mean_exceeds(*units(0.25)) and window.mean_exceeds(*units(math.nextafter(0.25, 0)))
+
+
+def test_sorted_window_orders_floats_and_fractions_together_exactly():
+    window = SortedWindow(4)
+    third = Fraction(1, 3)
+    for sample in (0.5, third, float(third), Fraction(1, 10)):
+        window.push(sample)
+    assert window.ordered == [Fraction(1, 10), float(third), third, 0.5]  # float(1/3) is just below 1/3
+    window.push(0.2)  # evicts 0.5
+    window.push(0.2)  # evicts the Fraction 1/3, not the float beside it
+    assert window.ordered == [Fraction(1, 10), 0.2, 0.2, float(third)]
 
 
 def test_violation_window_counts_the_last_cycles():
