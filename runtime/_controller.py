@@ -192,7 +192,8 @@ class Controller:
         started = perf_counter_ns() if self._observed else 0
         compiled = self._compiled
         cell = compiled.cell_of_fixed(reading) if fixed else compiled.cell_of(reading)
-        if cell is None:
+        off_fast_path = cell is None  # not a list or tuple of floats (or of ints, fixed point)
+        if off_fast_path:
             reading, cell = self._cell(compiled, reading, fixed)
         lock = self._lock
         lock.acquire()  # acquire/release: a `with` block costs twice as much here, every cycle
@@ -216,7 +217,7 @@ class Controller:
             self._state, self._token_name, self._last_reading = state, name, last
             decision = _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
             if self._observed:
-                self._observe(decision, reading, metrics, override, started, fixed)
+                self._observe(decision, reading, metrics, override, started, fixed, off_fast_path)
             return decision
         finally:
             lock.release()
@@ -239,7 +240,8 @@ class Controller:
         values = self.reading_of(reading)
         return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
 
-    def _observe(self, decision: Decision, reading, metrics, override, started: int, fixed: bool) -> None:
+    def _observe(self, decision: Decision, reading, metrics, override, started: int, fixed: bool,
+                 off_fast_path: bool) -> None:
         """Hand a decision to the recorder, the audit log and the counters that are attached (under the lock).
 
         The audit log gets the reading as given: real values, or the integers of a fixed-point cycle in a record
@@ -249,7 +251,7 @@ class Controller:
         _, index, code, reason, cell, state, sla_ok, now = decision
         if self._audit is not None:
             append = self._audit.append_step_fixed if fixed else self._audit.append_step
-            if not fixed and not all(type(v) is float for v in reading):  # log floats that bin into the same cell
+            if off_fast_path and not fixed:  # a reading of other numbers: log floats that bin into the same cell
                 reading = self._compiled.machine.float_reading(reading)
             append(self._clock() if now is None else now, reading, metrics or {}, cell, index, code, reason, state,
                    sla_ok, override)
