@@ -77,7 +77,7 @@ def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y
     codes = {s.token: s.code for s in steps}
     tokens = (machine.tokens if machine is not None
               else tuple(f"#{k} (code {codes.get(k, '?')})" for k in range(n_tokens)))
-    readings = np.array([s.reading for s in steps], dtype=np.float64).reshape(len(steps), len(names))
+    readings = np.array([_real_reading(s, machine) for s in steps], dtype=np.float64).reshape(len(steps), len(names))
     decided = np.array([s.token for s in steps], dtype=np.int64)
     sla_ok = np.array([s.sla_ok for s in steps], dtype=bool)
     reasons = Counter(Reason(s.reason).name for s in steps)
@@ -99,6 +99,16 @@ def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y
                                            encoding="utf-8")
     return AuditReport(Path(out), verification, len(steps), token_counts, dict(reasons), attainment,
                        (names[x], names[y]), tuple(pictures))
+
+
+def _real_reading(step, machine) -> tuple[float, ...]:
+    """A logged reading as real values: a fixed-point step's integers v as v * 2^-frac_bits (with the artifact;
+    without it their scale is unknown, so they are left out of the pictures as NaN)."""
+    if not step.fixed:
+        return step.reading
+    if machine is None or None in machine.frac_bits:
+        return (math.nan,) * len(step.reading)
+    return tuple(math.ldexp(v, -bits) for v, bits in zip(step.reading, machine.frac_bits))
 
 
 def _machine_of(artifact, header, swaps):

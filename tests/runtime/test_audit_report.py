@@ -71,3 +71,20 @@ def test_bad_report_flags_are_one_line_and_exit_2(logged_run, tmp_path, args, me
 def test_a_missing_log_is_one_line_and_exit_2(tmp_path):
     code, _, err = run_main("audit", "report", tmp_path / "none.log", "--out", tmp_path / "r")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no such audit log" in err
+
+
+def test_fixed_point_steps_are_pictured_as_real_values_and_left_out_without_the_artifact():
+    from certfsm.machine import Machine, MachineParams
+    from certfsm.runtime._audit_format import LoggedState, StepRecord
+    from certfsm.runtime._report import _real_reading
+
+    machine = Machine(names=("a", "b"), edges=((0.0, 1.0), (0.0, 8.0)), frac_bits=(4, 0), tokens=("T",),
+                      proposal=(0,), exact=(True,), allowed=(1,),
+                      params=MachineParams(1, 0, 1, 0, frozenset(), (0,)))
+
+    def record(reading, fixed):
+        return StepRecord(0, 0.0, reading, {}, 0, 0, 0, 0, True, None, LoggedState(0, -1, 0, 0), "", fixed)
+
+    assert _real_reading(record((8, 3), True), machine) == (0.5, 3.0)
+    assert all(v != v for v in _real_reading(record((8, 3), True), None))
+    assert _real_reading(record((0.25, 2.0), False), None) == (0.25, 2.0)
