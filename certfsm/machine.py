@@ -74,9 +74,10 @@ NO_CANDIDATE = -1
 _FLOATS = {float}
 
 
-def _exact_number(name: str, value, what: str):
-    """A reading value as a float (a float, or a number a float holds exactly) or an exact Fraction; NaN when it
-    has no finite value. Never rounds: a longdouble, a Fraction or a 400-digit int keeps its exact value."""
+def exact_reading_value(name: str, value, what: str):
+    """A reading value as a float (a float, or a number a float holds exactly) or an exact Fraction; NaN or an
+    infinity of the same sign when it has no finite value. Never rounds: a longdouble, a Fraction or a
+    400-digit int keeps its exact value. A number with no exact value is a TypeError naming the input."""
     if isinstance(value, float):
         return float(value)
     if isinstance(value, numbers.Integral):
@@ -89,7 +90,7 @@ def _exact_number(name: str, value, what: str):
     try:
         exact = Fraction(*ratio())
     except (ValueError, OverflowError):  # NaN or an infinity: no finite value
-        return math.nan
+        return math.nan if value != value else (math.inf if value > 0 else -math.inf)
     return float(exact) if Fraction(float(exact)) == exact else exact
 
 
@@ -258,6 +259,14 @@ def reading_keys(edges) -> tuple[float, tuple[float, ...], float]:
     """
     exact = [decimal_value(e) for e in edges]
     return float_at_least(exact[0]), tuple(float_at_least(e) for e in exact[1:-1]), float_at_most(exact[-1])
+
+
+def reading_thresholds(edges) -> tuple[float, ...]:
+    """`reading_keys` as one increasing sequence (low, interior..., the float just above high): a float x lies in
+    bin k exactly when thresholds[k] <= x < thresholds[k + 1], and outside the envelope below the first or from
+    the last on."""
+    low, interior, high = reading_keys(edges)
+    return (low, *interior, math.nextafter(high, math.inf))
 
 
 def off_grid_edge(edges, frac_bits: int) -> str | None:
@@ -470,7 +479,7 @@ class Machine:
                                     "takes integers v meaning v * 2^-frac_bits")
                 checked.append(int(value))
             else:
-                checked.append(_exact_number(name, value, what))
+                checked.append(exact_reading_value(name, value, what))
         return tuple(checked)
 
     @functools.cached_property

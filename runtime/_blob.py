@@ -60,6 +60,7 @@ from fractions import Fraction
 from typing import Iterable, Sequence
 
 from certfsm import ProbeError, decimal_value
+from certfsm.machine import exact_reading_value
 
 BLOB_VERSION = 1
 BLOB_SIZE = 16
@@ -185,15 +186,12 @@ class BlobLayout:
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal)):
             raise TypeError(f"reading blob: {name}={value!r} is a {type(value).__name__}; give a real number "
                             "or None (missing)")
-        ratio = (lambda: (int(value), 1)) if isinstance(value, numbers.Integral) else \
-            getattr(value, "as_integer_ratio", None)
-        if ratio is None:
-            raise TypeError(f"reading blob: {name}={value!r:.40} is a {type(value).__name__} without an exact "
-                            "value; give a float, an int, a Fraction or a Decimal")
-        try:
-            x = Fraction(*ratio())
-        except (ValueError, OverflowError):  # NaN or an infinity, of any number type
-            return NAN if value != value else (POS_INF if value > 0 else NEG_INF)
+        exact = exact_reading_value(name, value, "reading blob")
+        if exact != exact:
+            return NAN
+        if exact in (math.inf, -math.inf):
+            return POS_INF if exact > 0 else NEG_INF
+        x = Fraction(exact)
         code = math.floor(x * (1 << f))
         upper = decimal_value(self.upper[k])
         if x > upper:
