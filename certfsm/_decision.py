@@ -63,11 +63,15 @@ def margin_from_probability(probability: float, n_tokens: int) -> float:
     If the top logit beats each of the other K-1 by at least m, the top
     softmax probability is at least 1 / (1 + (K-1) e^-m) = p.
     """
-    if not 0.0 < probability < 1.0:
+    _require_gate(probability, n_tokens)
+    return math.log((n_tokens - 1) * probability / (1.0 - probability))
+
+
+def _require_gate(probability, n_tokens: int) -> None:
+    if not 0 < probability < 1:
         raise ValueError(f"probability={probability} must lie strictly between 0 and 1")
     if n_tokens < 2:
         raise ValueError(f"n_tokens={n_tokens} must be at least 2 for a confidence gate")
-    return math.log((n_tokens - 1) * probability / (1.0 - probability))
 
 
 def margin_bounds(margin=None, probability=None, n_tokens: int = 2) -> tuple[Fraction, Fraction] | None:
@@ -81,11 +85,8 @@ def margin_bounds(margin=None, probability=None, n_tokens: int = 2) -> tuple[Fra
     a witness counts only when it clears the bound on its side.
     """
     if probability is not None:
+        _require_gate(probability, n_tokens)
         p = decimal_value(probability)
-        if not 0 < p < 1:
-            raise ValueError(f"probability={probability} must lie strictly between 0 and 1")
-        if n_tokens < 2:
-            raise ValueError(f"n_tokens={n_tokens} must be at least 2 for a confidence gate")
         return _ln_bounds((n_tokens - 1) * p / (1 - p))
     if margin is not None:
         value = decimal_value(margin)

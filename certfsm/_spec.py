@@ -31,8 +31,8 @@ import functools
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
 from fractions import Fraction
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np

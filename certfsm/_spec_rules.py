@@ -15,7 +15,6 @@ is built into a `ControllerSpec` with the invariants stated in
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -23,9 +22,9 @@ import numpy as np
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
-from .machine import reading_keys
 from ._spec import ControllerSpec, InputSpec, LegalityRule, SlaPath
 from ._spec_schema import show_number, show_value
+from .machine import reading_thresholds
 
 
 class SpecBuilder:
@@ -94,8 +93,7 @@ class SpecBuilder:
 
     def edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
         edges = self.given_edges(at, item, low, high)
-        keys = reading_keys(edges)
-        thresholds = (keys[0], *keys[1], math.nextafter(keys[2], math.inf))
+        thresholds = reading_thresholds(edges)
         for k in range(len(edges) - 1):
             if not thresholds[k] < thresholds[k + 1]:
                 raise self.fail(f"{at}: the bin [{show_number(edges[k])}, {show_number(edges[k + 1])}] holds no "

@@ -37,9 +37,9 @@ from typing import Any
 
 import jsonschema
 
+from ._decimal import is_spec_decimal
 from ._errors import SpecError
 from ._jsonpath import json_path
-from ._decimal import is_spec_decimal
 
 # A spec nests 5 levels (legality_rules[0].when.<input>.min); the readers recurse once or more per level.
 MAX_DEPTH = 32

@@ -12,7 +12,7 @@ one `bisect_right` and one tuple index per input and no allocation:
 Why it equals `Machine.cell_of` (tests/core/test_fast_binning.py checks
 it on random, edge, NaN, infinite and out-of-range readings): input i
 with edges e0 < e1 < ... < en gets the keys ``(t0, t1, ..., t(n-1),
-u)`` of `certfsm.machine.reading_keys` (tk the smallest float >= ek, u
+u)`` of `certfsm.machine.reading_thresholds` (tk the smallest float >= ek, u
 the float just above the largest float <= en), so for a float x
 
 - ``bisect_right(keys, x)`` is the number of keys <= x: 0 when x < e0,
@@ -39,12 +39,11 @@ which converts, falls back or raises the error naming the input.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from typing import Callable, Sequence
 
 from ._errors import SpecError
-from .machine import OUT_OF_ENVELOPE, Machine, reading_keys
+from .machine import OUT_OF_ENVELOPE, Machine, reading_thresholds
 
 CellOf = Callable[[Sequence], "int | None"]
 
@@ -52,11 +51,8 @@ CellOf = Callable[[Sequence], "int | None"]
 def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
     """Per input, the keys and the offsets of the real-valued binning (the module docstring says why they bin
     exactly); `Controller.decide_many` uses them as numpy arrays."""
-    tables = []
-    for edges, stride in zip(machine.edges, machine.strides):
-        low, interior, high = reading_keys(edges)
-        tables.append(((low, *interior, math.nextafter(high, math.inf)), _offsets(machine, len(edges), stride)))
-    return tables
+    return [(reading_thresholds(edges), _offsets(machine, len(edges), stride))
+            for edges, stride in zip(machine.edges, machine.strides)]
 
 
 def compile_cell_of(machine: Machine) -> CellOf:
