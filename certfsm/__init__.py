@@ -75,11 +75,26 @@ _LAZY = {
 """Public name -> the core module that is its home, loaded on first use."""
 
 
+def _core(module: str):
+    """The core module `module`, imported on use.
+
+    The certfsm-runtime install (packaging/runtime) holds only the modules the runtime needs; asking it for
+    one of the toolkit's is one ImportError that names the full install, not a bare ModuleNotFoundError.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as error:
+        if error.name is not None and error.name.startswith(f"{__name__}."):
+            raise ImportError(f"{error.name} belongs to the certfsm toolkit, which this install (certfsm-runtime) "
+                              "leaves out; pip install certfsm for it", name=error.name) from None
+        raise
+
+
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        value = getattr(_core(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -91,37 +106,27 @@ def __dir__() -> list[str]:
 
 def load_onnx(path):
     """Load an ONNX model into the network IR (imports onnx on first use)."""
-    from ._onnx import load_onnx as _load_onnx
-
-    return _load_onnx(path)
+    return _core("_onnx").load_onnx(path)
 
 
 def run_onnxruntime(network, x):
     """Scores of the ONNX model behind `network` for one input or a batch, in onnxruntime (imported on first use)."""
-    from ._onnx import run_onnxruntime as _run_onnxruntime
-
-    return _run_onnxruntime(network, x)
+    return _core("_onnx").run_onnxruntime(network, x)
 
 
 def load_artifact(path, *, require_proved=True, trusted_keys=None):
     """Read and check a .cfsm artifact (standard library and numpy; see `certfsm._artifact.load_artifact`)."""
-    from ._artifact import load_artifact as _load_artifact
-
-    return _load_artifact(path, require_proved=require_proved, trusted_keys=trusted_keys)
+    return _core("_artifact").load_artifact(path, require_proved=require_proved, trusted_keys=trusted_keys)
 
 
 def spec_from_dict(data, path, *, require_model=True):
     """Validate an already parsed spec document as if read from `path` (imports jsonschema on first use)."""
-    from ._spec import spec_from_dict as _spec_from_dict
-
-    return _spec_from_dict(data, path, require_model=require_model)
+    return _core("_spec").spec_from_dict(data, path, require_model=require_model)
 
 
 def load_spec(path):
     """Load and validate a controller spec (imports jsonschema on first use)."""
-    from ._spec import load_spec as _load_spec
-
-    return _load_spec(path)
+    return _core("_spec").load_spec(path)
 
 
 __all__ = [
