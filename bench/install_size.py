@@ -67,9 +67,9 @@ def _wall(command: list) -> float:
 
 
 def _example_artifact(folder: Path) -> Path:
-    from certfsm._spec import load_spec
+    from certfsm import load_spec
     from certfsm.examples import example_spec_path
-    from certfsm.fsm._pipeline import distill_controller
+    from certfsm.fsm import distill_controller
 
     out = folder / "example.cfsm"
     distill_controller(load_spec(example_spec_path("coadapt")), out=out, report=folder / "report", jobs=1)
