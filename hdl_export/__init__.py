@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ._checks import ICE40_DEVICE, Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
 from ._c import print_c
+from ._c_checks import cortex_m_size, misra_check
 from ._c_export import CExport, export_c
 from ._equivalence import Equivalence, QueryResult, check_verilog, equivalence_check, prove_equivalence
 from ._export import DEFAULT_RANDOM_STEPS, Export, export_machine, export_verilog
@@ -39,7 +40,7 @@ from ._verilog import print_testbench, print_verilog
 
 __all__ = ["DEFAULT_RANDOM_STEPS", "ICE40_DEVICE", "LATENCY", "STATE_REGISTERS", "Check", "Cycle", "Equivalence",
            "Export",
-           "Hardware", "Layout", "Module", "Reference", "check_module_name", "default_module_name", "expected_layout",
-           "export_machine", "export_verilog", "hardware_of", "lint", "place_and_route", "print_testbench",
+           "Hardware", "Layout", "Module", "Reference", "check_module_name", "cortex_m_size", "default_module_name", "expected_layout",
+           "export_machine", "export_verilog", "hardware_of", "lint", "misra_check", "place_and_route", "print_testbench",
            "print_verilog", "simulate", "stimulus", "stimulus_layout", "synth_generic", "synth_ice40", "tool_versions",
            "write_vectors", "CExport", "QueryResult", "export_c", "print_c", "VerilogError", "check_verilog", "equivalence_check", "prove_equivalence"]

