@@ -96,10 +96,17 @@ class SpecBuilder:
         thresholds = reading_thresholds(edges)
         for k in range(len(edges) - 1):
             if not thresholds[k] < thresholds[k + 1]:
+                if "bins" in item:  # the user gave no edges to drop: the count is what to change
+                    raise self.fail(self.too_many_bins(at, int(item["bins"]), low, high))
                 raise self.fail(f"{at}: the bin [{show_number(edges[k])}, {show_number(edges[k + 1])}] holds no "
                                 "float64 reading (its edges lie between the same two float64 values); widen it or "
                                 "drop one of its edges")
         return edges
+
+    @staticmethod
+    def too_many_bins(at: str, bins: int, low: float, high: float) -> str:
+        return (f"{at}.bins={bins} gives bins that hold no float64 reading over [{show_number(low)}, "
+                f"{show_number(high)}] (the range is too narrow for that many); use fewer bins or a wider range")
 
     def given_edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
         if "bins" in item:
@@ -107,8 +114,7 @@ class SpecBuilder:
             edges = np.linspace(low, high, bins + 1)
             edges[0], edges[-1] = low, high
             if not np.all(np.diff(edges) > 0):
-                raise self.fail(f"{at}.bins={bins} gives bin edges that are not strictly increasing in float64 "
-                                f"over [{show_number(low)}, {show_number(high)}]; use fewer bins or a wider range")
+                raise self.fail(self.too_many_bins(at, bins, low, high))
             return tuple(float(e) for e in edges)
         raw = item["edges"]
         edges = tuple(float(e) for e in raw)

@@ -434,7 +434,7 @@ BAD_SPECS = [
     ("max-equals-min", set_at(("inputs", 0, "max"), 0),
      r"^spec\.json: inputs\[0\]\.max=0 equals inputs\[0\]\.min=0; the envelope needs min < max, widen the range$"),
     ("bins-too-fine", set_at(("inputs", 0), {"name": "x", "unit": "", "min": 0, "max": 1e-320, "bins": 100000}),
-     r"^spec\.json: inputs\[0\]\.bins=100000 gives bin edges that are not strictly increasing in float64 over \[0, 1e-320\]; use fewer bins"),
+     r"^spec\.json: inputs\[0\]\.bins=100000 gives bins that hold no float64 reading over \[0, 1e-320\] \(the range is too narrow for that many\); use fewer bins"),
     ("first-edge", set_at(("inputs", 1, "edges", 0), 10),
      r"^spec\.json: inputs\[1\]\.edges\[0\]=10 differs from inputs\[1\]\.min=20; the first edge must equal min$"),
     ("last-edge", set_at(("inputs", 1, "edges", 5), 100.5),
@@ -540,3 +540,11 @@ def test_in_memory_nan_is_rejected_with_its_path():
     bad["inputs"][0]["max"] = float("inf")
     with pytest.raises(SpecError, match=r"^mem\.json: inputs\[0\]\.max: inf is not a finite number"):
         spec_from_dict(bad, "mem.json", require_model=False)
+
+
+def test_bins_too_many_for_the_float64_readings_are_refused_naming_the_count():
+    """19 bins over a 1e-9 wide range at 131072: distinct float64 edges, but two of them bin the same readings."""
+    document = doc(inputs=[{"name": "x", "unit": "", "min": 131072.0, "max": 131072.0 + 1e-9, "bins": 19}],
+                   legality_rules=[])
+    with pytest.raises(SpecError, match=r"^spec\.json: inputs\[0\]\.bins=19 gives bins that hold no float64 reading"):
+        spec_from_dict(document, "spec.json", require_model=False)
