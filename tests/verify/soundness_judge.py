@@ -24,15 +24,15 @@ import soundness_oracle as oracle
 from certfsm.verify import VIOLATED, verify_vnnlib, vnncomp_answer
 
 ENGINES = ("auto", "bounds", "z3", "marabou", "both")
-_NEEDS_MARABOU = ("marabou", "both")
-_HAS_MARABOU = importlib.util.find_spec("maraboupy") is not None
+NEEDS_MARABOU = ("marabou", "both")
+HAS_MARABOU = importlib.util.find_spec("maraboupy") is not None
 _WITNESS_ENTRY = re.compile(r"\(\s*X_(\d+)\s+([^\s()]+)\s*\)")
 
 
 def engine_params() -> list:
     """ENGINES as pytest params; Marabou's are skipped, with the reason, where maraboupy is not installed."""
-    missing = pytest.mark.skipif(not _HAS_MARABOU, reason="engine needs maraboupy, which is not installed")
-    return [pytest.param(e, marks=missing if e in _NEEDS_MARABOU else (), id=e) for e in ENGINES]
+    missing = pytest.mark.skipif(not HAS_MARABOU, reason="engine needs maraboupy, which is not installed")
+    return [pytest.param(e, marks=missing if e in NEEDS_MARABOU else (), id=e) for e in ENGINES]
 
 
 def is_wrong(answer: str, expected: str) -> bool:

@@ -10,6 +10,7 @@ not shrink: a failure names the instance (family-variant-seed), and
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -24,16 +25,22 @@ from onnx import TensorProto, numpy_helper
 import soundness_cases
 from soundness_cases import generate, instances
 import soundness_oracle as oracle
-from soundness_judge import check_api, check_cli, engine_params
+from soundness_judge import ENGINES, HAS_MARABOU, NEEDS_MARABOU, check_api, check_cli, engine_params
 
 TIMEOUT = 10.0
 BOUNDS_TIMEOUT = 0.5  # bounds alone never closes a tie; its unknown after 0.5 s says as much as after 10 s
-FAST_EXAMPLES = 4  # per engine in the fast suite; the slow suite runs SLOW_EXAMPLES_PER_FAMILY
-# 300 instances through the default engine, 60 through each other one: the
-# default answers most users' queries, and this keeps the slow suite to minutes.
-SLOW_EXAMPLES_PER_FAMILY = {"auto": 60, "bounds": 12, "z3": 12, "marabou": 12, "both": 12}
+FAST_EXAMPLES = 4  # per engine in the fast suite
+SEEDS = int(os.environ.get("CERTFSM_SOUNDNESS_SEEDS", "20"))
+"""Instances per family through the default engine in the full suite (100 in all); a longer hunt for rare
+wrong answers raises it (CERTFSM_SOUNDNESS_SEEDS=200, say) without changing what is checked."""
+EVERY_ENGINE_SEEDS = 4
+"""The first seeds of each family also go through every other engine: building an instance (its exact answer
+from the oracle's Z3) costs more than most engines take to answer it, so the engines share the instances."""
+CHUNK = 5
+"""Seeds per test, so the parallel workers share a family's instances evenly."""
 _RUN = dict(derandomize=True, database=None, deadline=None, phases=(Phase.explicit, Phase.generate),
             suppress_health_check=[HealthCheck.too_slow])
+
 
 def _check(instance, engine: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -59,25 +66,38 @@ def test_generated_instances_are_never_answered_wrong(engine, instance):
     _check(instance, engine)
 
 
+def _shared(family: str) -> pytest.MarkDecorator:
+    """One parallel worker for the tests that read a family's first instances, so each is built once."""
+    return pytest.mark.xdist_group(f"soundness-{family}")
+
+
+def _chunks() -> list:
+    return [pytest.param(family, first, id=f"{family}-seeds{first}-{min(first + CHUNK, SEEDS) - 1}",
+                         marks=_shared(family) if first == 0 else ())
+            for family in soundness_cases.FAMILIES for first in range(0, SEEDS, CHUNK)]
+
+
+_FAMILIES_SHARED = [pytest.param(family, id=family, marks=_shared(family)) for family in soundness_cases.FAMILIES]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", engine_params())
-@pytest.mark.parametrize("family", soundness_cases.FAMILIES)
-def test_many_generated_instances_are_never_answered_wrong(family, engine):
-    """300 instances (60 per family) through auto, 60 through each other engine: rare wrong answers need many tries."""
-
-    @settings(max_examples=SLOW_EXAMPLES_PER_FAMILY[engine], **_RUN)
-    @given(data=st.data())
-    def run(data):
-        _check(data.draw(instances((family,)), label="instance"), engine)
-
-    run()
+@pytest.mark.parametrize("family, first", _chunks())
+def test_many_generated_instances_are_never_answered_wrong(family, first):
+    """SEEDS instances per family through auto, the first EVERY_ENGINE_SEEDS through every engine: rare wrong
+    answers need many tries."""
+    for seed in range(first, min(first + CHUNK, SEEDS)):
+        instance = generate(family, seed)
+        for engine in ENGINES if seed < EVERY_ENGINE_SEEDS else ("auto",):
+            if engine in NEEDS_MARABOU and not HAS_MARABOU:
+                continue  # the conformance suite and the soundness-repro cases say so as a skip with the reason
+            _check(instance, engine)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", soundness_cases.FAMILIES)
+@pytest.mark.parametrize("family", _FAMILIES_SHARED)
 def test_cli_on_generated_instances(family, tmp_path):
     """The CLI's result file on a few instances of each family: right answer, printed witness exact."""
-    for seed in range(3):
+    for seed in range(2):
         instance = generate(family, seed)
         onnx_path, vnnlib_path = instance.write(tmp_path)
         check_cli(onnx_path, vnnlib_path, instance.expected, tmp_path / f"{instance.name}.txt", TIMEOUT)
@@ -112,8 +132,9 @@ def test_oracle_evaluates_every_encoding_like_onnxruntime(instance, point_seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", soundness_cases.FAMILIES)
+@pytest.mark.parametrize("family", _FAMILIES_SHARED)
 def test_every_family_yields_both_answers(family):
-    """A family whose instances all have the same answer tests only half of soundness."""
-    answers = {generate(family, seed).expected for seed in range(12)}
+    """A family whose instances all have the same answer tests only half of soundness: the first seeds, which every
+    engine sees, hold both."""
+    answers = {generate(family, seed).expected for seed in range(EVERY_ENGINE_SEEDS)}
     assert answers == {"sat", "unsat"}
