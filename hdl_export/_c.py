@@ -96,7 +96,6 @@ class _Printer:
 
     def __init__(self, module: Module) -> None:
         self.module = module
-        self.roms = {node.name for node in module.body if isinstance(node, Rom)}
         self.outputs = {p.name for p in module.ports if p.direction == "output"}
         self.inputs = [p for p in module.ports if p.direction == "input" and p.name not in ("clk", "rst")]
         self.buses = {bank.bus.name for bank in module.body if isinstance(bank, ComparatorBank)}
@@ -115,13 +114,9 @@ class _Printer:
         if expr.op == "?:":
             return f"({self.condition(expr.args[0])} ? {args[1]} : {args[2]})"
         if expr.op == "[]":
-            if isinstance(expr.args[0], Ref) and expr.args[0].name in self.roms:
-                return f"{args[0]}[{args[1]}]"
             return f"(({args[0]} >> {args[1]}) & 1u)"
         if expr.op == "zext":
             return args[0]
-        if expr.op == "trunc":
-            return f"({args[0]} & {_mask(expr.width)})"
         if expr.op in ("+", "-", "*"):
             return f"(({args[0]} {expr.op} {args[1]}) & {_mask(expr.width)})"
         raise TypeError(f"no C for the operator {expr.op!r}")
@@ -196,6 +191,11 @@ class _Printer:
                 body += self._bank(node)
             elif isinstance(node, Wire):
                 body += [_comment(node.doc), f"const uint32_t {node.name} = {self.expression(node.expr)};"]
+            elif isinstance(node, Rom):
+                address, size = node.address.name, len(node.entries)
+                body += [_comment(f"{node.word}: {node.name}[{address}], and past the table ({node.default.comment})"),
+                         f"const uint32_t {node.word} = (({address} < {size}u) ? {node.name}[{address}] : "
+                         f"{node.default.value}u);"]
             elif isinstance(node, Lookup):
                 body += self._lookup(node)
             elif isinstance(node, Decision):

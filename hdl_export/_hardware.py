@@ -72,10 +72,10 @@ xnor xor"""
 _C99 = """auto break char const continue do double enum extern float goto inline long register restrict return short
 sizeof static struct switch typedef union void volatile"""
 _PORTS = "clk rst in_valid sla_ok override_request override_code token_code reason_code cell_index out_valid"
-_INTERNAL = """in_envelope reading_cell table_rom mask_rom valid_q in_envelope_q cell_q sla_ok_q override_request_q
-override_code_q proposal_q allowed_q current candidate_valid candidate count cooldown override_token override_is_token
-counted_down cooldown_expired current_allowed override_obeyable override_refusal proposal_count confirmed next_current
-next_candidate_valid next_candidate next_count next_cooldown next_reason next_token_code"""
+_INTERNAL = """in_envelope reading_cell table_rom mask_rom table_word mask_word valid_q in_envelope_q cell_q sla_ok_q
+override_request_q override_code_q proposal_q allowed_q current candidate_valid candidate count cooldown override_token
+override_is_token counted_down cooldown_expired current_allowed override_obeyable override_refusal proposal_count
+confirmed next_current next_candidate_valid next_candidate next_count next_cooldown next_reason next_token_code"""
 _RESERVED = frozenset(f"{_VERILOG_2005} {_C99} {_PORTS} {_INTERNAL}".split()) | frozenset(keyword.kwlist)
 
 
@@ -239,21 +239,25 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         cell_index = _op("+", cell_index, term, width=cw)
     in_envelope = _and(*(bank.in_envelope for bank in banks))
 
-    table = Rom("table_rom", tw, tuple(
+    # Every bin is below its input's bin count, so reading_cell is always a cell and the word past the table is
+    # never read. It repeats cell 0's word, so each ROM holds only the table's words: a bit that is the same in
+    # every cell stays constant, and yosys still drops it from the block RAM.
+    beyond = f"no cell: reading_cell is always below {machine.n_cells}, so never read; cell 0's word"
+    table = Rom("table_rom", "table_word", tw, Ref("reading_cell", cw), tuple(
         RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
         for c, (p, e) in enumerate(zip(machine.proposal, machine.exact))),
+        RomEntry(machine.proposal[0], beyond), False,
         "the certified table: the proposed output index of every cell, with its bounds and status")
-    masks = Rom("mask_rom", n, tuple(
+    masks = Rom("mask_rom", "mask_word", n, Ref("reading_cell", cw), tuple(
         RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(n) if m >> t & 1))
         for c, m in enumerate(machine.allowed)),
+        RomEntry(machine.allowed[0], beyond), True,
         "bit t: output index t may be emitted in the cell (the legality rules)")
 
     valid_q, in_envelope_q = Ref("valid_q", 1), Ref("in_envelope_q", 1)
     sla_ok_q, request_q = Ref("sla_ok_q", 1), Ref("override_request_q", 1)
     code_q, cell_q = Ref("override_code_q", 4), Ref("cell_q", cw)
     proposal_q, allowed_q = Ref("proposal_q", tw), Ref("allowed_q", n)
-    aw = _width(machine.n_cells - 1)
-    address = Ref("reading_cell", cw) if aw == cw else _op("trunc", Ref("reading_cell", cw), width=aw)
     pipeline = [
         Register("valid_q", 1, Ref("in_valid", 1), 0, None, "a reading was sampled at the last edge"),
         Register("in_envelope_q", 1, Ref("in_envelope", 1), None, None, "it was inside the envelope"),
@@ -262,9 +266,9 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         Register("sla_ok_q", 1, Ref("sla_ok", 1), None, None, ""),
         Register("override_request_q", 1, Ref("override_request", 1), None, None, ""),
         Register("override_code_q", 4, Ref("override_code", 4), None, None, ""),
-        Register("proposal_q", tw, _op("[]", Ref("table_rom", tw), address, width=tw), None, None,
+        Register("proposal_q", tw, Ref("table_word", tw), None, None,
                  "the table's proposal for the cell (synchronous ROM read: block RAM)"),
-        Register("allowed_q", n, _op("[]", Ref("mask_rom", n), address, width=n), None, None,
+        Register("allowed_q", n, Ref("mask_word", n), None, None,
                  "the cell's allowed mask (synchronous ROM read: block RAM)"),
     ]
 

@@ -34,7 +34,7 @@ class Const:
 
 @dataclass(frozen=True)
 class Ref:
-    """A reference to a named port, constant, wire, register, lookup or ROM."""
+    """A reference to a named port, constant, wire, register, lookup or ROM word."""
 
     name: str
     width: int
@@ -44,10 +44,10 @@ class Ref:
 class Op:
     """An operator applied to operands, with the width of its result.
 
-    `op` is one of: ``== != >= <= < > + * && || !`` (as in Verilog and C),
-    ``?:`` (condition, then, else), ``[]`` (bit or ROM word at a dynamic
-    index), ``zext`` (zero extension of the one operand to `width`) and
-    ``trunc`` (the low `width` bits of the one operand, a named signal).
+    `op` is one of: ``== != >= <= < > + - * && || !`` (as in Verilog and
+    C), ``?:`` (condition, then, else), ``[]`` (the bit of a named signal
+    at a dynamic index) and ``zext`` (zero extension of the one operand to
+    `width`).
     """
 
     op: str
@@ -127,17 +127,31 @@ class Wire:
 
 @dataclass(frozen=True)
 class RomEntry:
+    """One word of a ROM and the comment that names what it holds (for a table word: its cell)."""
+
     value: int
     comment: str
 
 
 @dataclass(frozen=True)
 class Rom:
-    """A read-only memory, one entry per address from 0, each with a comment naming what it holds."""
+    """A read-only memory `name` and its combinational read: `word` is the entry at `address`.
+
+    `entries` hold the addresses from 0; `default` is the word at every
+    address beyond them (the address bus is wider than the table), its
+    comment saying why that word is safe. A register that loads `word`
+    makes the read synchronous, which is what block RAM is.
+    `is_bit_mask`: each bit of a word means something of its own, so the
+    printers write the words bit by bit.
+    """
 
     name: str
+    word: str
     width: int
+    address: Ref
     entries: tuple[RomEntry, ...]
+    default: RomEntry
+    is_bit_mask: bool
     doc: str
 
 

@@ -3,8 +3,9 @@
 The formal equivalence (`_equivalence.py`) states its claims over the
 module that yosys elaborates from the Verilog text, not over certfsm's own
 structure, so that a file edited by hand is judged by what it says. yosys
-reads the file, lowers processes and the ROMs (`memory_map -rom-only`
-turns each ROM into a multiplexer tree of its constant words) and writes
+reads the file, lowers processes and the ROMs (``proc`` turns each ROM's
+``case`` into a memory, `memory_map -rom-only` that memory into a
+multiplexer tree of its constant words) and writes
 one SMT-LIB description: an uninterpreted sort of states, one accessor
 per port, register and named wire (``|M_n name|``), and the transition
 function ``|M_t|`` that holds between a state and the state after one

@@ -3,10 +3,16 @@
 All Verilog of the module is written here and nowhere else. The text is
 meant for review: declarations first (Verilog wants a name declared before
 it is used, and the state registers and the rule chain use each other),
-then one commented block per node in the structure's order; every ROM
-line names its cell's bounds and status, so a reviewer finds a cell's
-token by searching for ``cell 1234:``. Nothing in the text depends on
-paths or time, so the same machine always prints the same bytes.
+then one commented block per node in the structure's order. A ROM is a
+``case`` on its address in an ``always @*`` block, one arm per cell that
+names the cell's bounds and status (a reviewer finds a cell's token by
+searching for ``cell 1234:``) and a ``default`` arm for the addresses past
+the table; the register that loads the word makes the read synchronous,
+and yosys turns the case back into a memory (``proc_rom``) and the two
+into block RAM. A case, not an ``initial`` block filling an array: yosys
+reads and lowers the initial block's one statement per word over ten
+times slower, in each of its runs. Nothing in the text depends on paths
+or time, so the same machine always prints the same bytes.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ def _range(width: int, indexed: bool = False) -> str:
 
 
 def _indexed(module: Module) -> frozenset[str]:
-    """Names that appear as the vector of a ``[]`` (bit select or ROM read) anywhere in the module."""
+    """Names that appear as the vector of a ``[]`` (a bit select) anywhere in the module."""
     names, pending = set(), []
     for node in module.body:
         if isinstance(node, Wire):
@@ -63,8 +69,6 @@ def expression(expr) -> str:
         return f"{expression(args[0])}[{expression(args[1])}]"
     if expr.op == "zext":
         return f"{{{_literal(0, expr.width - args[0].width)}, {expression(args[0])}}}"
-    if expr.op == "trunc":
-        return f"{expression(args[0])}[{expr.width - 1}:0]"
     return f"({expression(args[0])} {expr.op} {expression(args[1])})"
 
 
@@ -90,7 +94,7 @@ def _declarations(module: Module, indexed: frozenset[str]) -> list[str]:
         elif isinstance(node, Wire):
             lines.append(f"wire {_range(node.width)}{node.name};")
         elif isinstance(node, Rom):
-            lines.append(f"reg  {_range(node.width, node.name in indexed)}{node.name} [0:{len(node.entries) - 1}];")
+            lines.append(f"reg  {_range(node.width, node.word in indexed)}{node.word};")
         elif isinstance(node, Lookup):
             lines.append(f"reg  {_range(node.width)}{node.name};")
         elif isinstance(node, Register) and node.name not in outputs:
@@ -131,13 +135,17 @@ def _bank(bank: ComparatorBank) -> list[str]:
 
 
 def _rom(rom: Rom) -> list[str]:
-    digits = len(str(len(rom.entries) - 1))
-    lines = [f"// {rom.doc}", "initial begin"]
-    for address, entry in enumerate(rom.entries):
-        value = f"{rom.width}'b{entry.value:0{rom.width}b}" if rom.name == "mask_rom" else _literal(entry.value,
-                                                                                                     rom.width)
-        lines.append(f"{_INDENT}{rom.name}[{address:{digits}d}] = {value};  // {entry.comment}")
-    lines.append("end")
+    """The ROM as one case arm per address, its labels aligned, then the default arm for the addresses beyond."""
+    labels = [f"{_literal(address, rom.address.width)}:" for address in range(len(rom.entries))]
+    width = max(len(label) for label in [*labels, "default:"])
+
+    def arm(label: str, entry) -> str:
+        value = f"{rom.width}'b{entry.value:0{rom.width}b}" if rom.is_bit_mask else _literal(entry.value, rom.width)
+        return f"{_INDENT * 2}{label:<{width}} {rom.word} = {value};  // {entry.comment}"
+
+    lines = [f"// {rom.name}: {rom.doc}", "always @* begin", f"{_INDENT}case ({rom.address.name})"]
+    lines += [arm(label, entry) for label, entry in zip(labels, rom.entries)]
+    lines += [arm("default:", rom.default), f"{_INDENT}endcase", "end"]
     return lines
 
 

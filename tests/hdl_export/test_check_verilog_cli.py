@@ -56,7 +56,7 @@ def test_the_exported_example_is_proved_and_the_report_re_runs(exported_example,
 def test_an_edited_rom_word_is_refuted_with_the_cell_and_reading(exported_example, tmp_path):
     artifact, module = exported_example
     text = module.read_text()
-    line = next(line for line in text.splitlines() if line.strip().startswith("table_rom[1234] = "))
+    line = next(line for line in text.splitlines() if re.match(r"^ *13'd1234: +table_word = ", line))
     word = int(re.search(r"= 3'd(\d);", line).group(1))
     edited = tmp_path / "edited.v"
     edited.write_text(text.replace(line, line.replace(f"3'd{word};", f"3'd{(word + 1) % 4};")))

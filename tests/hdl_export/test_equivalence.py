@@ -91,11 +91,11 @@ def test_the_sample_query_states_each_cell_with_its_bounds(tiny_proof):
 # ------------------------------------------------------------------ altered modules fail, naming input and state
 
 ALTERATIONS = [
-    ("rom word", [("table_rom[4] = 2'd1;", "table_rom[4] = 2'd2;")], "sample",
+    ("rom word", [("4'd4:    table_word = 2'd1;", "4'd4:    table_word = 2'd2;")], "sample",
      r"reading speed=\d+ \([\d.]+\), load=\d \(\d\): the artifact gives cell 4 \(speed in \[0, 1\.25\), load in "
      r"\[0, 10\)\): in_envelope_q=1 cell_q=4 proposal_q=1 \(FAST\) allowed_q=011; the module loads "
      r"in_envelope_q=1 cell_q=4 proposal_q=2 allowed_q=011$"),
-    ("mask word", [("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;")], "sample",
+    ("mask word", [("4'd1:    mask_word = 3'b101;", "4'd1:    mask_word = 3'b111;")], "sample",
      r"the artifact gives cell 1 .* allowed_q=101; the module loads .* allowed_q=111$"),
     ("threshold", [("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin")], "sample",
      r"reading speed=5 \(1\.25\), .* the artifact gives cell [67] .* cell_q=[67] .* the module loads .*cell_q=[45] "),
@@ -148,7 +148,8 @@ def test_an_altered_module_fails_with_the_differing_input_and_state(tmp_path, wh
 
 
 def test_an_unaltered_query_stays_proved_next_to_an_altered_one(tmp_path):
-    module = write_module(tiny_machine(), tmp_path, edit=[("table_rom[4] = 2'd1;", "table_rom[4] = 2'd2;")])
+    edit = [("4'd4:    table_word = 2'd1;", "4'd4:    table_word = 2'd2;")]
+    module = write_module(tiny_machine(), tmp_path, edit=edit)
     verdicts = {q.name: q.verdict for q in prove_equivalence(tiny_machine(), module).queries}
     assert verdicts == {"reset": "proved", "hold": "proved", "sample": "violated", "step": "proved"}
 

@@ -67,9 +67,9 @@ def test_the_summary_records_the_hashes_of_what_was_written_and_no_check_when_no
 
 @needs_simulators
 @pytest.mark.parametrize("original, altered, what, simulator", [
-    ("table_rom[5] = 2'd2;", "table_rom[5] = 2'd1;", "a ROM entry", None),
-    ("table_rom[5] = 2'd2;", "table_rom[5] = 2'd1;", "a ROM entry", "verilator"),
-    ("mask_rom[1] = 3'b101;", "mask_rom[1] = 3'b111;", "a mask bit", None),
+    ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", None),
+    ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", "verilator"),
+    ("4'd1:    mask_word = 3'b101;", "4'd1:    mask_word = 3'b111;", "a mask bit", None),
     ("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin", "a threshold", None),
     ("if (!in_envelope_q) begin", "if (!in_envelope_q && sla_ok_q) begin", "a rule's guard", None),
 ])

@@ -34,10 +34,13 @@ def test_every_rom_line_names_its_cell_its_bounds_status_and_token():
     for cell in range(machine.n_cells):
         status = "exact" if machine.exact[cell] else "conservative"
         token = machine.tokens[machine.proposal[cell]]
-        line = f"table_rom[{cell}] = 2'd{machine.proposal[cell]};  // cell {cell}: {machine.describe_cell(cell)}: " \
-               f"{status} {token}"
+        line = f"4'd{cell}:    table_word = 2'd{machine.proposal[cell]};  // cell {cell}: " \
+               f"{machine.describe_cell(cell)}: {status} {token}\n"
         assert line in text
-        assert re.search(rf"mask_rom\[{cell}\] = 3'b{machine.allowed[cell]:03b};  // cell {cell}: allowed ", text)
+        assert re.search(rf"4'd{cell}: +mask_word = 3'b{machine.allowed[cell]:03b};  // cell {cell}: allowed ", text)
+    # past the table (an address no reading reaches) each ROM repeats cell 0's word, so it holds no other word
+    assert f"default: table_word = 2'd{machine.proposal[0]};  // no cell: reading_cell is always below 8, " in text
+    assert f"default: mask_word = 3'b{machine.allowed[0]:03b};  // no cell: " in text
 
 
 def test_buses_are_signed_only_below_zero_and_hold_one_value_beyond_each_end():

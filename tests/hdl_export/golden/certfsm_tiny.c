@@ -97,6 +97,10 @@ void certfsm_tiny_step(certfsm_tiny_state *state, const certfsm_tiny_input *in, 
     const uint32_t in_envelope = (((speed_in_envelope != 0u) && (load_in_envelope != 0u)) ? 1u : 0u);
     /* the flat cell index, C order (the last input varies fastest) */
     const uint32_t reading_cell = ((((speed_bin * 2u) & 0xFu) + load_bin) & 0xFu);
+    /* table_word: table_rom[reading_cell], and past the table (no cell: reading_cell is always below 8, so never read; cell 0's word) */
+    const uint32_t table_word = ((reading_cell < 8u) ? table_rom[reading_cell] : 0u);
+    /* mask_word: mask_rom[reading_cell], and past the table (no cell: reading_cell is always below 8, so never read; cell 0's word) */
+    const uint32_t mask_word = ((reading_cell < 8u) ? mask_rom[reading_cell] : 7u);
     /* valid_q: a reading was sampled at the last edge */
     const uint32_t valid_q = in_valid;
     /* in_envelope_q: it was inside the envelope */
@@ -110,9 +114,9 @@ void certfsm_tiny_step(certfsm_tiny_state *state, const certfsm_tiny_input *in, 
     /* override_code_q: sampled with the reading */
     const uint32_t override_code_q = override_code;
     /* proposal_q: the table's proposal for the cell (synchronous ROM read: block RAM) */
-    const uint32_t proposal_q = table_rom[(reading_cell & 0x7u)];
+    const uint32_t proposal_q = table_word;
     /* allowed_q: the cell's allowed mask (synchronous ROM read: block RAM) */
-    const uint32_t allowed_q = mask_rom[(reading_cell & 0x7u)];
+    const uint32_t allowed_q = mask_word;
     /* the output index whose code was requested */
     uint32_t override_token;
     switch (override_code_q) {

@@ -45,8 +45,8 @@ module certfsm_tiny (
     wire load_in_envelope;
     wire in_envelope;
     wire [3:0] reading_cell;
-    reg  [1:0] table_rom [0:7];
-    reg  [2:0] mask_rom [0:7];
+    reg  [1:0] table_word;
+    reg  [2:0] mask_word;
     reg  valid_q;
     reg  in_envelope_q;
     reg  [3:0] cell_q;
@@ -101,28 +101,34 @@ module certfsm_tiny (
     // the flat cell index, C order (the last input varies fastest)
     assign reading_cell = (({2'd0, speed_bin} * 4'd2) + {3'd0, load_bin});
 
-    // the certified table: the proposed output index of every cell, with its bounds and status
-    initial begin
-        table_rom[0] = 2'd0;  // cell 0: speed in [-2, -0.5), load in [0, 10): exact HOLD
-        table_rom[1] = 2'd0;  // cell 1: speed in [-2, -0.5), load in [10, 20]: conservative HOLD
-        table_rom[2] = 2'd2;  // cell 2: speed in [-0.5, 0), load in [0, 10): exact SLOW
-        table_rom[3] = 2'd0;  // cell 3: speed in [-0.5, 0), load in [10, 20]: exact HOLD
-        table_rom[4] = 2'd1;  // cell 4: speed in [0, 1.25), load in [0, 10): exact FAST
-        table_rom[5] = 2'd2;  // cell 5: speed in [0, 1.25), load in [10, 20]: conservative SLOW
-        table_rom[6] = 2'd1;  // cell 6: speed in [1.25, 3], load in [0, 10): exact FAST
-        table_rom[7] = 2'd1;  // cell 7: speed in [1.25, 3], load in [10, 20]: exact FAST
+    // table_rom: the certified table: the proposed output index of every cell, with its bounds and status
+    always @* begin
+        case (reading_cell)
+            4'd0:    table_word = 2'd0;  // cell 0: speed in [-2, -0.5), load in [0, 10): exact HOLD
+            4'd1:    table_word = 2'd0;  // cell 1: speed in [-2, -0.5), load in [10, 20]: conservative HOLD
+            4'd2:    table_word = 2'd2;  // cell 2: speed in [-0.5, 0), load in [0, 10): exact SLOW
+            4'd3:    table_word = 2'd0;  // cell 3: speed in [-0.5, 0), load in [10, 20]: exact HOLD
+            4'd4:    table_word = 2'd1;  // cell 4: speed in [0, 1.25), load in [0, 10): exact FAST
+            4'd5:    table_word = 2'd2;  // cell 5: speed in [0, 1.25), load in [10, 20]: conservative SLOW
+            4'd6:    table_word = 2'd1;  // cell 6: speed in [1.25, 3], load in [0, 10): exact FAST
+            4'd7:    table_word = 2'd1;  // cell 7: speed in [1.25, 3], load in [10, 20]: exact FAST
+            default: table_word = 2'd0;  // no cell: reading_cell is always below 8, so never read; cell 0's word
+        endcase
     end
 
-    // bit t: output index t may be emitted in the cell (the legality rules)
-    initial begin
-        mask_rom[0] = 3'b111;  // cell 0: allowed HOLD, FAST, SLOW
-        mask_rom[1] = 3'b101;  // cell 1: allowed HOLD, SLOW
-        mask_rom[2] = 3'b111;  // cell 2: allowed HOLD, FAST, SLOW
-        mask_rom[3] = 3'b111;  // cell 3: allowed HOLD, FAST, SLOW
-        mask_rom[4] = 3'b011;  // cell 4: allowed HOLD, FAST
-        mask_rom[5] = 3'b111;  // cell 5: allowed HOLD, FAST, SLOW
-        mask_rom[6] = 3'b011;  // cell 6: allowed HOLD, FAST
-        mask_rom[7] = 3'b011;  // cell 7: allowed HOLD, FAST
+    // mask_rom: bit t: output index t may be emitted in the cell (the legality rules)
+    always @* begin
+        case (reading_cell)
+            4'd0:    mask_word = 3'b111;  // cell 0: allowed HOLD, FAST, SLOW
+            4'd1:    mask_word = 3'b101;  // cell 1: allowed HOLD, SLOW
+            4'd2:    mask_word = 3'b111;  // cell 2: allowed HOLD, FAST, SLOW
+            4'd3:    mask_word = 3'b111;  // cell 3: allowed HOLD, FAST, SLOW
+            4'd4:    mask_word = 3'b011;  // cell 4: allowed HOLD, FAST
+            4'd5:    mask_word = 3'b111;  // cell 5: allowed HOLD, FAST, SLOW
+            4'd6:    mask_word = 3'b011;  // cell 6: allowed HOLD, FAST
+            4'd7:    mask_word = 3'b011;  // cell 7: allowed HOLD, FAST
+            default: mask_word = 3'b111;  // no cell: reading_cell is always below 8, so never read; cell 0's word
+        endcase
     end
 
     // valid_q: a reading was sampled at the last edge
@@ -144,8 +150,8 @@ module certfsm_tiny (
         sla_ok_q <= sla_ok;
         override_request_q <= override_request;
         override_code_q <= override_code;
-        proposal_q <= table_rom[reading_cell[2:0]];
-        allowed_q <= mask_rom[reading_cell[2:0]];
+        proposal_q <= table_word;
+        allowed_q <= mask_word;
     end
 
     // current: the current token
