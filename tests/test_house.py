@@ -114,6 +114,7 @@ def production_files() -> list[tuple[Path, str, bool]]:
     return files
 
 
+@pytest.mark.slow
 def test_no_module_imports_another_packages_private_modules_or_names():
     files = production_files()
     assert len(files) > 50, "the production folders were not found"

@@ -63,6 +63,7 @@ def test_rule_bound_decimal_is_never_proved(tmp_path):
     assert result.verdict != "proved", "BAD wins for x > c with float64(0.3) < c < 3/10, inside the box x <= 0.3"
 
 
+@pytest.mark.slow
 def test_blob_off_grid_keeps_85_02_in_the_rule_box_and_the_fixed_point_path_refuses_the_edge(tmp_path):
     from certfsm.fsm import distill
     from certfsm.machine import Machine, MachineParams

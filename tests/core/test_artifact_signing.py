@@ -139,6 +139,7 @@ def test_distill_sign_adds_only_the_signature_key_so_the_unsigned_bytes_and_hash
     assert load_artifact(unsigned).sha256 == load_artifact(path).sha256 == document["sha256"]
 
 
+@pytest.mark.slow
 def test_a_signed_artifact_loads_with_its_key_and_without_trusted_keys(signed, keys):
     artifact = load_artifact(signed, trusted_keys=[pub(keys, "ours")])
     assert artifact.is_certified and artifact.signature.key_id == keys["ours"][2]
@@ -148,6 +149,7 @@ def test_a_signed_artifact_loads_with_its_key_and_without_trusted_keys(signed, k
     assert runtime.load_machine(signed, trusted_keys=[load_public_key(pub(keys, "ours"))]) is not None
 
 
+@pytest.mark.slow
 def test_a_signed_artifact_is_refused_with_another_key(signed, keys):
     pattern = (rf"^{re.escape(str(signed))}: signed by key id {keys['ours'][2]}, which is not a trusted key \("
                rf"trusted: key id {keys['theirs'][2]}\); re-sign it with certfsm sign {re.escape(str(signed))} --key "

@@ -52,6 +52,7 @@ def parsers():
         worker.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
 def test_the_parser_refuses_it_in_one_line(name, parsers):
     path = BAD_INPUTS / name

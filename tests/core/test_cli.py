@@ -76,6 +76,7 @@ def test_malformed_onnx_named_by_the_spec_is_one_line_exit_2(tmp_path, example_s
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_debug_flag_shows_the_traceback(tmp_path, example_spec_with):
     spec = example_spec_with(decision="softmax")
     code, out, err = run_cli("--debug", "verify", spec, "--no-progress")

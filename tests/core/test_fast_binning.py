@@ -36,6 +36,7 @@ def test_compiled_binning_is_cell_of_on_every_float_reading(data, machine):
     assert cell_of(tuple(reading)) == machine.cell_of(reading)
 
 
+@pytest.mark.slow
 def test_compiled_binning_is_cell_of_on_random_readings_and_on_every_edge(machine):
     cell_of = compile_cell_of(machine)
     rng = np.random.default_rng(7)

@@ -115,6 +115,7 @@ def _check(parse, case, data: bytes) -> None:
     check_bytes(parse, case, data, ModelError, "Network")
 
 
+@pytest.mark.slow
 def test_the_seeds_load(parse, case):
     for seed in SEEDS:
         _check(parse, case, seed)

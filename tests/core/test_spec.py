@@ -494,6 +494,7 @@ BAD_SPECS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, pattern", [case[1:] for case in BAD_SPECS], ids=[case[0] for case in BAD_SPECS])
 def test_bad_spec_is_rejected_with_a_pinned_message(workdir, make, pattern):
     write_spec(workdir, make())

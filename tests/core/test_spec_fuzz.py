@@ -52,11 +52,13 @@ def _check(parse, case, data: bytes) -> None:
     check_bytes(parse, case, data, SpecError, "ControllerSpec")
 
 
+@pytest.mark.slow
 def test_the_seeds_load(parse, case):
     for seed in SEEDS:
         _check(parse, case, seed)
 
 
+@pytest.mark.slow
 @FAST
 @given(data=FILES)
 def test_mutated_specs_load_or_give_one_line(parse, case, data):

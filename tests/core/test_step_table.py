@@ -53,6 +53,7 @@ def _check_every_class(machine: Machine, every_cell: bool) -> int:
     return len(states)
 
 
+@pytest.mark.slow
 def test_the_table_equals_step_on_every_reachable_state_and_input_class_of_the_example(example):
     assert _check_every_class(example, every_cell=False) > 100
 

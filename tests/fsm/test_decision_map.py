@@ -113,6 +113,7 @@ def test_default_axes_of_the_example_are_the_inputs_its_rules_name(example):
     assert default_axes(spec) == ("temperature", "queue_depth")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x_input, y_input, fixed", [
     ("temperature", "queue_depth", {}),
     pytest.param("temperature", "queue_depth", BUSY, marks=pytest.mark.slow),
@@ -132,6 +133,7 @@ def test_the_certified_example_agrees_everywhere_on_its_exact_cells(example, dis
     assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
 
 
+@pytest.mark.slow
 def test_a_wrong_exact_cell_in_the_slice_lowers_the_agreement_and_is_marked(example, distilled, tmp_path):
     spec, network = example
     grid = distilled.grid
@@ -156,6 +158,7 @@ def test_a_wrong_exact_cell_in_the_slice_lowers_the_agreement_and_is_marked(exam
 # ----------------------------------------------------------------- what is drawn
 
 
+@pytest.mark.slow
 def test_png_shows_the_token_colours_and_the_sand_conservative_cells(tmp_path):
     """Conservative cells are pale sand, far from every token colour (KEEP's blue included)."""
     from matplotlib.image import imread
@@ -180,6 +183,7 @@ def test_png_shows_the_token_colours_and_the_sand_conservative_cells(tmp_path):
     assert pixels_near(imread(tmp_path / "exact.png"), washed) == 0
 
 
+@pytest.mark.slow
 def test_svg_is_xml_with_titles_legend_and_hatching_only_where_shown(tmp_path):
     spec = tiny_spec()
     render_tiny(tmp_path / "map.svg", spec, fixed={"x2": 0.25})
@@ -202,6 +206,7 @@ def test_svg_output_is_reproducible_and_the_suffix_case_does_not_matter(tmp_path
     assert (tmp_path / "first.svg").read_bytes() == (tmp_path / "SECOND.SVG").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x2, exact_shown", [(0.999, 2), (1.0, 0), pytest.param(2.0, 0, marks=pytest.mark.slow)])
 def test_the_fixed_value_picks_the_slice_of_cells_that_holds_it(tmp_path, x2, exact_shown):
     result = render_tiny(tmp_path / "map.png", fixed={"x2": x2, "x0": 7.0})
@@ -216,12 +221,14 @@ def test_fixed_defaults_to_the_centre_of_the_envelope(tmp_path):
     assert result.exact_shown == 0
 
 
+@pytest.mark.slow
 def test_the_network_panel_applies_the_confidence_gate(tmp_path):
     # margin 1: B is emitted only for x0 <= 0.25, KEEP in (0.25, 0.5): half of each exact B cell disagrees
     assert render_tiny(tmp_path / "plain.png", spec=tiny_spec()).agreement == 1.0
     assert render_tiny(tmp_path / "gated.png", spec=tiny_spec(margin=1.0)).agreement == 0.5
 
 
+@pytest.mark.slow
 def test_a_flipped_exact_cell_of_the_hand_table_is_caught(tmp_path):
     spec = tiny_spec()
     assert render_tiny(tmp_path / "map.png", spec, table=hand_table(spec, left_token=A)).agreement == 0.0
@@ -391,6 +398,7 @@ def test_the_busiest_slice_shows_at_least_as_many_tokens_as_any_other(example, d
     assert best > len(slice_tokens(spec, distilled, "temperature", "queue_depth", {}))
 
 
+@pytest.mark.slow
 def test_held_back_cells_are_drawn_apart_from_the_conservative_ones(tmp_path):
     spec = tiny_spec()
     table = hand_table(spec, only_x2_bin=1)

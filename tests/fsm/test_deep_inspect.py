@@ -65,6 +65,7 @@ def test_the_exact_decision_is_the_gated_decision_on_exact_scores(rule, margin):
     assert found == expected.tolist()
 
 
+@pytest.mark.slow
 def test_the_distilled_example_re_proves_with_its_report(distilled):
     path, report, payload = distilled
     result = deep_inspect(path, MODEL, report=report, jobs=1)
@@ -196,6 +197,7 @@ def test_an_edited_report_file_and_a_forged_witness_are_named(distilled, tmp_pat
                         r"from the query regenerated from the artifact at byte \d+ \(line \d+\)", bad[0].describe())
 
 
+@pytest.mark.slow
 def test_a_report_of_another_table_is_refused_record_by_record(distilled_example):
     """cells.jsonl is read, never believed: a record whose status or token differs from the table fails its cell."""
     from dataclasses import replace

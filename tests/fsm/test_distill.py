@@ -147,6 +147,7 @@ def random_network(seed=5):
                     AffineLayer(rng.normal(size=(3, 12)), rng.normal(size=3) * 0.3, "out")), "x")
 
 
+@pytest.mark.slow
 def test_cells_the_whole_cell_bounds_cannot_close_are_proved_by_check(monkeypatch):
     spec, network = grid_spec(6), random_network()
     normal = distill(spec, network, jobs=1)
@@ -159,6 +160,7 @@ def test_cells_the_whole_cell_bounds_cannot_close_are_proved_by_check(monkeypatc
     assert checked.stats["engine_tasks"] >= np.count_nonzero(by_check)
 
 
+@pytest.mark.slow
 def test_a_tie_everywhere_cannot_be_proved_and_stays_conservative_without_witness():
     # A and B tie everywhere, so the decision is A (lowest index) but no strict bound can prove it
     tie = Network((AffineLayer(np.zeros((3, 2)), np.array([-1.0, 1.0, 1.0]), "out"),), "x")

@@ -198,6 +198,7 @@ def test_invalid_params_are_refused(changes, message):
 # ---------------------------------------------------------------- the explicit model
 
 
+@pytest.mark.slow
 def test_enumeration_proves_every_property_of_the_example_machine_and_the_invariant_holds_where_reachable():
     params = MachineParams.from_spec(load_spec(EXAMPLE))
     exploration = explore(params, alphabet(params, free_rows(params)))

@@ -57,6 +57,7 @@ def verdicts(proofs) -> dict[str, str]:
 # ---------------------------------------------------------------- the production machine
 
 
+@pytest.mark.slow
 def test_z3_proves_every_property_of_the_example_machine_for_any_sound_table(example, tmp_path):
     params = MachineParams.from_spec(example)
     proofs = prove_machine(params, folder=tmp_path)
@@ -87,6 +88,7 @@ def test_every_smt2_file_reruns_to_its_recorded_status_in_a_fresh_solver(example
         assert "; seconds:" not in path.read_text() and "; certfsm-version:" not in path.read_text()
 
 
+@pytest.mark.slow
 def test_z3_and_enumeration_agree_for_the_example_with_a_table_over_its_grid(example, tmp_path):
     params = MachineParams.from_spec(example)
     table = synthetic_table(example)
@@ -222,6 +224,7 @@ def _assert_replayed_violation(params, proof, step_function):
                                                    (last.after, last.output, last.reason), again)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_table", [pytest.param(True, marks=pytest.mark.slow), False])
 def test_a_machine_without_legality_preemption_is_caught_with_a_trace_by_both(example, with_table):
     params = MachineParams.from_spec(example)
@@ -239,6 +242,7 @@ def test_a_machine_without_legality_preemption_is_caught_with_a_trace_by_both(ex
     assert all(proofs[name].verdict == "proved" for name in ("fallback-conservative", "switch-cooldown"))
 
 
+@pytest.mark.slow
 def test_a_machine_ignoring_the_cooldown_is_caught_by_both(example):
     params = MachineParams.from_spec(example)
     proofs = {p.property: p for p in prove_machine(params, step_function=hasty_step, encoding=HastyEncoding)}
@@ -251,6 +255,7 @@ def test_a_machine_ignoring_the_cooldown_is_caught_by_both(example):
     assert all(proofs[name].verdict == "unknown" for name in MACHINE_PROPERTIES if name != "switch-cooldown")
 
 
+@pytest.mark.slow
 def test_a_table_proposing_an_illegal_token_breaks_output_legal_for_both(example):
     params = MachineParams.from_spec(example)
     good = synthetic_table(example)
@@ -281,6 +286,7 @@ class WeakInvariant(StepEncoding):
                  if line.startswith("(define-fun inv ") else line) for line in super().declarations()]
 
 
+@pytest.mark.slow
 def test_an_unreachable_induction_counterexample_is_unknown_never_violated_nor_proved(example):
     params = MachineParams.from_spec(example)
     proofs = {p.property: p for p in prove_machine(params, encoding=WeakInvariant)}

@@ -67,6 +67,7 @@ def test_the_distilled_payload_and_the_files_it_hashes_hold_no_run_facts(distill
     assert all(isinstance(entry["seconds"], float) for entry in summary["certificate"])
 
 
+@pytest.mark.slow
 def test_the_wall_clock_guard_stops_a_distillation_instead_of_changing_its_table(tmp_path):
     """A guard far too short for the example's engine cells: the run stops naming a cell, and writes nothing."""
     spec = load_spec(example_spec_path("coadapt"))

@@ -41,6 +41,7 @@ def test_every_deviation_is_justified_in_the_header_comment_of_both_files():
         assert "certfsm_tiny_reset and certfsm_tiny_step" in preamble
 
 
+@pytest.mark.slow
 @needs_cppcheck
 def test_the_tiny_machine_follows_misra_but_for_the_justified_deviations(tmp_path):
     write_c(tiny_machine(), tmp_path)
@@ -54,6 +55,7 @@ def test_the_tiny_machine_follows_misra_but_for_the_justified_deviations(tmp_pat
     assert "misra-c2012-8.7" in (tmp_path / "misra.log").read_text()
 
 
+@pytest.mark.slow
 @needs_cppcheck
 @pytest.mark.parametrize("file, original, altered, rule", [
     ("certfsm_tiny.c", "    if (valid_q != 0u) {", "    if (valid_q) {", "14.4"),
@@ -76,6 +78,7 @@ def test_a_violation_outside_the_deviations_fails_naming_rule_file_and_line(tmp_
                     rf"{re.escape(file)}:{line} \(rules [\d., ]*\b{re.escape(rule)}\b", check.detail), check.detail
 
 
+@pytest.mark.slow
 @needs_cppcheck
 def test_the_check_accepts_only_the_rules_of_the_deviation_table(tmp_path, monkeypatch):
     hw = write_c(tiny_machine(), tmp_path)
@@ -96,6 +99,7 @@ def test_c_cppcheck_cannot_parse_fails_instead_of_passing_with_no_findings(tmp_p
                                          r"misra\.log\)$", check.detail), check.detail
 
 
+@pytest.mark.slow
 @needs_cppcheck
 @settings(max_examples=examples(3), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines())

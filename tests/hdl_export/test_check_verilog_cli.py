@@ -69,6 +69,7 @@ def test_an_edited_rom_word_is_refuted_with_the_cell_and_reading(exported_exampl
     assert out.splitlines()[-1].startswith("equivalence: violated")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, pattern", [
     (("missing.cfsm", "module.v"), r"^certfsm: error: missing\.cfsm: no such file"),
     (("ARTIFACT", "missing.v"), r"^certfsm: error: missing\.v: no such Verilog file; give the path of a \.v file$"),

@@ -46,6 +46,7 @@ def tiny_proof(tmp_path_factory):
     return module, prove_equivalence(tiny_machine(), module, folder=folder)
 
 
+@pytest.mark.slow
 def test_the_tiny_module_is_proved_equal_query_by_query(tiny_proof):
     module, proof = tiny_proof
     assert proof.is_proved and proof.verdict == "proved"
@@ -133,6 +134,7 @@ REPEATED_ALTERATIONS = {"rom word", "threshold", "envelope", "priority of keep o
 branch); the fast set keeps one per query and the signed and unknown-value cases."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what, edit, query, explanation", [
     pytest.param(*a, id=a[0], marks=pytest.mark.slow if a[0] in REPEATED_ALTERATIONS else ()) for a in ALTERATIONS])
 def test_an_altered_module_fails_with_the_differing_input_and_state(tmp_path, what, edit, query, explanation):
@@ -147,6 +149,7 @@ def test_an_altered_module_fails_with_the_differing_input_and_state(tmp_path, wh
     assert any(line.startswith("first difference") for line in proof.lines())
 
 
+@pytest.mark.slow
 def test_an_unaltered_query_stays_proved_next_to_an_altered_one(tmp_path):
     edit = [("4'd4:    table_word = 2'd1;", "4'd4:    table_word = 2'd2;")]
     module = write_module(tiny_machine(), tmp_path, edit=edit)
@@ -173,12 +176,14 @@ def acas_shaped_machine(seed: int = 0) -> Machine:
                    params=params, artifact_sha256="1" * 64)
 
 
+@pytest.mark.slow
 def test_a_512_cell_acas_shaped_table_with_signed_buses_is_proved(tmp_path):
     machine = acas_shaped_machine()
     proof = prove_equivalence(machine, write_module(machine, tmp_path, "certfsm_acas"))
     assert proof.is_proved, proof.lines()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines())
 def test_random_small_machines_are_proved_and_a_changed_rom_word_is_found(machine, tmp_path_factory):
@@ -207,6 +212,7 @@ def holds_a_reading(machine: Machine, cell: int) -> bool:
 # ------------------------------------------------------------------ bad input is refused, not judged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("original, altered, message", [
     ("input  wire signed [4:0] speed,", "input  wire signed [5:0] speed,",
      r"port speed is 6 bits but the artifact needs 5; restore the width certfsm export-verilog wrote$"),

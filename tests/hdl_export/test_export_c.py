@@ -75,6 +75,7 @@ def test_the_c_is_dependency_free_integer_only_and_names_each_cell():
         assert f"/* cell {cell}: {machine.describe_cell(cell)}: " in source
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_the_tiny_machine_compiles_warning_free_and_matches_python(tmp_path):
     hw = write_c(tiny_machine(), tmp_path)
@@ -84,6 +85,7 @@ def test_the_tiny_machine_compiles_warning_free_and_matches_python(tmp_path):
     assert check.numbers["flags"] == "-std=c99 -Wall -Wextra -Werror -O2"
 
 
+@pytest.mark.slow
 @needs_gcc
 @pytest.mark.parametrize("edit, what", [
     (("2u,  /* cell 5:", "1u,  /* cell 5:"), "a table word"),

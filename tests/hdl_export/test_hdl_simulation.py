@@ -36,6 +36,7 @@ def tiny_export(tmp_path_factory):
     return export_machine(tiny_machine(), folder, "certfsm_tiny", ("m/s", "%"), random_steps=20_000, seed=7)
 
 
+@pytest.mark.slow
 @needs_simulators
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_the_tiny_module_is_lint_clean_and_simulates_with_no_mismatch_in_each_simulator(tiny_export, simulator):
@@ -68,6 +69,7 @@ def test_the_summary_records_the_hashes_of_what_was_written_and_no_check_when_no
     assert summary["module"]["latency_cycles"] == 2 and summary["artifact"]["payload_sha256"] == "0" * 64
 
 
+@pytest.mark.slow
 @needs_simulators
 @pytest.mark.parametrize("original, altered, what, simulator", [
     ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", None),
@@ -125,6 +127,7 @@ def small_machines(draw):
                    exact=tuple(draw(st.booleans()) for _ in range(cells)), allowed=allowed, params=params)
 
 
+@pytest.mark.slow
 @needs_simulators
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines(), seed=st.integers(0, 2**16))

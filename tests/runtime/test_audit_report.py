@@ -22,6 +22,7 @@ def logged_run(distilled_example, tmp_path_factory):
     return log
 
 
+@pytest.mark.slow
 def test_the_report_holds_pngs_and_a_markdown_that_counts_the_logged_tokens(distilled_example, logged_run, tmp_path):
     from certfsm.runtime import load_machine, read_log
     from certfsm.runtime._audit_format import StepRecord

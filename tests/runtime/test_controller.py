@@ -29,6 +29,7 @@ def controller(artifact_path):
     return runtime.load(artifact_path)
 
 
+@pytest.mark.slow
 def test_importing_the_runtime_pulls_in_no_solver_verifier_onnx_or_plotting(artifact_path):
     blocked = ["certfsm.verify", "certfsm.fsm", "onnx", "onnxruntime", "maraboupy", "z3", "matplotlib", "jsonschema",
                "prometheus_client"]

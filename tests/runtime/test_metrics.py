@@ -111,6 +111,7 @@ def test_a_taken_port_is_one_line_and_exit_2(distilled_example):
                     lines[0])
 
 
+@pytest.mark.slow
 def test_without_prometheus_client_the_run_says_how_to_install_it(distilled_example):
     code = ("import sys\nsys.modules['prometheus_client'] = None\nfrom certfsm.cli import main\n"
             f"sys.exit(main(['run', {str(distilled_example[2])!r}, '--probe', 'example-trace', '--metrics-port', "

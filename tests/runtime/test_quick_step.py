@@ -101,6 +101,7 @@ def events(draw, machine):
     return run
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_the_closure_decides_as_the_general_cycle_on_random_runs(artifact_path, machine, data):

@@ -55,6 +55,7 @@ def run_logged(artifact_path, log, steps: int, seed: int = 0, rotate_bytes: int 
     return reasons
 
 
+@pytest.mark.slow
 def test_a_logged_run_replays_with_every_decision_reproduced(artifact_path, tmp_path):
     log = tmp_path / "run.log"
     reasons = run_logged(artifact_path, log, 20_000, rotate_bytes=600_000)

@@ -67,6 +67,7 @@ def test_a_changed_record_is_found_at_its_index_and_the_replay_stops_there(disti
     assert code == 1 and out.startswith(f"divergence at record {index}: ")
 
 
+@pytest.mark.slow
 def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(distilled_example, tmp_path):
     artifact = distilled_example[2]
     log = tmp_path / "live.log"
@@ -86,6 +87,7 @@ def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(d
     assert code == 0, replayed
 
 
+@pytest.mark.slow
 def test_sighup_swaps_to_a_coarser_grid_and_refuses_files_it_cannot_use_while_the_run_goes_on(
         distilled_example, coarse_example, renamed_example, tmp_path):
     """The artifact file is replaced on disk between SIGHUPs: by the example on a 16-cell grid (swapped), by a

@@ -41,6 +41,7 @@ def test_the_runtime_closure_leaves_the_toolkit_out(backend):
     assert "numpy" in third_party
 
 
+@pytest.mark.slow
 def test_a_new_third_party_import_of_the_runtime_stops_the_build(backend, monkeypatch):
     monkeypatch.setattr(backend, "ENTRY_MODULES", backend.ENTRY_MODULES + ("certfsm.cli",))
     with pytest.raises(RuntimeError, match="typer"):

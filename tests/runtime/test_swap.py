@@ -48,6 +48,7 @@ def follow(controller, machine, rows, state):
     return state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("observed", [False, True], ids=["closure", "general cycle"])
 def test_swaps_between_grids_of_different_sizes_rebin_the_last_reading(fine, coarse_example, observed):
     machines = [runtime.load_machine(fine), runtime.load_machine(coarse_example)]

@@ -95,6 +95,7 @@ def test_whole_box_bounds_settle_an_easy_case_without_splitting():
     assert result.reason == "bounds refute the unsafe set on the whole box"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["auto", "bounds", pytest.param("marabou", marks=needs_marabou), pytest.param("z3", marks=needs_z3)])
 def test_every_engine_gives_the_known_answers(engine):
     proved = check(THREE_TOKENS, TOKEN_NEVER, engine=engine, timeout=30, jobs=1)
@@ -211,6 +212,7 @@ def _hanging_search(*args, **kwargs):
     time.sleep(HANG_SECONDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_timeout_is_strict_and_leaves_no_worker_behind(monkeypatch, jobs):
     if jobs == 1:

@@ -113,6 +113,7 @@ def test_the_smtlib_query_states_strict_rows_and_exact_constants():
     assert "(assert (< (- Y_0) (- 0.1)))" in script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["auto", "z3", "bounds"])
 def test_a_decimal_bound_a_float_rounds_onto_the_threshold_is_never_violated(engine):
     """y = x over x <= 1/10 exactly, unsafe y >= 0.1 (the float64 0.1, just above 1/10): unsat exactly.

@@ -239,6 +239,7 @@ def test_a_crashing_child_comes_back_unknown(monkeypatch, fault, reason):
     assert re.match(reason, result.reason), result.reason
 
 
+@pytest.mark.slow
 def test_a_hanging_child_is_killed_after_the_grace_period(monkeypatch):
     monkeypatch.setenv(_marabou.FAULT_ENV, "hang")
     monkeypatch.setattr(_marabou, "_GRACE_SECONDS", 0.5)
@@ -399,6 +400,7 @@ def test_importing_certfsm_verify_does_not_import_maraboupy():
     assert output.strip() == "[]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("network_name", "vnnlib_name"), [("1_9", "prop_4"), ("3_3", "prop_4")])
 def test_acasxu_instances_match_the_published_verdict(network_name, vnnlib_name, acasxu):
     root = acasxu

@@ -419,6 +419,7 @@ def test_recheck_without_status_is_not_ok(tmp_path):
     assert "no (set-info :status sat|unsat|unknown) in the file" in row.note
 
 
+@pytest.mark.slow
 def test_recheck_with_cvc5(tmp_path):
     rows = _recheck_or_skip(report_folder(tmp_path / "r"), "cvc5")
     assert [(r.answer, r.ok) for r in rows] == [("unsat", True), ("sat", True), ("skipped", True)]

@@ -58,6 +58,7 @@ def _fast_engine_params() -> list:
             for p in engine_params()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", _fast_engine_params())
 @settings(max_examples=FAST_EXAMPLES, **_RUN)
 @given(instance=instances())

@@ -90,6 +90,7 @@ def _case_engine_params() -> list:
     return params
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, engine", _case_engine_params())
 def test_api_answer_is_never_wrong_and_its_witness_is_exact(case, engine):
     """verify_vnnlib answers unsat/sat only where that is the exact answer; a sat witness violates exactly."""

@@ -167,6 +167,7 @@ def exact_decision(s: float, t_parts, margin: Fraction, x: Fraction) -> str:
 DISTILL_CASES = [(m, g, k, o) for m in ("0.1", "0.7") for g in (1, -1) for k in ("margin",) for o in offsets(m)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("margin, sign, grazed, offset", DISTILL_CASES)
 def test_distilled_exact_cells_hold_their_token_on_the_whole_cell_exactly(tmp_path, margin, sign, grazed, offset):
     edges = ["0", "0.3", "0.7", "1"]

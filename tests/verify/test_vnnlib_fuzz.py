@@ -63,6 +63,7 @@ def _check(parse, case, data: bytes) -> None:
     check_bytes(parse, case, data, VnnlibError, "list")
 
 
+@pytest.mark.slow
 def test_the_seeds_parse(parse, case):
     for seed in (ACAS_STYLE, BOXES_AND_TERMS):
         _check(parse, case, seed)
