@@ -37,7 +37,8 @@ by the public name given here, never from the underscore module:
   `staged_folder` (a file or a report folder appears whole or not at
   all, `_staging`); `json_path` (`_jsonpath`); `ReadOnlyDict`
   (`_readonly`); `token_colours` (one colour per token in every picture,
-  `_palette`);
+  `_palette`); `certfsm_version` (the one version string every file and
+  `--version` state, `_version`);
 - the command line: `certfsm.cli` (the one place outside a package that
   may call its underscore modules, and only the core's).
 
@@ -71,6 +72,7 @@ _LAZY = {
     "rational_array": "_rational",
     "staged_folder": "_staging", "write_atomically": "_staging",
     "json_path": "_jsonpath", "ReadOnlyDict": "_readonly", "token_colours": "_palette",
+    "certfsm_version": "_version",
 }
 """Public name -> the core module that is its home, loaded on first use."""
 
@@ -133,8 +135,9 @@ __all__ = [
     "ARTIFACT_SUFFIX", "AffineLayer", "Artifact", "ArtifactError", "AuditLogError", "CertfsmError", "EngineError",
     "ModelError", "Network", "PROVED", "ProbeError", "PublicKey", "ReadOnlyDict", "ReportError", "SigningError",
     "SlaPath", "SpecError", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
-    "allowed_bitmasks", "artifact_payload", "decide", "decimal_value", "decision_margin", "float_at_least", "float_at_most",
-    "frozen_array", "gated_decide", "integer_form", "is_certified", "json_path", "load_artifact", "load_onnx",
-    "load_spec", "margin_bounds", "margin_from_probability", "preference", "rational_array", "run_onnxruntime", "spec_from_dict",
-    "staged_folder", "token_colours", "write_artifact", "write_atomically",
+    "allowed_bitmasks", "artifact_payload", "certfsm_version", "decide", "decimal_value", "decision_margin",
+    "float_at_least", "float_at_most", "frozen_array", "gated_decide", "integer_form", "is_certified", "json_path",
+    "load_artifact", "load_onnx", "load_spec", "margin_bounds", "margin_from_probability", "preference",
+    "rational_array", "run_onnxruntime", "spec_from_dict", "staged_folder", "token_colours", "write_artifact",
+    "write_atomically",
 ]

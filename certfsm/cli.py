@@ -33,12 +33,9 @@ _state = {"debug": False}
 
 def _show_version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from certfsm import certfsm_version
 
-        try:
-            typer.echo(f"certfsm {version('certfsm')}")
-        except PackageNotFoundError:
-            typer.echo("certfsm (not installed as a package)")
+        typer.echo(f"certfsm {certfsm_version()}")
         raise typer.Exit(EXIT_OK)
 
 

@@ -27,8 +27,8 @@ _DESCRIPTIONS = {
 def write_summary(folder: Path, *, spec, network, distillation, cross_check: dict, certificate, certified: bool,
                   disagreements, pictures, artifact: Path, artifact_sha256: str) -> dict:
     """Write summary.json and report.md into `folder` (the staging folder) and return the summary."""
+    from certfsm import certfsm_version
     from certfsm.verify import model_summary, spec_summary
-    from certfsm.verify import certfsm_version
 
     stats = distillation.stats
     summary = {

@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm import EngineError, SpecError, VerdictRecord, is_certified, staged_folder
+from certfsm import EngineError, SpecError, VerdictRecord, certfsm_version, is_certified, staged_folder
 from certfsm.verify import WALL_CLOCK_GUARD
 
 from ._distill import CELL_GUARD_SECONDS, Distillation, distill, sampled_cross_check
@@ -183,7 +183,6 @@ def _record(name: str, proof: Proof) -> VerdictRecord:
 
 def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate) -> str:
     from certfsm import allowed_bitmasks, artifact_payload, write_artifact
-    from certfsm.verify import certfsm_version
 
     payload = artifact_payload(
         spec=spec.to_json(), model_sha256=network.sha256, edges=table.grid.edges, frac_bits=table.grid.frac_bits,

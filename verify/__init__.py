@@ -60,7 +60,7 @@ from ._recheck import RecheckRow, recheck_folder
 from ._report import InputNaming, model_summary, spec_summary, write_report
 from ._result import PROVED, UNKNOWN, VERDICTS, VIOLATED, Result
 from ._run import VerifyRun, check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
-from ._smtlib import certfsm_version, one_line, smtlib_script, smtlib_text, write_proof_query, write_smtlib
+from ._smtlib import one_line, smtlib_script, smtlib_text, write_proof_query, write_smtlib
 from ._spec_properties import spec_properties
 from ._validate import Validation, validate_counterexample
 from ._vnnlib import format_vnncomp_result, parse_vnnlib
@@ -71,7 +71,7 @@ __all__ = [
     "Result", "Validation", "VerifyRun", "check", "chosen_conjunction", "format_vnncomp_result",
     "parse_vnnlib", "recheck_folder", "smtlib_script", "spec_properties", "validate_counterexample",
     "verify_spec", "verify_vnnlib", "vnncomp_answer", "write_report", "write_smtlib",
-    "certfsm_version", "one_line", "smtlib_text", "solve_text", "write_proof_query",
+    "one_line", "smtlib_text", "solve_text", "write_proof_query",
     "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
     "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",

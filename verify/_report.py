@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm import decide, staged_folder
+from certfsm import certfsm_version, decide, staged_folder
 
 from ._exact import plain_decimal
 from ._property import Property
@@ -139,7 +139,7 @@ def spec_summary(spec_path) -> dict:
 def write_report(folder, *, title: str, network, properties: list[Property], results: list[Result],
                  naming: InputNaming, settings: dict, spec_path=None) -> dict:
     """Write the whole report folder atomically and return the summary dict."""
-    from ._smtlib import certfsm_version, write_smtlib
+    from ._smtlib import write_smtlib
 
     with staged_folder(folder) as staging:
         entries = []

@@ -21,7 +21,7 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
-from certfsm import SpecError, write_atomically
+from certfsm import SpecError, certfsm_version, write_atomically
 
 from ._exact import rational_term
 from ._property import Property
@@ -174,15 +174,6 @@ def smtlib_text(body: list[str], logic: str, status: str = "unknown") -> str:
 def smtlib_script(network, prop: Property, status: str = "unknown", phases=None) -> str:
     """A standalone SMT-LIB 2.6 script in QF_LRA; ``unsat`` means the property holds (see `smtlib_body`)."""
     return smtlib_text(smtlib_body(network, prop, phases), "QF_LRA", status)
-
-
-def certfsm_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("certfsm")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def query_header(file_name: str, *, prop_name: str, description: str = "", verdict: str, status: str, engine: str,

@@ -172,3 +172,19 @@ def test_recheck_confirms_the_example_report_and_catches_a_flipped_status(exampl
     code, out, err = run_cli("recheck", tampered, "--solver", "z3", "--timeout", "120")
     assert code == 1
     assert "MISMATCH" in out
+
+
+def test_every_file_states_the_installed_version_and_a_bare_source_tree_says_unknown(monkeypatch):
+    """One definition (`certfsm_version`) for --version, the SMT-LIB headers and the reports."""
+    import importlib.metadata
+
+    from certfsm import _version, certfsm_version
+
+    assert certfsm_version() == importlib.metadata.version("certfsm")
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_version, "version", not_installed)
+    assert certfsm_version() == "unknown"
+    assert run_main("--version")[:2] == (0, "certfsm unknown\n")
