@@ -44,8 +44,8 @@ What it cannot re-derive, and what does instead (issue 9):
   artifact of another spec; only a signature over the payload (part 2)
   tells it from the one that was distilled.
 
-Standard library only (numpy just to materialise ``bins`` bit for bit as
-the spec loader does), like every module the loader imports.
+Standard library only, like every module the loader imports (``bins``
+become edges by `certfsm.machine.uniform_edges`, as in the spec loader).
 """
 
 from __future__ import annotations
@@ -55,9 +55,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-import numpy as np
-
 from ._decision import margin_from_probability
+from .machine import uniform_edges
 
 CELLS_EXACT = "cells-exact"
 TABLE_PROPERTIES = ("table-tokens", "table-masks", "table-codes")
@@ -202,9 +201,7 @@ class SpecDerivation:
             raise c.fail(f"{where} gives both edges and bins; a spec gives one of them")
         if "edges" not in item and "bins" in item:
             bins = c.integer(item["bins"], f"{where}.bins", 1)
-            edges = np.linspace(float(low), float(high), bins + 1)
-            edges[0], edges[-1] = float(low), float(high)
-            return [float(e) for e in edges]
+            return list(uniform_edges(float(low), float(high), bins))
         edges = c.items(item.get("edges"), f"{where}.edges", minimum=2)
         for k, value in enumerate(edges):
             c.number(value, f"{where}.edges[{k}]")

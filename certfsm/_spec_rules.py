@@ -18,13 +18,12 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
 from ._spec import ControllerSpec, InputSpec, LegalityRule, SlaPath
 from ._spec_schema import show_number, show_value
-from .machine import reading_thresholds
+from .machine import reading_thresholds, uniform_edges
 
 
 class SpecBuilder:
@@ -111,11 +110,10 @@ class SpecBuilder:
     def given_edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
         if "bins" in item:
             bins = int(item["bins"])
-            edges = np.linspace(low, high, bins + 1)
-            edges[0], edges[-1] = low, high
-            if not np.all(np.diff(edges) > 0):
+            edges = uniform_edges(low, high, bins)
+            if not all(a < b for a, b in zip(edges, edges[1:])):
                 raise self.fail(self.too_many_bins(at, bins, low, high))
-            return tuple(float(e) for e in edges)
+            return edges
         raw = item["edges"]
         edges = tuple(float(e) for e in raw)
         last = len(raw) - 1

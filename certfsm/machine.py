@@ -244,6 +244,27 @@ def _table_path(params: MachineParams, state: State, proposal: int, counted_down
     return State(current, proposal, count, counted_down), current, reason
 
 
+# ------------------------------------------------------------- bins
+
+
+def uniform_edges(low: float, high: float, bins: int) -> tuple[float, ...]:
+    """The bins + 1 edges a spec's ``bins`` denotes over [low, high]: numpy's ``linspace``, bit for bit.
+
+    The one definition that the spec loader and the artifact loader both
+    use, so the edges of a spec that gives ``bins`` cannot differ between
+    the two. Edge k is ``k * ((high - low) / bins) + low`` in float64 (or
+    ``k / bins * (high - low) + low`` where that step underflows to 0, as
+    numpy does), and the ends are exactly low and high. Whether the edges
+    increase is the caller's check: a range too narrow for its bins gives
+    repeated edges.
+    """
+    delta = high - low
+    step = delta / bins
+    interior = ([k * step + low for k in range(1, bins)] if step != 0 else
+                [k / bins * delta + low for k in range(1, bins)])
+    return (low, *interior, high)
+
+
 # ------------------------------------------------------------- fixed point
 
 

@@ -13,13 +13,14 @@ import sys
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm._decision import DECISION_RULES, margin_from_probability
 from certfsm._errors import SpecError
 from certfsm._spec import check_spec, load_spec, spec_from_dict
+from certfsm.machine import uniform_edges
 
 VALID = {
     "certfsm_spec": 1,
@@ -549,3 +550,17 @@ def test_bins_too_many_for_the_float64_readings_are_refused_naming_the_count():
                    legality_rules=[])
     with pytest.raises(SpecError, match=r"^spec\.json: inputs\[0\]\.bins=19 gives bins that hold no float64 reading"):
         spec_from_dict(document, "spec.json", require_model=False)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(low=st.floats(-1e300, 1e300), width=st.floats(5e-324, 1e300), bins=st.integers(1, 300))
+@example(low=0.0, width=1e-320, bins=100_000)  # the step underflows to 0: numpy scales k / bins instead
+def test_uniform_edges_are_numpys_linspace_bit_for_bit(low, width, bins):
+    """The spec loader and the artifact loader materialise bins with `uniform_edges` (standard library only); the
+    specs written before it meant numpy's linspace with exact ends, so the two must agree to the bit."""
+    high = low + width
+    if not high > low:
+        return
+    expected = np.linspace(low, high, bins + 1)
+    expected[0], expected[-1] = low, high
+    assert [e.hex() for e in uniform_edges(low, high, bins)] == [float(e).hex() for e in expected]
