@@ -25,7 +25,10 @@ by the public name given here, never from the underscore module:
   `ARTIFACT_SUFFIX` (`_artifact`, with its checks, trust rules, signature
   and canonical form in `_artifact_checks`, `_artifact_trust`,
   `_artifact_signature`, `_canonical`); the one rule for a certified
-  certificate `is_certified` (`_artifact_trust`); `PublicKey` (`_signing`);
+  certificate `is_certified` and the names of its properties, by which
+  the proofs in `certfsm.fsm` are named: `CELLS_EXACT`, `TABLE_PROPERTIES`,
+  `INVARIANT_QUERIES`, `MACHINE_PROPERTIES` (`_artifact_trust`);
+  `PublicKey` (`_signing`);
 - the certified machine: the public module `certfsm.machine` (binning,
   table, parameters and the step function, standard library only);
 - building blocks the sub-packages share: `frozen_array` (read-only
@@ -66,6 +69,8 @@ _LAZY = {
     "ARTIFACT_SUFFIX": "_artifact", "Artifact": "_artifact", "allowed_bitmasks": "_artifact",
     "artifact_payload": "_artifact", "write_artifact": "_artifact", "is_certified": "_artifact_trust",
     "PublicKey": "_signing",
+    "CELLS_EXACT": "_artifact_trust", "TABLE_PROPERTIES": "_artifact_trust", "INVARIANT_QUERIES": "_artifact_trust",
+    "MACHINE_PROPERTIES": "_artifact_trust",
     "frozen_array": "_arrays",
     "float_at_least": "_decimal", "float_at_most": "_decimal", "decimal_value": "_decimal",
     "integer_form": "_rational", "margin_bounds": "_decision",
@@ -132,7 +137,8 @@ def load_spec(path):
 
 
 __all__ = [
-    "ARTIFACT_SUFFIX", "AffineLayer", "Artifact", "ArtifactError", "AuditLogError", "CertfsmError", "EngineError",
+    "ARTIFACT_SUFFIX", "AffineLayer", "Artifact", "ArtifactError", "AuditLogError", "CELLS_EXACT", "CertfsmError",
+    "EngineError", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "TABLE_PROPERTIES",
     "ModelError", "Network", "PROVED", "ProbeError", "PublicKey", "ReadOnlyDict", "ReportError", "SigningError",
     "SlaPath", "SpecError", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
     "allowed_bitmasks", "artifact_payload", "certfsm_version", "decide", "decimal_value", "decision_margin",

@@ -60,7 +60,7 @@ from .machine import uniform_edges
 
 CELLS_EXACT = "cells-exact"
 TABLE_PROPERTIES = ("table-tokens", "table-masks", "table-codes")
-MACHINE_QUERIES = ("invariant-initial", "invariant-inductive")
+INVARIANT_QUERIES = ("invariant-initial", "invariant-inductive")
 MACHINE_PROPERTIES = ("output-legal", "output-allowed", "fallback-conservative", "switch-cooldown",
                       "total-deterministic", "override-allowed")
 
@@ -92,8 +92,8 @@ def required_properties(spec: Any = None) -> tuple[str, ...]:
     writes exactly this. `spec` is taken so that a property that depends
     on the spec has one place to be added.
     """
-    return ((CELLS_EXACT,) + TABLE_PROPERTIES + tuple(f"machine-{name}" for name in MACHINE_QUERIES + MACHINE_PROPERTIES)
-            + tuple(f"enumeration-{name}" for name in MACHINE_PROPERTIES))
+    machine = tuple(f"machine-{name}" for name in INVARIANT_QUERIES + MACHINE_PROPERTIES)
+    return (CELLS_EXACT,) + TABLE_PROPERTIES + machine + tuple(f"enumeration-{name}" for name in MACHINE_PROPERTIES)
 
 
 def engine_problem(name: str, engine: str, has_exact_cells: bool) -> str | None:

@@ -44,23 +44,22 @@ from ._deep_inspect import DeepResult, QueryCheck, deep_inspect, model_for_artif
 from ._decision_map import DecisionMap, busiest_slice, default_axes, render_decision_map
 from ._distill import ENGINES as DISTILL_ENGINES
 from ._distill import Distillation, distill, sampled_cross_check
-from ._explicit import (MACHINE_PROPERTIES, alphabet, check_explicit, explore, free_rows, table_rows,
+from ._explicit import (alphabet, check_explicit, explore, free_rows, table_rows,
                         transition_violations)
 from ._grid import OUT_OF_ENVELOPE, Grid
 from ._machine import (NO_CANDIDATE, MachineInput, MachineParams, Proof, Reason, State, Trace, TraceStep,
                        initial_state, replay, step)
-from ._machine_proofs import INVARIANT_QUERIES, StepEncoding, disagreements, invariant_holds, prove_machine
+from ._machine_proofs import StepEncoding, disagreements, invariant_holds, prove_machine
 from ._pipeline import DistillRun, distill_controller
-from ._table import (CONSERVATIVE, EXACT, TABLE_PROPERTIES, UNDECIDED, CellClass, Table, TableViolation,
+from ._table import (CONSERVATIVE, EXACT, UNDECIDED, CellClass, Table, TableViolation,
                      allowed_masks, check_table, prove_table, rule_meets)
 
 __all__ = [
-    "CONSERVATIVE", "DISTILL_ENGINES", "EXACT", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "NO_CANDIDATE",
-    "OUT_OF_ENVELOPE", "TABLE_PROPERTIES", "UNDECIDED", "CellClass", "DecisionMap", "Distillation", "DistillRun",
-    "Grid", "MachineInput", "MachineParams", "Proof", "Reason", "State", "StepEncoding", "Table", "TableViolation",
-    "Trace", "TraceStep", "allowed_masks", "alphabet", "busiest_slice", "check_explicit", "check_table",
-    "default_axes", "disagreements", "distill", "distill_controller", "explore", "free_rows", "initial_state",
-    "invariant_holds", "prove_machine", "prove_table", "render_decision_map", "replay", "rule_meets",
-    "sampled_cross_check", "step", "table_rows", "transition_violations",
-    "CellFailure", "DeepResult", "QueryCheck", "deep_inspect", "model_for_artifact",
+    "CONSERVATIVE", "DISTILL_ENGINES", "EXACT", "NO_CANDIDATE", "OUT_OF_ENVELOPE", "UNDECIDED", "CellClass",
+    "DecisionMap", "Distillation", "DistillRun", "Grid", "MachineInput", "MachineParams", "Proof", "Reason",
+    "State", "StepEncoding", "Table", "TableViolation", "Trace", "TraceStep", "allowed_masks", "alphabet",
+    "busiest_slice", "check_explicit", "check_table", "default_axes", "disagreements", "distill",
+    "distill_controller", "explore", "free_rows", "initial_state", "invariant_holds", "prove_machine",
+    "prove_table", "render_decision_map", "replay", "rule_meets", "sampled_cross_check", "step", "table_rows",
+    "transition_violations", "CellFailure", "DeepResult", "QueryCheck", "deep_inspect", "model_for_artifact",
 ]

@@ -69,7 +69,7 @@ def _description(name: str) -> str:
     if name in _DESCRIPTIONS:
         return _DESCRIPTIONS[name]
     from ._explicit import PROPERTY_DESCRIPTIONS
-    from ._machine_proofs import INVARIANT_QUERIES
+    from certfsm import INVARIANT_QUERIES
 
     for prefix in ("machine-", "enumeration-"):
         if name.startswith(prefix):

@@ -29,6 +29,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from certfsm import MACHINE_PROPERTIES
+
 from ._machine import MachineInput, MachineParams, Proof, Reason, State, Trace, initial_state, replay, step
 
 PROPERTY_DESCRIPTIONS = {
@@ -41,7 +43,6 @@ PROPERTY_DESCRIPTIONS = {
     "override-allowed": "with an override present the emitted token is allowed in the cell, and reason OVERRIDE "
                         "means the emitted token is the requested overridable token",
 }
-MACHINE_PROPERTIES = tuple(PROPERTY_DESCRIPTIONS)
 
 Node = tuple[State, int]
 _REASON_VALUES = frozenset(int(r) for r in Reason)

@@ -46,13 +46,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES
 from certfsm.verify import smtlib_text, solve_text, write_proof_query
 
-from ._explicit import (MACHINE_PROPERTIES, PROPERTY_DESCRIPTIONS, alphabet, explore, free_rows, initial_node,
+from ._explicit import (PROPERTY_DESCRIPTIONS, alphabet, explore, free_rows, initial_node,
                         next_since, table_rows, transition_violations, violation_trace)
 from ._machine import MachineInput, MachineParams, Proof, Reason, State, replay, step
 
-INVARIANT_QUERIES = ("invariant-initial", "invariant-inductive")
 _INVARIANT_TEXT = ("registers in their domain, current token legal, since_switch in 0..C, "
                    "cooldown = 0 implies since_switch = C, cooldown > 0 implies since_switch + cooldown >= C + 1")
 _QUERY_DESCRIPTIONS = {

@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm import EngineError, SpecError, VerdictRecord, certfsm_version, is_certified, staged_folder
+from certfsm import CELLS_EXACT, EngineError, SpecError, VerdictRecord, certfsm_version, is_certified, staged_folder
 from certfsm.verify import WALL_CLOCK_GUARD
 
 from ._distill import CELL_GUARD_SECONDS, Distillation, distill, sampled_cross_check
@@ -56,7 +56,6 @@ PROOF_RLIMIT = 200_000_000
 that the verdict does not depend on the machine's speed."""
 PROOF_GUARD_SECONDS = 600.0
 """The wall-clock guard per table or machine query: when it fires before `PROOF_RLIMIT` is spent, the run stops."""
-_CELLS_EXACT = "cells-exact"
 
 Stage = Callable[[str], None]
 
@@ -162,7 +161,7 @@ def _certificate(distillation: Distillation, cross: dict, table_proofs, machine_
     mismatches = cross["mismatches"]
     records = [VerdictRecord("violated" if mismatches else "proved", "+".join(used), distillation.seconds,
                              f"{mismatches} sampled inputs of exact cells decided otherwise" if mismatches else "",
-                             property=_CELLS_EXACT)]
+                             property=CELLS_EXACT)]
     for proof in (*table_proofs, *machine_proofs):
         name = proof.property if proof.property.startswith("table-") else f"machine-{proof.property}"
         records.append(_record(name, proof))

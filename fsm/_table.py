@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm import SpecError, frozen_array
+from certfsm import TABLE_PROPERTIES, SpecError, frozen_array
 
 from ._grid import Grid
 from ._machine import Proof
@@ -38,7 +38,6 @@ CONSERVATIVE = 0
 UNDECIDED = -1
 STATUSES = (EXACT, CONSERVATIVE, UNDECIDED)
 
-TABLE_PROPERTIES = ("table-tokens", "table-masks", "table-codes")
 _DESCRIPTIONS = {
     "table-tokens": "every cell's token is a legal token that no legality rule forbids anywhere in the cell",
     "table-masks": "every cell's allowed row holds exactly the legal tokens no rule forbids in the cell",

@@ -359,9 +359,7 @@ def test_the_distilled_artifact_itself_loads_and_inspects_clean(distilled_exampl
 
 
 def test_the_required_properties_are_what_the_pipeline_writes(distilled_example):
-    from certfsm.fsm._explicit import MACHINE_PROPERTIES
-    from certfsm.fsm._machine_proofs import INVARIANT_QUERIES
-    from certfsm.fsm._table import TABLE_PROPERTIES
+    from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES
 
     spec, run, _ = distilled_example
     expected = (("cells-exact",) + TABLE_PROPERTIES + tuple(f"machine-{n}" for n in INVARIANT_QUERIES + MACHINE_PROPERTIES)
