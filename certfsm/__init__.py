@@ -13,7 +13,8 @@ by the public name given here, never from the underscore module:
   imported at once);
 - the controller spec: `load_spec`, `spec_from_dict` (`_spec`,
   `_spec_rules`, `_spec_schema`; import jsonschema when called),
-  `SlaPath` (one SLA path of a spec, `_sla_path`);
+  `SlaPath` (one SLA path of a spec) and `SLA_STATISTICS` (what a path may
+  compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`);
 - the network IR: `Network`, `AffineLayer` (`_network`); `load_onnx` and
   `run_onnxruntime` (`_onnx`, `_onnx_graph`, `_onnx_fold`; import onnx and
   onnxruntime when called);
@@ -65,7 +66,7 @@ _LAZY = {
     "AffineLayer": "_network", "Network": "_network",
     "decide": "_decision", "decision_margin": "_decision", "gated_decide": "_decision",
     "margin_from_probability": "_decision", "preference": "_decision",
-    "SlaPath": "_sla_path",
+    "SlaPath": "_sla_path", "SLA_STATISTICS": "_sla_path",
     "ARTIFACT_SUFFIX": "_artifact", "Artifact": "_artifact", "allowed_bitmasks": "_artifact",
     "artifact_payload": "_artifact", "write_artifact": "_artifact", "is_certified": "_artifact_trust",
     "PublicKey": "_signing",
@@ -138,9 +139,9 @@ def load_spec(path):
 
 __all__ = [
     "ARTIFACT_SUFFIX", "AffineLayer", "Artifact", "ArtifactError", "AuditLogError", "CELLS_EXACT", "CertfsmError",
-    "EngineError", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "TABLE_PROPERTIES",
-    "ModelError", "Network", "PROVED", "ProbeError", "PublicKey", "ReadOnlyDict", "ReportError", "SigningError",
-    "SlaPath", "SpecError", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
+    "EngineError", "INVARIANT_QUERIES", "MACHINE_PROPERTIES", "ModelError", "Network", "PROVED", "ProbeError",
+    "PublicKey", "ReadOnlyDict", "ReportError", "SLA_STATISTICS", "SigningError", "SlaPath", "SpecError",
+    "TABLE_PROPERTIES", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
     "allowed_bitmasks", "artifact_payload", "certfsm_version", "decide", "decimal_value", "decision_margin",
     "float_at_least", "float_at_most", "frozen_array", "gated_decide", "integer_form", "is_certified", "json_path",
     "load_artifact", "load_onnx", "load_spec", "margin_bounds", "margin_from_probability", "preference",

@@ -58,11 +58,10 @@ so the runtime can embed it anywhere.
 from ._monitor import SlaMonitor
 from ._sample import read_metric
 from ._snapshot import SNAPSHOT_FORMAT, SnapshotError
-from ._statistic import STATISTICS
 from ._status import PathStatus, SlaStatus
 from ._window import nearest_rank
 
 __all__ = [
-    "PathStatus", "SNAPSHOT_FORMAT", "STATISTICS", "SlaMonitor", "SlaStatus", "SnapshotError", "nearest_rank",
+    "PathStatus", "SNAPSHOT_FORMAT", "SlaMonitor", "SlaStatus", "SnapshotError", "nearest_rank",
     "read_metric",
 ]

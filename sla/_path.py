@@ -49,10 +49,10 @@ from __future__ import annotations
 import math
 import numbers
 
-from certfsm import SpecError
+from certfsm import SLA_STATISTICS, SpecError
 
 from ._sample import Sample, limit_sides
-from ._statistic import STATISTICS, make_statistic
+from ._statistic import make_statistic
 from ._status import PathStatus
 from ._window import ViolationWindow
 
@@ -81,8 +81,8 @@ def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
         value = getattr(path, field)
         if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
             raise fail(f"{field}={value!r} is not an integer >= {lowest}; fix the path")
-    if path.statistic not in STATISTICS:
-        raise fail(f"statistic={path.statistic!r} is not one of {', '.join(STATISTICS)}; use one of those")
+    if path.statistic not in SLA_STATISTICS:
+        raise fail(f"statistic={path.statistic!r} is not one of {', '.join(SLA_STATISTICS)}; use one of those")
     tokens = path.tokens
     if tokens is None:
         return

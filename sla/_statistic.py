@@ -30,8 +30,6 @@ from __future__ import annotations
 from ._sample import Sample, exceeds, limit_sides
 from ._window import SortedWindow, SumWindow, limit_in_units
 
-STATISTICS = ("value", "p50", "p95", "p99", "mean")
-"""Every statistic a path may name, as in the spec's ``sla.paths[*].statistic``."""
 
 _PERCENTILES = {"p50": 50, "p95": 95, "p99": 99}
 
@@ -125,8 +123,8 @@ class MeanStatistic(_Windowed):
 
 
 def make_statistic(name: str, limit: float, window: int):
-    """A fresh statistic `name` (one of `STATISTICS`) over `window` cycles against `limit` (a spec number: the
-    exact decimal it denotes)."""
+    """A fresh statistic `name` (one of `certfsm.SLA_STATISTICS`) over `window` cycles against `limit` (a spec number:
+    the exact decimal it denotes)."""
     if name == "value":
         return ValueStatistic(limit, window)
     if name == "mean":

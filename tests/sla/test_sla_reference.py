@@ -24,8 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
+from certfsm import SLA_STATISTICS
 from certfsm._spec import SlaPath
-from certfsm.sla import STATISTICS, SlaMonitor
+from certfsm.sla import SlaMonitor
 from sla_reference import reference
 
 TOKENS = ("A", "B", "C")
@@ -47,7 +48,7 @@ MISSING = [None, math.nan, math.inf, -math.inf, -1.0]
 
 
 @st.composite
-def sla_paths(draw, longest_window=8, statistics=STATISTICS):
+def sla_paths(draw, longest_window=8, statistics=SLA_STATISTICS):
     count = draw(st.integers(1, 3))
     paths = []
     for k in range(count):

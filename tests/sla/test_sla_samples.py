@@ -21,8 +21,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from certfsm import SLA_STATISTICS
 from certfsm._spec import SlaPath
-from certfsm.sla import STATISTICS, SlaMonitor, read_metric
+from certfsm.sla import SlaMonitor, read_metric
 from sla_reference import reference
 
 TOKENS = ("KEEP", "INT4")
@@ -113,7 +114,7 @@ def test_what_is_not_a_number_is_refused(value, pattern):
 # ---------------------------------------------------------------- no sample: a violation, for every statistic
 
 
-@pytest.mark.parametrize("statistic", STATISTICS)
+@pytest.mark.parametrize("statistic", SLA_STATISTICS)
 @pytest.mark.parametrize("value", NO_SAMPLE, ids=repr)
 def test_a_value_without_a_sample_is_a_violation_for_every_statistic(statistic, value):
     monitor = SlaMonitor([path(statistic=statistic)], tokens=TOKENS)
@@ -121,7 +122,7 @@ def test_a_value_without_a_sample_is_a_violation_for_every_statistic(statistic, 
     assert status.paths[0].violation and not status.ok and status.paths[0].statistic is None
 
 
-@pytest.mark.parametrize("statistic", STATISTICS)
+@pytest.mark.parametrize("statistic", SLA_STATISTICS)
 @pytest.mark.parametrize("value", [-1.0, -5e-324, -math.inf, math.nan, math.inf, -1, Fraction(-1, 3)], ids=repr)
 def test_update_ok_of_a_quiet_monitor_counts_it_too(statistic, value):
     """The quiet shortcut of `update_ok` must not let a negative, NaN or infinite float through as within the limit."""
@@ -146,7 +147,7 @@ def test_a_negative_or_nan_sample_leaves_the_windowed_statistics_as_if_it_were_a
 # ---------------------------------------------------------------- -0.0 and the exact boundary
 
 
-@pytest.mark.parametrize("statistic", STATISTICS)
+@pytest.mark.parametrize("statistic", SLA_STATISTICS)
 def test_negative_zero_is_a_valid_zero_latency(statistic):
     """-0.0 == 0.0: within a limit of 0, never a violation, reported and kept as 0.0."""
     monitor = SlaMonitor([path(statistic=statistic, limit=0.0, window=2)], tokens=TOKENS)
@@ -177,7 +178,7 @@ BOUNDARY = [
 ]
 
 
-@pytest.mark.parametrize("statistic", STATISTICS)
+@pytest.mark.parametrize("statistic", SLA_STATISTICS)
 @pytest.mark.parametrize("limit, sample, within", BOUNDARY, ids=repr)
 def test_a_sample_is_within_a_limit_exactly_as_the_decimals_say(statistic, limit, sample, within):
     """A window of one makes every statistic the sample itself; `update` and `update_ok` agree with the decimals."""
@@ -273,7 +274,7 @@ def test_limits_that_differ_below_float_resolution_have_different_fingerprints()
     assert plain._fingerprint == integral._fingerprint  # the same decimal
 
 
-@pytest.mark.parametrize("statistic", STATISTICS)
+@pytest.mark.parametrize("statistic", SLA_STATISTICS)
 def test_limits_beyond_float64_are_exact_too(statistic):
     """A limit built in code may exceed float64's range: every sample is within 10**400, none within -10**400."""
     high = SlaMonitor([path(statistic=statistic, limit=10 ** 400)], tokens=TOKENS)
