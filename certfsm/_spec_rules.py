@@ -15,9 +15,9 @@ is built into a `ControllerSpec` with the invariants stated in
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
-
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
@@ -110,6 +110,10 @@ class SpecBuilder:
     def given_edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
         if "bins" in item:
             bins = int(item["bins"])
+            if bins > 1 and not math.isfinite(high - low):
+                raise self.fail(f"{at}.bins={bins}: max - min over [{show_number(low)}, {show_number(high)}] "
+                                "overflows float64, so the bins' edges cannot be computed; narrow the range or give "
+                                "edges")
             edges = uniform_edges(low, high, bins)
             if not all(a < b for a, b in zip(edges, edges[1:])):
                 raise self.fail(self.too_many_bins(at, bins, low, high))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from certfsm import INVARIANT_QUERIES, certfsm_version
+
 SUMMARY_SCHEMA_VERSION = 1
 
 _DESCRIPTIONS = {
@@ -27,7 +29,6 @@ _DESCRIPTIONS = {
 def write_summary(folder: Path, *, spec, network, distillation, cross_check: dict, certificate, certified: bool,
                   disagreements, pictures, artifact: Path, artifact_sha256: str) -> dict:
     """Write summary.json and report.md into `folder` (the staging folder) and return the summary."""
-    from certfsm import certfsm_version
     from certfsm.verify import model_summary, spec_summary
 
     stats = distillation.stats
@@ -69,7 +70,6 @@ def _description(name: str) -> str:
     if name in _DESCRIPTIONS:
         return _DESCRIPTIONS[name]
     from ._explicit import PROPERTY_DESCRIPTIONS
-    from certfsm import INVARIANT_QUERIES
 
     for prefix in ("machine-", "enumeration-"):
         if name.startswith(prefix):

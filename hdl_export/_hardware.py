@@ -243,12 +243,13 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     # never read. It repeats cell 0's word, so each ROM holds only the table's words: a bit that is the same in
     # every cell stays constant, and yosys still drops it from the block RAM.
     beyond = f"no cell: reading_cell is always below {machine.n_cells}, so never read; cell 0's word"
-    table = Rom("table_rom", "table_word", tw, Ref("reading_cell", cw), tuple(
+    reading_cell = Ref("reading_cell", cw)
+    table = Rom("table_rom", "table_word", tw, reading_cell, tuple(
         RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
         for c, (p, e) in enumerate(zip(machine.proposal, machine.exact))),
         RomEntry(machine.proposal[0], beyond), False,
         "the certified table: the proposed output index of every cell, with its bounds and status")
-    masks = Rom("mask_rom", "mask_word", n, Ref("reading_cell", cw), tuple(
+    masks = Rom("mask_rom", "mask_word", n, reading_cell, tuple(
         RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(n) if m >> t & 1))
         for c, m in enumerate(machine.allowed)),
         RomEntry(machine.allowed[0], beyond), True,
@@ -261,7 +262,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     pipeline = [
         Register("valid_q", 1, Ref("in_valid", 1), 0, None, "a reading was sampled at the last edge"),
         Register("in_envelope_q", 1, Ref("in_envelope", 1), None, None, "it was inside the envelope"),
-        Register("cell_q", cw, _mux(Ref("in_envelope", 1), Ref("reading_cell", cw), Ref("NO_CELL", cw)), None, None,
+        Register("cell_q", cw, _mux(Ref("in_envelope", 1), reading_cell, Ref("NO_CELL", cw)), None, None,
                  "its cell, or NO_CELL"),
         Register("sla_ok_q", 1, Ref("sla_ok", 1), None, None, ""),
         Register("override_request_q", 1, Ref("override_request", 1), None, None, ""),

@@ -13,7 +13,7 @@ import sys
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
@@ -559,8 +559,15 @@ def test_uniform_edges_are_numpys_linspace_bit_for_bit(low, width, bins):
     """The spec loader and the artifact loader materialise bins with `uniform_edges` (standard library only); the
     specs written before it meant numpy's linspace with exact ends, so the two must agree to the bit."""
     high = low + width
-    if not high > low:
-        return
+    assume(high > low)
     expected = np.linspace(low, high, bins + 1)
     expected[0], expected[-1] = low, high
     assert [e.hex() for e in uniform_edges(low, high, bins)] == [float(e).hex() for e in expected]
+
+
+def test_bins_over_a_range_wider_than_float64_are_refused_naming_the_overflow():
+    """max - min = 2e308 is inf in float64: no edge between the ends can be computed, whatever the count."""
+    document = doc(inputs=[{"name": "x", "unit": "", "min": -1e308, "max": 1e308, "bins": 2}], legality_rules=[])
+    with pytest.raises(SpecError, match=r"^spec\.json: inputs\[0\]\.bins=2: max - min over \[-1e\+308, 1e\+308\] "
+                                        r"overflows float64, so the bins' edges cannot be computed; narrow the range"):
+        spec_from_dict(document, "spec.json", require_model=False)
