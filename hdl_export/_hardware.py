@@ -46,6 +46,7 @@ Port contract (the formal-equivalence check and the test bench rely on it):
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 from dataclasses import dataclass
@@ -90,8 +91,9 @@ class Hardware:
     count_width: int
     cooldown_width: int
 
-    @property
+    @functools.cached_property
     def banks(self) -> tuple[ComparatorBank, ...]:
+        """Cached: the test bench reads the banks on every edge it writes."""
         return tuple(node for node in self.module.body if isinstance(node, ComparatorBank))
 
     @property

@@ -107,6 +107,7 @@ class Reference:
         self.hw, self.machine = hw, hw.machine
         self._token_of_code = {code: t for t, code in enumerate(self.machine.params.codes)}
         self._cells: dict[tuple[int, ...], int] = {}
+        self._registers: dict[State, tuple[int, ...]] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -128,7 +129,10 @@ class Reference:
             else:
                 self.outputs = (0, *self.outputs[1:])
             self.stage = self.sample(cycle) if cycle.in_valid else None
-        return (*self.outputs, *self.hw.register_values(self.state).values())
+        registers = self._registers.get(self.state)
+        if registers is None:
+            registers = self._registers[self.state] = tuple(self.hw.register_values(self.state).values())
+        return (*self.outputs, *registers)
 
     def sample(self, cycle: Cycle) -> tuple[int, bool, int | None]:
         """The (cell, sla_ok, override) that `Machine.step` gets for a valid cycle's inputs."""
@@ -300,8 +304,18 @@ def write_vectors(hw: Hardware, cycles: list[Cycle], stimulus_path, expected_pat
     """Write both $readmemh files (one hex word per line); returns the number of edges."""
     reference = Reference(hw)
     driven, seen = stimulus_layout(hw), expected_layout(hw)
+    drive_digits, expect_digits = driven.digits, seen.digits
+    drive_lines: dict[Cycle, str] = {}  # the same cycles and outputs recur often: each line is packed once
+    expect_lines: dict[tuple[int, ...], str] = {}
     with open(stimulus_path, "w") as drive, open(expected_path, "w") as expect:
         for cycle in cycles:
-            drive.write(f"{pack_cycle(driven, cycle):0{driven.digits}x}\n")
-            expect.write(f"{seen.pack(reference.edge(cycle)):0{seen.digits}x}\n")
+            line = drive_lines.get(cycle)
+            if line is None:
+                line = drive_lines[cycle] = f"{pack_cycle(driven, cycle):0{drive_digits}x}\n"
+            drive.write(line)
+            values = reference.edge(cycle)
+            line = expect_lines.get(values)
+            if line is None:
+                line = expect_lines[values] = f"{seen.pack(values):0{expect_digits}x}\n"
+            expect.write(line)
     return len(cycles)
