@@ -67,8 +67,9 @@ MACHINE_PROPERTIES = ("output-legal", "output-allowed", "fallback-conservative",
 CELL_ENGINES = ("bounds", "check", "marabou", "z3")
 """What may prove an exact cell: sound bound propagation (``bounds``, vectorised in the distillation, or inside
 ``verify.check`` without a complete engine: ``check``), or a complete engine (``z3``, exact UNSAT; ``marabou``,
-whose UNSAT ``verify.check`` counts only when an exact method agrees, DESIGN "Verdicts"). Sampling and the witness
-search (``sampling``, ``falsify``) only ever show that a cell is NOT exact, and ``undecided`` proves nothing."""
+whose UNSAT ``verify.check`` counts only when an exact method agrees: docs/semantics.md, "Verdicts"). Sampling
+and the witness search (``sampling``, ``falsify``) only ever show that a cell is NOT exact, and ``undecided``
+proves nothing."""
 
 _FAMILIES = (f"{CELLS_EXACT}, table-{{{','.join(n[6:] for n in TABLE_PROPERTIES)}}}, machine-{{invariant-initial,"
              "invariant-inductive,<property>}, enumeration-<property>")

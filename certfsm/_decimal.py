@@ -1,12 +1,13 @@
 """Spec constants as the exact decimals written, and floats on the sound side of a rational: standard library only.
 
-DESIGN, "Spec constants": every number of a spec is the exact decimal
-written. certfsm carries such a constant as the float64 whose shortest
-``repr`` is that decimal (the spec reader refuses any other), so one rule
-turns a carried float back into its exact value (`decimal_value`), and a
-numeric comparison with a reading uses the float on the sound side of it
-(`float_at_least`, `float_at_most`): a float r satisfies r >= e exactly
-when r >= float_at_least(e), and r <= e exactly when r <= float_at_most(e).
+docs/semantics.md, "Decimal constants": every number of a spec is the
+exact decimal written. certfsm carries such a constant as the float64
+whose shortest ``repr`` is that decimal (the spec reader refuses any
+other), so one rule turns a carried float back into its exact value
+(`decimal_value`), and a numeric comparison with a reading uses the
+float on the sound side of it (`float_at_least`, `float_at_most`): a
+float r satisfies r >= e exactly when r >= float_at_least(e), and r <= e
+exactly when r <= float_at_most(e).
 
 The machine decoder, which runs on targets without numpy, builds on this
 module, so it imports nothing but the standard library.

@@ -75,9 +75,9 @@ def _require_gate(probability, n_tokens: int) -> None:
 
 
 def margin_bounds(margin=None, probability=None, n_tokens: int = 2) -> tuple[Fraction, Fraction] | None:
-    """Exact rational (lower, upper) bounds of the gate's logit margin (DESIGN, "Spec constants"); None: no gate.
+    """Exact rational (lower, upper) bounds of the gate's logit margin; None: no gate.
 
-    A written margin is its decimal, so both bounds are that decimal. A
+    docs/semantics.md, "Confidence gate". A written margin is its decimal, so both bounds are that decimal. A
     probability p gives the irrational ln((K-1) p / (1-p)); the bounds
     enclose it (about 1e-45 apart), and each claim uses the side that is
     sound for it: "no bad token passes the gate" is proved with the lower

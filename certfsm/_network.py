@@ -9,7 +9,7 @@ exact values that no float64 holds: it then keeps them as rationals
 (`AffineLayer.exact`) beside the nearest floats, with a bound on the
 difference that the bound propagation adds to its rounding slack. So the
 network verified is always the real-valued function of the stored ONNX
-weights read exactly, as DESIGN requires.
+weights read exactly (docs/semantics.md, "The network").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ record, or extend it with their evidence. It lives in the core because
 the artifact loader reads certificate entries without any solver.
 
 - ``proved``: the unsafe set is unreachable under the exact semantics
-  (DESIGN, "Verdicts");
+  (docs/semantics.md, "Verdicts");
 - ``violated``: a counterexample that re-evaluates as unsafe;
 - ``unknown``: anything else, with the reason; never promoted.
 

@@ -10,9 +10,9 @@ the Python standard library, so an embedded target runs the scalar path
 and machine parameters; nothing else turns an artifact back into a
 machine.
 
-The step function, one cycle in priority order (DESIGN, "State machine,
-one step per cycle"); the first rule that applies decides, and its
-reason code is reported:
+The step function, one cycle in priority order (docs/semantics.md,
+"State machine"); the first rule that applies decides, and its reason
+code is reported:
 
 1. out of envelope, or SLA violated: emit the conservative token
    (FALLBACK_ENVELOPE, or FALLBACK_SLA when only the SLA failed);
@@ -275,8 +275,9 @@ def reading_keys(edges) -> tuple[float, tuple[float, ...], float]:
     satisfies x >= e exactly when x >= float_at_least(e), and x <= max
     exactly when x <= float_at_most(max); so x is inside the envelope when
     low <= x <= high, and in bin k when exactly k interior keys are <= x
-    (DESIGN, "Cells"). The spec reader refuses edges that leave a bin with
-    no float64, so the keys increase and every bin can be reached.
+    (docs/semantics.md, "Cells"). The spec reader refuses edges that
+    leave a bin with no float64, so the keys increase and every bin can
+    be reached.
     """
     exact = [decimal_value(e) for e in edges]
     return float_at_least(exact[0]), tuple(float_at_least(e) for e in exact[1:-1]), float_at_most(exact[-1])
@@ -320,7 +321,7 @@ def integer_thresholds(edges, frac_bits: int) -> tuple[int, ...]:
 
     So an integer reading v (meaning v * 2^-f) satisfies v >= threshold
     exactly when v * 2^-f >= e: integer binning equals real binning
-    (DESIGN, "Fixed point for hardware").
+    (docs/semantics.md, "Fixed point").
     """
     scale = 1 << frac_bits
     return tuple(math.ceil(decimal_value(edge) * scale) for edge in edges)
@@ -400,8 +401,8 @@ class Machine:
 
         NaN, inf, None (a missing value) and values outside [min, max] are
         out of envelope. Every number is placed exactly as the decimal edges
-        say (DESIGN, "Cells"): floats through `reading_keys`, every other
-        real number (int of any size, Fraction, Decimal, numpy scalars,
+        say (docs/semantics.md, "Cells"): floats through `reading_keys`,
+        every other real number (int of any size, Fraction, Decimal, numpy scalars,
         longdouble included) by exact comparison with the edges' rationals,
         never rounded to a float first. A reading of the wrong length or a
         value that is not a number (a bool, a string) is a clear error
@@ -585,7 +586,7 @@ def cell_allowed_masks(edges, legal_mask: int, rules) -> tuple[int, ...]:
     inside which the tokens of `forbidden_mask` are forbidden. A token is
     allowed in a cell when it is in `legal_mask` and no rule whose box
     meets the cell (`bins_met` in every input) forbids it. This is the
-    one standard-library statement of the DESIGN's legality geometry; the
+    one standard-library statement of docs/semantics.md, "Legality rules"; the
     artifact loader re-derives the table's masks with it, and
     `certfsm.fsm._table.allowed_masks` (vectorised) is tested equal to it.
     """

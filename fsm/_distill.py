@@ -1,17 +1,17 @@
 """Certified distillation: decide every grid cell as EXACT (one token proved everywhere) or CONSERVATIVE.
 
-Semantics (DESIGN, "Certified distillation"). The gated decision at x is
-``gated_decide(scores, rule, margin, conservative)`` (margin 0 when the
-spec has no gate). A cell is EXACT with token t only when the decision is
-proved to be t on the whole closed cell box (proving over the closure is
-sound for the half-open cell); the table then holds t. Every other cell
-is CONSERVATIVE and holds the conservative token c: with a witness (two
-inputs of the half-open cell whose decisions differ, in numpy float64 and
-in onnxruntime alike), or, when neither a proof nor a witness was found in
-the budget, "undecided" with the reason (safe, since it holds c, but
-counted apart). The table never holds a token that was not proved. What
-exactly is proved for a cell, and the unsafe sets the engines get, are in
-`_cell_problem`.
+Semantics (docs/semantics.md, "Certified distillation"). The gated
+decision at x is ``gated_decide(scores, rule, margin, conservative)``
+(margin 0 when the spec has no gate). A cell is EXACT with token t only
+when the decision is proved to be t on the whole closed cell box
+(proving over the closure is sound for the half-open cell); the table
+then holds t. Every other cell is CONSERVATIVE and holds the
+conservative token c: with a witness (two inputs of the half-open cell
+whose decisions differ, in numpy float64 and in onnxruntime alike), or,
+when neither a proof nor a witness was found in the budget, "undecided"
+with the reason (safe, since it holds c, but counted apart). The table
+never holds a token that was not proved. What exactly is proved for a
+cell, and the unsafe sets the engines get, are in `_cell_problem`.
 
 Work, cheapest first, one module a phase:
 

@@ -13,12 +13,13 @@ in exactly one cell. Cells are numbered in C order (the last input varies
 fastest), the order of ``np.ravel_multi_index``. A point outside the
 envelope, NaN or inf has no cell: `cell_of` returns `OUT_OF_ENVELOPE`.
 
-The binning rule in one line: bin(x_i) = the number of interior edges
-e with x_i >= e, i.e. ``np.searchsorted(interior, x_i, side="right")``;
+The binning rule in one line: bin(x_i) = the number of interior edges e
+with x_i >= e, i.e. ``np.searchsorted(interior, x_i, side="right")``;
 the closed last bin needs no special case because every interior edge is
-below max. Edges are the exact decimals the spec wrote (DESIGN, "Cells"),
-so a float reading is compared with the smallest float64 t >= e (x >= t
-exactly when x >= e) and with the largest float64 <= max (`float_keys`).
+below max. Edges are the exact decimals the spec wrote
+(docs/semantics.md, "Cells"), so a float reading is compared with the
+smallest float64 t >= e (x >= t exactly when x >= e) and with the
+largest float64 <= max (`float_keys`).
 
 Three views of a cell's box, each for its use: `cell_bounds` gives the
 spec's edges (the decimals, carried as floats, which compare exactly with
@@ -27,7 +28,7 @@ properties; `proof_cells_bounds` the float64 box rounded outward around
 them, which bound propagation may cover; `float_cell_bounds` the closed
 box of the float64 points inside the half-open cell, where witnesses live.
 
-Fixed point (DESIGN, "Fixed point for hardware"): an input with
+Fixed point (docs/semantics.md, "Fixed point"): an input with
 ``frac_bits`` f reaches the hardware as an integer v meaning v * 2^-f.
 Each edge e becomes the integer threshold ceil(e * 2^f), computed from
 the exact rational value of the float edge, so v >= ceil(e * 2^f) exactly

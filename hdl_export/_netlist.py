@@ -83,7 +83,7 @@ class Constant:
 
 @dataclass(frozen=True)
 class ComparatorBank:
-    """Binning of one fixed-point input bus by integer compares only (DESIGN, "Fixed point for hardware").
+    """Binning of one fixed-point input bus by integer compares only (docs/semantics.md, "Fixed point").
 
     `bin` is the number of `thresholds` t with ``bus >= t`` (the thresholds
     are non-decreasing, so a priority chain from the top gives the same

@@ -16,28 +16,29 @@ fails the check instead of decoding into wrong numbers. CRC-32 detects
 every single-bit error and every burst of up to 32 bits; it is a guard
 against damage, not a signature against forgery.
 
-A slot holds a fixed-point code, the hardware's own format (DESIGN,
-"Fixed point"): code v means v * 2^-f, f being the input's frac_bits.
-Four codes are reserved: -32768 missing, -32767 NaN, -32766 -inf,
-+32767 +inf; finite values use -32765..32766. An input whose spec gives
-no frac_bits gets the finest f (at most 24) that holds twice its
-envelope's magnitude.
+A slot holds a fixed-point code, the hardware's own format
+(docs/semantics.md, "Fixed point"): code v means v * 2^-f, f being the
+input's frac_bits. Four codes are reserved: -32768 missing, -32767 NaN,
+-32766 -inf, +32767 +inf; finite values use -32765..32766. An input
+whose spec gives no frac_bits gets the finest f (at most 24) that holds
+twice its envelope's magnitude.
 
 Precision: a finite value x is stored as v = floor(x * 2^f), so the
-decoded value is the largest multiple of 2^-f not above x (an error below
-2^-f: 1/64 for the example's utilisation inputs with f = 6, 1/16 degC for
-its temperature with f = 4, none for its integer queue depth with f = 0),
-except where that would cross a bin edge. A layout built from a spec
-knows the edges, the exact decimals written (DESIGN, "Cells"), and keeps
-every reading in its cell: x in bin [e_k, e_k+1) is stored as
-max(floor(x * 2^f), ceil(e_k * 2^f)), which lies in the same bin (and so
-inside every rule box that holds the whole bin's readings as the cell
-does) because the layout is refused unless every bin holds a multiple of
-2^-f. With edges on the grid (as in the example) that maximum is always
-the floor. A value above max is stored as at least the code after max, so
-it stays out of the envelope; a value below min decodes below min. Every
-comparison is exact: a float, an int, a Fraction or a Decimal is placed by
-its exact value, never rounded first.
+decoded value is the largest multiple of 2^-f not above x (an error
+below 2^-f: 1/64 for the example's utilisation inputs with f = 6, 1/16
+degC for its temperature with f = 4, none for its integer queue depth
+with f = 0), except where that would cross a bin edge. A layout built
+from a spec knows the edges, the exact decimals written
+(docs/semantics.md, "Cells"), and keeps every reading in its cell: x in
+bin [e_k, e_k+1) is stored as max(floor(x * 2^f), ceil(e_k * 2^f)),
+which lies in the same bin (and so inside every rule box that holds the
+whole bin's readings as the cell does) because the layout is refused
+unless every bin holds a multiple of 2^-f. With edges on the grid (as in
+the example) that maximum is always the floor. A value above max is
+stored as at least the code after max, so it stays out of the envelope;
+a value below min decodes below min. Every comparison is exact: a float,
+an int, a Fraction or a Decimal is placed by its exact value, never
+rounded first.
 
 A finite value outside the codes' range (-32765 * 2^-f <= x < 32767 *
 2^-f: about +-512 with f = 6, +-2048 with f = 4) is refused with a

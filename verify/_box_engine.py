@@ -4,7 +4,8 @@ A box is closed only by sound bounds or by an exact UNSAT: Z3 over
 rationals on the box's own query, with the ReLUs that the box's sound
 bounds prove stable fixed to their phase (`phases_of`), which leaves Z3
 a case split only on the unstable ones. Marabou answers UNSAT wrongly on
-small queries (MARABOU_NOTES.md), so its UNSAT never closes a box alone:
+small queries (`_marabou`'s docstring; docs/semantics.md, "Verdicts"),
+so its UNSAT never closes a box alone:
 
 - few unstable ReLUs (`Z3_FIRST_UNSTABLE`), or a small network
   (`Z3_FIRST_NETWORK` ReLUs in all): Z3 decides the box directly;

@@ -191,10 +191,10 @@ def _single_engine(name: str, network: Network, prop: Property, deadline: float,
 def _confirmed_marabou_proof(network, prop, result: Result, deadline: float, started: float) -> Result:
     """Marabou's UNSAT, asked for by name: proved only when Z3 agrees exactly, else unknown, labelled.
 
-    DESIGN: an UNSAT from Marabou alone is not a proof (maraboupy 2.0
-    answers UNSAT wrongly on small queries). So the answer is ``unknown``
-    with the label "Marabou alone, not cross-checked" unless an exact Z3
-    query on the same box agrees in the time left.
+    An UNSAT from Marabou alone is not a proof (docs/semantics.md,
+    "Verdicts": maraboupy 2.0 answers UNSAT wrongly on small queries).
+    So the answer is ``unknown`` with the label "Marabou alone, not cross-checked"
+    unless an exact Z3 query on the same box agrees in the time left.
     """
     stats = {**result.stats, "cross_checked": False}
     remaining = deadline - time.monotonic()
@@ -547,8 +547,9 @@ def _timeout(search: _Search, started: float, deadline: float, complete, unresol
 def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
     """Marabou and Z3 on the whole query; the verdict stands only where they agree (see the module docstring).
 
-    Two independent complete engines are the cross-check DESIGN asks for:
-    maraboupy 2.0 has known wrong answers, and Z3 shares no code with it.
+    Two independent complete engines are a cross-check (docs/semantics.md,
+    "Verdicts"): maraboupy 2.0 has known wrong answers, and Z3 shares no
+    code with it.
     """
     z3 = engine_module("z3")
     share = (deadline - time.monotonic()) / 2

@@ -8,9 +8,10 @@ Z3 back-end check exactly the numbers stored in the network IR.
 
 A property's constants are exact rationals (a VNN-LIB ``0.1`` is 1/10,
 not the float64 next to it). Numeric engines see them rounded in the
-sound direction (`certfsm.float_at_least`, `float_at_most`); the exact oracle
-(`exact_outputs`) evaluates the network on rationals, so a witness is
-judged under the semantics DESIGN fixes, not under float rounding.
+sound direction (`certfsm.float_at_least`, `float_at_most`); the exact
+oracle (`exact_outputs`) evaluates the network on rationals, so a
+witness is judged under the exact semantics (docs/semantics.md,
+"Counterexamples"), not under float rounding.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def exact_outputs(network, x) -> list[Fraction]:
     """The network's scores at the float point `x`, in exact rational arithmetic.
 
     Every weight is read as the rational its float denotes, or as the
-    layer's exact rationals where a fold rounded (the DESIGN semantics).
+    layer's exact rationals where a fold rounded (docs/semantics.md,
+    "The network").
     The work is done on integers: each layer's weights and biases are kept
     as integer numerators over one common denominator (`_integer_layer`,
     computed once per layer), so a layer is one matrix product of Python

@@ -51,7 +51,7 @@ on random small networks with dyadic weights this module measured:
   and the guard, 0 of 1385 corner ties were answered wrongly).
 
 These are mitigations, not guarantees: Marabou's ``proved`` still needs
-the Z3 cross-check that the design calls for. The other rules kept:
+the Z3 cross-check (docs/semantics.md, "Verdicts"). The other rules kept:
 
 - ``proved`` only when every query answered ``unsat`` *and* its process
   exited normally with a well-formed answer; a crash, a kill, a timeout,

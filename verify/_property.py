@@ -84,7 +84,10 @@ class Conjunction:
                         dtype=bool)
 
     def holds_exactly(self, outputs: list[Fraction]) -> bool:
-        """Every row holds at these exact outputs against `witness_b`, strict rows strictly (the DESIGN semantics)."""
+        """Every row holds at these exact outputs against `witness_b`, strict rows strictly.
+
+        docs/semantics.md, "Strict atoms".
+        """
         for row, bound, strict in zip(self.A, self.witness_b, self.strict):
             value = sum((Fraction(float(a)) * y for a, y in zip(row, outputs) if a), Fraction(0))
             if value > bound or (strict and value == bound):
@@ -237,7 +240,8 @@ def chosen_conjunction(index: int, n_outputs: int, rule: str, margin=0.0, witnes
 
     argmax: y_i - y_j >= margin for every j != i, written -(y_i - y_j) <= -margin.
     argmin: y_j - y_i >= margin, written  (y_i - y_j) <= -margin.
-    Non-strict, so a tie (margin 0) counts as "can be chosen", as DESIGN asks.
+    Non-strict, so a tie (margin 0) counts as "can be chosen"
+    (docs/semantics.md, "Decision rule").
     `margin` is exact (a Fraction, or a float read as the rational it is);
     `witness_margin` (>= margin, default margin) is what a witness must clear.
     """

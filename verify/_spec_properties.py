@@ -15,12 +15,13 @@ Every property is the unsafe set "some bad index is chosen", a disjunction
 with one conjunction per bad index; no bad index means an empty unsafe set,
 which an engine must still show UNSAT.
 
-Every constant is the exact decimal the spec wrote (DESIGN, "Spec
-constants"): the boxes are stated with `decimal_value` of the envelope
-and rule bounds, and the gate with the spec's exact margin bounds. The
-gated unsafe set uses the lower bound (it is the larger set, so a proof
-holds for the true margin) and a witness must clear the upper bound (so it
-passes the true gate); for a written margin the two are the same decimal.
+Every constant is the exact decimal the spec wrote (docs/semantics.md,
+"Decimal constants"): the boxes are stated with `decimal_value` of the
+envelope and rule bounds, and the gate with the spec's exact margin
+bounds. The gated unsafe set uses the lower bound (it is the larger set,
+so a proof holds for the true margin) and a witness must clear the upper
+bound (so it passes the true gate); for a written margin the two are the
+same decimal.
 """
 
 from __future__ import annotations

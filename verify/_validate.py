@@ -1,4 +1,4 @@
-"""Counterexample validation: what DESIGN calls a real violation.
+"""Counterexample validation: what counts as a real violation (docs/semantics.md, "Counterexamples").
 
 A point is a counterexample only when, clipped into the float64 points
 of the property's exact box, its outputs fall in the unsafe set (strict

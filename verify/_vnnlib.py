@@ -16,14 +16,15 @@ supported fragment, which covers every VNN-COMP benchmark of this kind:
   ``(<= (- X_i) c)`` ...); a comparison over outputs is any linear constraint;
   no comparison mixes the two.
 
-Constants are read exactly, as DESIGN's semantics requires: every number
-is the exact decimal written (``0.1`` is 1/10), input bounds and output
-right-hand sides stay rationals in the property IR (which rounds them in
-the sound direction for numeric engines), and strict comparisons stay
-strict (`Conjunction.strict`, `Property.open_lower`/`open_upper`).
-Coefficients of an output row that no float64 holds exactly (``(* 0.1
-Y_0)``) are cleared by scaling the row with the common denominator, which
-changes no point of the set. Equality is rejected rather than guessed.
+Constants are read exactly (docs/semantics.md, "Decimal constants" and
+"Strict atoms"): every number is the exact decimal written (``0.1`` is
+1/10), input bounds and output right-hand sides stay rationals in the
+property IR (which rounds them in the sound direction for numeric
+engines), and strict comparisons stay strict (`Conjunction.strict`,
+`Property.open_lower`/`open_upper`). Coefficients of an output row that
+no float64 holds exactly (``(* 0.1 Y_0)``) are cleared by scaling the
+row with the common denominator, which changes no point of the set.
+Equality is rejected rather than guessed.
 
 Any file, however mangled, gets an answer in bounded time: a property or
 one VnnlibError line. So the limits are checked *before* the work they

@@ -6,7 +6,7 @@ Python API. So the ``.smt2`` file and this engine are literally the same
 query: one encoder to trust, and a re-run of the file repeats this solve.
 Parsing costs milliseconds next to solving.
 
-Soundness rules (see DESIGN.md, "Verdicts"):
+Soundness rules (docs/semantics.md, "Verdicts" and "Counterexamples"):
 
 - ``proved`` only from Z3's ``unsat`` on that query. Weights, biases and
   bounds are the exact values of the stored floats and Z3 computes with
