@@ -11,8 +11,8 @@ signed artifact, ``"signature": {"algorithm": "ed25519", "key_id": k,
 signature of ``canonical_bytes(payload)`` (the bytes the SHA-256 covers)
 and ``k`` the key id of the signing key, the first 16 hex digits of the
 SHA-256 of its raw 32-byte public key (`certfsm._artifact_signature`).
-The signature lives outside the payload, so the hash, the canonical
-form and an unsigned artifact's bytes are what they were; signing is a
+The signature lives outside the payload, so signing changes neither the
+hash, nor the canonical form, nor an unsigned artifact's bytes; signing is a
 rewrite that adds only that key (`sign_artifact`). The payload
 (written by `artifact_payload`, read by `load_artifact`, both here)
 holds no run facts (no times, dates, hosts or worker counts: those are

@@ -4,9 +4,10 @@ The signature sits at the top level of the document, next to ``payload``
 and ``sha256``: ``"signature": {"algorithm": "ed25519", "key_id": 16 hex
 digits, "value": base64 of the 64-byte signature}``. It signs exactly
 ``canonical_bytes(payload)``, the bytes the SHA-256 covers, so the hash
-and the canonical form stay checkable as before and an unsigned artifact
-keeps its bytes. The SHA-256 alone only catches accidents (anyone can
-recompute it after an edit); the signature ties the payload to a key.
+and the canonical form are checked the same way with or without it, and
+an unsigned artifact's bytes hold no trace of signing. The SHA-256 alone
+only catches accidents (anyone can recompute it after an edit); the
+signature ties the payload to a key.
 
 The shape is checked with the standard library alone; only the
 verification, which runs when trusted keys are configured, needs

@@ -29,20 +29,21 @@ the item (`certfsm._artifact_checks` calls these checks in its order):
   for this spec (`required_properties`), each required, ``proved``, and
   by an engine that can prove it (`engine_problem`).
 
-What it cannot re-derive, and what does instead (issue 9):
+What it cannot re-derive, and what checks it instead:
 
 - the token of an exact cell, whether a cell is really exact, and
   whether the table fits the gate margin: these need the model, so a
   swap of one allowed token for another in an exact cell, or a
-  conservative cell relabelled exact, still loads; part 3's
-  ``inspect --deep`` re-proves every exact cell against the model;
-- ``model_sha256``: only the model file can confirm it (part 3);
+  conservative cell relabelled exact, still loads; ``inspect --deep``
+  re-proves every exact cell against the model;
+- ``model_sha256``: only the model file can confirm it (``inspect --deep``);
 - the spec itself: an edit that changes the spec and everything that
   repeats it, consistently (a rule box moved or deleted with the masks
   recomputed, confirm/cooldown changed in machine and spec, tokens made
   overridable in both, the gate changed), gives a self-consistent
-  artifact of another spec; only a signature over the payload (part 2)
-  tells it from the one that was distilled.
+  artifact of another spec; only a signature over the payload
+  (`certfsm._artifact_signature`) tells it from the one that was
+  distilled.
 
 Standard library only, like every module the loader imports (``bins``
 become edges by `certfsm.machine.uniform_edges`, as in the spec loader).
@@ -86,7 +87,7 @@ _ENGINE_RULES = {
 def required_properties(spec: Any = None) -> tuple[str, ...]:
     """The certificate entries `certfsm distill` writes for `spec`, all required, in the order it writes them.
 
-    Today every spec gets the same set (`certfsm.fsm._pipeline`):
+    Every spec gets the same set (`certfsm.fsm._pipeline`):
     ``cells-exact``, the table properties, the machine's invariant and
     properties proved by Z3 (``machine-*``) and the same properties by
     enumeration (``enumeration-*``); the tests check that the pipeline
@@ -264,7 +265,7 @@ class SpecDerivation:
         """The gate's logit margin (None: no gate), consistent with its probability as `certfsm._decision` converts it.
 
         Only the document's consistency: whether the table's tokens fit
-        this margin needs the model (issue 9 part 3, ``inspect --deep``).
+        this margin needs the model (``inspect --deep``).
         """
         c = self.checks
         if "confidence_gate" not in spec:

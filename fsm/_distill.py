@@ -26,16 +26,17 @@ Work, cheapest first, one module a phase:
    undecided. Cells whose samples disagreed but whose pair did not
    re-validate only look for a witness.
 
-Reproducible (issue 9 part 4): which cells are EXACT, with which token
-and engine, depends only on the spec, the model, the seed and the work
-counts, never on the clock: phase 1 and 2 count samples, splits and open
-boxes, and phase 3 gives each cell a `verify.WorkBudget` (`CELL_BUDGET`:
-boxes, Z3 queries, Z3's resource count). `per_cell_timeout` is only a
-guard against a runaway cell: when it fires before the budget is spent,
-the verdict would depend on the machine, so `distill` stops with an
-EngineError naming the cell instead of writing a different table. (What
-time still decides is only which conservative cells carry a witness and
-which a reason: both hold the conservative token.)
+Reproducible (docs/semantics.md, "Reproducible verdicts"): which cells
+are EXACT, with which token and engine, depends only on the spec, the
+model, the seed and the work counts, never on the clock: phase 1 and 2
+count samples, splits and open boxes, and phase 3 gives each cell a
+`verify.WorkBudget` (`CELL_BUDGET`: boxes, Z3 queries, Z3's resource
+count). `per_cell_timeout` is only a guard against a runaway cell: when
+it fires before the budget is spent, the verdict would depend on the
+machine, so `distill` stops with an EngineError naming the cell instead
+of writing a different table. (What time still decides is only which
+conservative cells carry a witness and which a reason: both hold the
+conservative token.)
 
 Phases 2 and 3 run as tasks (chunks of cells, single cells) on verify's
 one worker pool (`verify.pool_for`): `jobs` worker processes, or inline
@@ -74,8 +75,8 @@ MAX_CELLS = 1 << 22
 artifact stop being small, and no hardware ROM holds such a table."""
 
 CELL_BUDGET = WorkBudget(boxes=20_000, engine_queries=8, z3_rlimit=20_000_000)
-"""Phase 3's work per cell: on this project's 2-core machine about the 10 s the old per-cell timeout gave an
-ACAS Xu cell (branch and bound bounds a few thousand boxes a second; 20 M of Z3's resource count is about 2 s)."""
+"""Phase 3's work per cell: about 10 s for an ACAS Xu cell on this project's 2-core machine (branch and bound
+bounds a few thousand boxes a second; 20 M of Z3's resource count is about 2 s)."""
 CELL_GUARD_SECONDS = 120.0
 """The default wall-clock guard per cell: far above what `CELL_BUDGET` takes, so only a runaway cell or a machine
 many times slower than usual reaches it."""

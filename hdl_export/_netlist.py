@@ -5,8 +5,8 @@ signals, flattens the decision into processes and drops comments, so a ROM
 line could no longer name its cell and a reviewer could not find the
 priority order; and it prints no C. A dozen frozen dataclasses are enough
 for this one fixed shape of machine (comparator banks, two ROMs, a few
-registers, a priority chain of rules), and each printer (Verilog today, C
-next) maps every node to its text in one place.
+registers, a priority chain of rules), and each printer (Verilog, C)
+maps every node to its text in one place.
 
 Invariants the builder (`_hardware.py`) keeps and the printers rely on:
 every name is a legal identifier in Verilog and C and unique in the

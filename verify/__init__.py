@@ -18,8 +18,8 @@ names exported here.
   partition of the box), `violated` (a counterexample re-evaluated in
   float64 and onnxruntime, `validate_counterexample`, `_validate`) or
   `unknown` with the reason (`Result`, `_result`). With a `WorkBudget`
-  (boxes, Z3 queries, Z3's resource count; `_budget`) ``proved`` no
-  longer depends on the machine's speed; the timeout is then a guard
+  (boxes, Z3 queries, Z3's resource count; `_budget`) ``proved`` does
+  not depend on the machine's speed; the timeout is then a guard
   (`WALL_CLOCK_GUARD` in the stats). `falsify` searches for a
   counterexample alone (`_falsify`).
 - Many boxes at once: `prove_boxes(network, prop, lower, upper)` proves

@@ -2,8 +2,8 @@
 
 With a wall-clock timeout alone, whether a property is proved depends on
 how busy the machine was; `certfsm distill` puts that verdict into an
-artifact whose bytes must not depend on it (issue 9 part 4). A
-`WorkBudget` counts work instead of seconds:
+artifact whose bytes must not depend on it (docs/semantics.md,
+"Reproducible verdicts"). A `WorkBudget` counts work instead of seconds:
 
 - `boxes`: sub-boxes bounded by the branch and bound (every box of the
   search tree is bounded once, whatever the order, so a proof whose tree

@@ -37,15 +37,16 @@ answer is ``unknown`` ("timeout after N s, K boxes open").
 A search starts in this process and moves to `jobs` worker processes
 once it has run `INLINE_SECONDS` with enough open boxes to share (most
 ACAS Xu instances finish before that, and on them forking and shipping
-boxes cost more than they saved; until then the second core idles, which
-on the long proofs was a second of one core, so the hand-over now comes
-after half a second: the pool costs the 1-s instances no measurable CPU). Workers are forked (cheap, and they
-inherit the network); numpy runs single-threaded in them and in this
-process while checking (see `_pool.single_threaded_blas`). Each worker
-runs stretches of branch and bound on boxes handed out by this process,
-a falsification run, or one box-engine query (whose solvers run in
-killable children); `_pool` runs the tasks (`_check_tasks`), this module
-decides what to run next and what the answers mean.
+boxes cost more than they save; until then the second core idles, so
+the hand-over comes after half a second: a long proof idles it for only
+that long, and the pool costs the 1-s instances no measurable CPU).
+Workers are forked (cheap, and they inherit the network); numpy runs
+single-threaded in them and in this process while checking (see
+`_pool.single_threaded_blas`). Each worker runs stretches of branch and
+bound on boxes handed out by this process, a falsification run, or one
+box-engine query (whose solvers run in killable children); `_pool` runs
+the tasks (`_check_tasks`), this module decides what to run next and
+what the answers mean.
 """
 
 from __future__ import annotations
@@ -358,9 +359,10 @@ def _submit_next(search: _Search, runner, complete, limits, deadline, started, u
     with a new seed, aimed at the open boxes (`_attack_region`): where the
     bounds have closed a part, no attack goes; once most of the box is
     proved, attacks almost stop. Measured on ACAS Xu 4_2 x property 2
-    (unsat): the old fixed share spent 44 s of 82 on 24 attacks; on the
-    25 + 32 ACAS Xu and RL development instances every counterexample was
-    found by the first, whole-box run.
+    (unsat): a fixed share of the time, not scaled by the open share,
+    spent 44 s of 82 on 24 attacks; on the 25 + 32 ACAS Xu and RL
+    development instances every counterexample was found by the first,
+    whole-box run.
     """
     now = time.monotonic()
     remaining = deadline - now
