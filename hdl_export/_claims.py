@@ -119,7 +119,7 @@ class Claims:
 
     def _sample(self) -> list[str]:
         m, cw = self.machine, self.width("cell_q")
-        lines = ["; the artifact's binning (DESIGN, fixed point for hardware): per input the integer thresholds",
+        lines = ["; the artifact's binning (certfsm docs/semantics.md, 'Fixed point'): per input the integer thresholds",
                  "; ceil(edge * 2^frac_bits) and the envelope of the artifact's edges; a bin is the number of",
                  "; thresholds at or below the value, the cell the bins in C order (the last input varies fastest)"]
         envelopes, terms = [], []

@@ -1,6 +1,6 @@
 """Every decoder of a certified machine bins one adversarial reading set exactly as one independent reference does.
 
-DESIGN, "Cells": a reading lies in [e_k, e_k+1) exactly as the decimals
+docs/semantics.md, "Cells": a reading lies in [e_k, e_k+1) exactly as the decimals
 of the spec say, whatever number type carries it; NaN, inf, None and
 values outside [min, max] are out of envelope. The reference below is
 written from that sentence alone, with `fractions.Fraction` of each

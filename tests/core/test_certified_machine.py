@@ -66,7 +66,7 @@ def test_scalar_binning_agrees_with_the_vectorised_grid_everywhere_edges_include
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_the_fixed_point_path_decides_exactly_as_the_real_path_on_every_representable_value(data, machine):
-    """v and the real v * 2^-frac_bits fall in the same cell (DESIGN, "Fixed point for hardware")."""
+    """v and the real v * 2^-frac_bits fall in the same cell (docs/semantics.md, "Fixed point")."""
     values = []
     for (low, high), bits, edges in zip(((t[1], t[2]) for t in machine.fixed_point), machine.frac_bits,
                                         machine.edges):

@@ -21,7 +21,7 @@ LAYOUT = BlobLayout.for_inputs(SPEC.inputs)
 
 
 def in_cell(item, x):
-    """The bin of x for a spec input (DESIGN "Cells"), or None when x is outside the envelope, NaN or inf: the oracle."""
+    """The bin of x for a spec input (docs/semantics.md, "Cells"), or None when x is outside the envelope, NaN or inf: the oracle."""
     if x is None or not item.min <= x <= item.max:
         return None
     return sum(x >= e for e in item.edges[1:-1])

@@ -1,6 +1,6 @@
 """An exact judge of VNN-LIB instances that shares no code with certfsm.
 
-Why: certfsm's verdicts are about the exact semantics of DESIGN.md (a
+Why: certfsm's verdicts are about the exact semantics of docs/semantics.md (a
 float32 weight is the rational it denotes, a VNN-LIB constant is the
 decimal written, ``<``/``>`` are strict). A wrong verdict can only be
 caught by a judge that does not repeat certfsm's own reading of the files,

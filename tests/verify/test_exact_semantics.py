@@ -1,4 +1,4 @@
-"""The exact semantics of DESIGN, end to end through the property IR.
+"""The exact semantics of docs/semantics.md, end to end through the property IR.
 
 Decimal constants are the rationals written, strict atoms are strict, and
 a verdict is about that formula: the float arrays engines compute with
