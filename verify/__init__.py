@@ -51,7 +51,7 @@ import them when called.
 from ._box_batch import BoxProofs, prove_boxes
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._check import ENGINES, check
-from ._engines import engines_needed, is_installed, missing_solver
+from ._engines import ENGINE_REGISTRY, Engine, FunctionEngine, Search, engines_needed, is_installed, missing_solver, register
 from ._exact import exact_decimal, exact_outputs, plain_decimal
 from ._falsify import falsify
 from ._pool import InlinePool, ProcessPool, limit_blas_threads, pool_for, single_threaded_blas
@@ -76,4 +76,5 @@ __all__ = [
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
     "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",
     "BoxProofs", "prove_boxes", "WALL_CLOCK_GUARD", "WorkBudget",
+    "ENGINE_REGISTRY", "Engine", "FunctionEngine", "Search", "register",
 ]

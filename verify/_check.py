@@ -62,14 +62,14 @@ import numpy as np
 from certfsm import EngineError, Network
 
 from . import _box_engine, _falsify, _pool, _split, _z3
-from ._engines import box_engine_name, engine_module, engines_needed, is_installed, missing_solver
+from ._engines import (ENGINE_REGISTRY, Engine, FunctionEngine, Search, box_engine_name, engine_module,
+                       engine_named, is_installed, missing_solver, register)
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._check_tasks import run_task
 from ._validate import validate_counterexample
 
-ENGINES = ("auto", "marabou", "z3", "both", "bounds")
 COMPLETE = True
 FALSIFY_SECONDS = 0.3
 MAX_ATTACK_SECONDS = 2.0
@@ -124,35 +124,27 @@ def check(
 def _check(network: Network, prop: Property, engine: str, timeout: float, jobs: int | None, progress: Progress | None,
            seed: int, budget: WorkBudget | None) -> Result:
     started = time.monotonic()
-    _check_arguments(network, prop, engine, timeout, jobs)
-    if budget is not None and (engine not in ("auto", "bounds") or not isinstance(budget, WorkBudget)):
+    chosen = _check_arguments(network, prop, engine, timeout, jobs)
+    if budget is not None and (not chosen.takes_budget or not isinstance(budget, WorkBudget)):
+        budgeted = " or ".join(repr(e.name) for e in ENGINE_REGISTRY.values() if e.takes_budget)
         raise EngineError(f"budget={budget!r} with engine={engine!r}: a work budget is a WorkBudget, for engine "
-                          "'auto' or 'bounds'; give budget=None or engine='auto'")
-    jobs = jobs or os.cpu_count() or 1
-    deadline = started + timeout
+                          f"{budgeted}; give budget=None or engine='auto'")
+    search = Search(started, started + timeout, jobs or os.cpu_count() or 1, progress, seed, budget)
     with _pool.single_threaded_blas():
-        if engine == "both":
-            return _both(network, prop, deadline, jobs, progress, seed, started)
-        if engine in ("marabou", "z3"):
-            found = _falsify_step(network, prop, min(FALSIFY_SECONDS, timeout / 10), seed, started)
-            return found if found is not None else _single_engine(engine, network, prop, deadline, started)
-        found = _falsify_step(network, prop, 0.0, seed, started)
-        if found is not None:
-            return found
-        return _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started, budget)
+        return chosen.check(network, prop, search)
 
 
-def _check_arguments(network: Network, prop: Property, engine: str, timeout: float, jobs) -> None:
-    if engine not in ENGINES:
-        raise EngineError(f"engine={engine!r} is not one of {', '.join(ENGINES)}; give e.g. engine='auto'")
+def _check_arguments(network: Network, prop: Property, engine: str, timeout: float, jobs) -> Engine:
+    chosen = engine_named(engine)
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise EngineError(f"timeout={timeout!r} is not a positive number of seconds; give e.g. timeout=60")
     if jobs is not None and not (isinstance(jobs, int) and jobs >= 1):
         raise EngineError(f"jobs={jobs!r} is not a positive number of worker processes; give e.g. jobs=2 or None")
-    for name in engines_needed(engine):
+    for name in chosen.solvers:
         if not is_installed(name):
             raise EngineError(missing_solver(name, f"engine={engine!r}", "engine='auto'"))
     check_fits(network, prop)
+    return chosen
 
 
 def _falsify_step(network: Network, prop: Property, budget: float, seed: int, started: float) -> Result | None:
@@ -578,3 +570,42 @@ def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
 
 def _summary(result: Result) -> dict:
     return {"verdict": result.verdict, "engine": result.engine, "seconds": result.seconds, "reason": result.reason}
+
+
+# ------------------------------------------------------------------ the engines, registered in the order users see
+
+
+def _search_engine(name: str):
+    """auto and bounds: falsification on the seed points, then branch and bound (with the box engine for auto)."""
+    def run(network: Network, prop: Property, search: Search) -> Result:
+        found = _falsify_step(network, prop, 0.0, search.seed, search.started)
+        return found if found is not None else _branch_and_bound(
+            network, prop, name, search.deadline, search.jobs, search.progress, search.seed, search.started,
+            search.budget)
+    return run
+
+
+def _solver_engine(name: str):
+    """marabou and z3: a short falsification, then the solver alone on the whole box."""
+    def run(network: Network, prop: Property, search: Search) -> Result:
+        budget = min(FALSIFY_SECONDS, (search.deadline - search.started) / 10)
+        found = _falsify_step(network, prop, budget, search.seed, search.started)
+        return found if found is not None else _single_engine(name, network, prop, search.deadline, search.started)
+    return run
+
+
+def _both_engine(network: Network, prop: Property, search: Search) -> Result:
+    return _both(network, prop, search.deadline, search.jobs, search.progress, search.seed, search.started)
+
+
+register(FunctionEngine("auto", True, (), "bounds and branch and bound; an exact Z3 query on the boxes they leave open",
+                        _search_engine("auto"), takes_budget=True))
+register(FunctionEngine("marabou", True, ("marabou",), "Marabou on the whole box; its UNSAT counts only when Z3 agrees",
+                        _solver_engine("marabou")))
+register(FunctionEngine("z3", True, ("z3",), "Z3 alone on the whole box, exactly", _solver_engine("z3")))
+register(FunctionEngine("both", True, ("marabou", "z3"), "Marabou and Z3, each on the whole box; they must agree",
+                        _both_engine))
+register(FunctionEngine("bounds", False, (), "bounds and branch and bound alone: proved or unknown",
+                        _search_engine("bounds"), takes_budget=True))
+ENGINES = tuple(ENGINE_REGISTRY)
+"""The registered engines' names, the default first."""

@@ -1,6 +1,14 @@
-"""Which back-end module serves an engine name: the factory behind `check`.
+"""The engines a user can name, behind one protocol and one registry, and the solver back-ends they call.
 
-Every complete back-end (`_marabou`, `_z3`) implements
+An `Engine` is what ``check(network, prop, engine=NAME)`` runs: a name,
+whether it is complete (given time it answers proved or violated on every
+property) or may only prove, the solver packages it needs and its
+``check(network, prop, search)``. Every engine registers itself once in
+`ENGINE_REGISTRY` (the engines of `_check` do so when it is imported); the
+CLI's choices, the argument checks and the conformance suite all read the
+registry, so a new engine joins in one place.
+
+Every complete solver back-end (`_marabou`, `_z3`) implements
 ``check(network, prop, timeout) -> Result`` and ``is_available()``; it is
 imported only when asked for, so importing `certfsm.verify` needs neither
 maraboupy nor z3.
@@ -11,8 +19,80 @@ from __future__ import annotations
 import importlib.util
 import platform
 import sys
+import types
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from certfsm import EngineError
+
+if TYPE_CHECKING:
+    from certfsm import Network
+
+    from ._property import Property
+    from ._result import Result
+
+
+@dataclass(frozen=True)
+class Search:
+    """What an engine's check gets besides the network and the property: the clock, the workers, the seed."""
+
+    started: float
+    deadline: float
+    jobs: int
+    progress: Callable[[float, str], None] | None
+    seed: int
+    budget: object | None
+    """A `WorkBudget` for the engines that take one (`Engine.takes_budget`), else None."""
+
+
+class Engine(Protocol):
+    """One engine a user can name."""
+
+    name: str
+    complete: bool
+    """True when, given time, it answers proved or violated on every property; False when it may only prove."""
+    solvers: tuple[str, ...]
+    """The solver back-ends it calls by name ("marabou", "z3"); each must be installed to run it."""
+    takes_budget: bool
+    """True when a `WorkBudget` makes its proved independent of the machine's speed."""
+    summary: str
+
+    def check(self, network: Network, prop: Property, search: Search) -> Result: ...
+
+
+@dataclass(frozen=True)
+class FunctionEngine:
+    """An `Engine` whose check is one function of (network, prop, search)."""
+
+    name: str
+    complete: bool
+    solvers: tuple[str, ...]
+    summary: str
+    run: Callable[..., Result]
+    takes_budget: bool = False
+
+    def check(self, network: Network, prop: Property, search: Search) -> Result:
+        return self.run(network, prop, search)
+
+
+_REGISTRY: dict[str, Engine] = {}
+ENGINE_REGISTRY = types.MappingProxyType(_REGISTRY)
+"""Every registered engine by name, in registration order (the first is the default)."""
+
+
+def register(engine: Engine) -> Engine:
+    """Add `engine` to the registry; a second engine of the same name is a programming error."""
+    if engine.name in _REGISTRY:
+        raise ValueError(f"an engine named {engine.name!r} is already registered")
+    _REGISTRY[engine.name] = engine
+    return engine
+
+
+def engine_named(name: str) -> Engine:
+    """The registered engine `name`; EngineError naming the choices for any other."""
+    if name not in _REGISTRY:
+        raise EngineError(f"engine={name!r} is not one of {', '.join(_REGISTRY)}; give e.g. engine='auto'")
+    return _REGISTRY[name]
 
 
 def engine_module(name: str):
@@ -46,8 +126,8 @@ def solver_package(name: str) -> str:
 
 
 def engines_needed(engine: str) -> tuple[str, ...]:
-    """The solver back-ends an engine choice calls by name (auto and bounds need none)."""
-    return {"marabou": ("marabou",), "z3": ("z3",), "both": ("marabou", "z3")}.get(engine, ())
+    """The solver back-ends a registered engine calls by name (auto and bounds need none; unknown names none)."""
+    return _REGISTRY[engine].solvers if engine in _REGISTRY else ()
 
 
 def is_installed(name: str) -> bool:

@@ -35,7 +35,9 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm import AffineLayer, Network
-from certfsm.verify import Conjunction, Property, Result, chosen_conjunction, exact_outputs, prove_boxes
+from certfsm.verify import (ENGINE_REGISTRY, Conjunction, Property, Result, chosen_conjunction, exact_outputs,
+                            prove_boxes)
+from certfsm.verify._engines import solver_package
 
 TIMEOUT = 20.0
 
@@ -44,12 +46,12 @@ def _direct(module, network: Network, prop: Property, timeout: float) -> Result:
     return module.check(network, prop, timeout)
 
 
-def _orchestrator(module, network: Network, prop: Property, timeout: float) -> Result:
-    return module.check(network, prop, engine="auto", timeout=timeout)
-
-
-def _bounds_only(module, network: Network, prop: Property, timeout: float) -> Result:
-    return module.check(network, prop, engine="bounds", timeout=timeout)
+def _registered(name: str) -> Callable[..., Result]:
+    """`certfsm.verify.check` with the registered engine `name`."""
+    def call(module, network: Network, prop: Property, timeout: float) -> Result:
+        return module.check(network, prop, engine=name, timeout=timeout)
+    call.engine = name
+    return call
 
 
 def _halves(prop: Property) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +85,9 @@ class Engine:
     def name(self) -> str:
         if self.call is _many_boxes:
             return "prove_boxes"
-        return self.module_name.rsplit(".", 1)[-1].lstrip("_") + ("-bounds" if self.call is _bounds_only else "")
+        if hasattr(self.call, "engine"):
+            return f"check-{self.call.engine}"
+        return self.module_name.rsplit(".", 1)[-1].lstrip("_")
 
     def is_complete(self, module) -> bool:
         return bool(getattr(module, "COMPLETE", False)) and not self.incomplete
@@ -103,10 +107,11 @@ ENGINES = (
     Engine("certfsm.verify._z3", ("z3",), _direct),
     Engine("certfsm.verify._bounds", (), _direct),
     Engine("certfsm.verify._slopes", (), _direct),
-    Engine("certfsm.verify._check", (), _orchestrator),
-    Engine("certfsm.verify._check", (), _bounds_only, incomplete=True),
+    *(Engine("certfsm.verify._check", tuple(solver_package(s) for s in registered.solvers), _registered(name),
+                incomplete=not registered.complete) for name, registered in ENGINE_REGISTRY.items()),
     Engine("certfsm.verify", (), _many_boxes, incomplete=True),
 )
+"""The solver back-ends, then every engine of the registry through `check` (one that registers joins here)."""
 
 
 def _layer(weight, bias, name: str) -> AffineLayer:
