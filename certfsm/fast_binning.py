@@ -39,6 +39,7 @@ which converts, falls back or raises the error naming the input.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from typing import Callable, Sequence
 
@@ -48,11 +49,61 @@ from .machine import OUT_OF_ENVELOPE, Machine, reading_thresholds
 CellOf = Callable[[Sequence], "int | None"]
 
 
+ROWS_PER_PASS = 1 << 15
+"""`RowBinning` bins this many rows per pass: its temporaries stay in the cache (a third faster than one pass over
+a million rows)."""
+
+
 def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
     """Per input, the keys and the offsets of the real-valued binning (the module docstring says why they bin
-    exactly); `Controller.decide_many` uses them as numpy arrays."""
-    return [(reading_thresholds(edges), _offsets(machine, len(edges), stride))
-            for edges, stride in zip(machine.edges, machine.strides)]
+    exactly)."""
+    return _tables(machine.edges, machine.shape)
+
+
+def _tables(edges, shape) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
+    n_cells = math.prod(shape)
+    return [(reading_thresholds(e), _offsets(n_cells, len(e), stride)) for e, stride in zip(edges, _strides(shape))]
+
+
+def _strides(shape) -> tuple[int, ...]:
+    """Per input, how far one bin moves the flat C-order index (the last input varies fastest)."""
+    strides, stride = [], 1
+    for bins in reversed(shape):
+        strides.append(stride)
+        stride *= bins
+    return tuple(reversed(strides))
+
+
+class RowBinning:
+    """The real-valued binning of a grid for numpy rows of float64: `Machine.cell_of`, vectorised.
+
+    The one vectorised binning of certfsm: the distiller's grid, the
+    runtime's batch decisions and the audit report's heat maps all bin
+    through it, with the keys and offsets of the compiled binning (the
+    module docstring says why they bin exactly as the decimal edges say).
+    numpy is imported only here, so the scalar runtime needs none.
+    """
+
+    def __init__(self, edges, shape):
+        import numpy as np
+
+        self._np = np
+        self._columns = [(np.asarray(keys, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
+                         for keys, offsets in _tables(edges, shape)]
+
+    def cells(self, rows):
+        """Flat cell per row of a (m, n_inputs) float64 array (int64), OUT_OF_ENVELOPE outside [min, max],
+        for NaN and for inf."""
+        np = self._np
+        cells = np.empty(rows.shape[0], dtype=np.int64)
+        for start in range(0, rows.shape[0], ROWS_PER_PASS):
+            part = rows[start:start + ROWS_PER_PASS]
+            flat = np.zeros(part.shape[0], dtype=np.int64)
+            for column, (keys, offsets) in zip(part.T, self._columns):
+                flat += offsets.take(np.searchsorted(keys, column, side="right"))
+            np.maximum(flat, OUT_OF_ENVELOPE, out=flat)
+            cells[start:start + ROWS_PER_PASS] = flat
+        return cells
 
 
 def compile_cell_of(machine: Machine) -> CellOf:
@@ -70,9 +121,9 @@ def compile_cell_of_fixed(machine: Machine) -> CellOf:
     return _compile(machine, keys, "int", int)
 
 
-def _offsets(machine: Machine, n_keys: int, stride: int) -> tuple[int, ...]:
+def _offsets(n_cells: int, n_keys: int, stride: int) -> tuple[int, ...]:
     """What each bisect_right count adds to the flat cell: OUT below and above, bin k * stride inside."""
-    out = -machine.n_cells
+    out = -n_cells
     return (out, *(k * stride for k in range(n_keys - 1)), out)
 
 
@@ -81,7 +132,7 @@ def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
                  "SEQUENCES": (list, tuple)}
     for i, (key, stride) in enumerate(zip(keys, machine.strides)):
         namespace[f"k{i}"] = tuple(key)
-        namespace[f"o{i}"] = _offsets(machine, len(key), stride)
+        namespace[f"o{i}"] = _offsets(machine.n_cells, len(key), stride)
     xs = [f"x{i}" for i in range(machine.n_inputs)]
     source = "\n".join([
         f"def cell_of(reading):",

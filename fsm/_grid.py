@@ -14,7 +14,8 @@ fastest), the order of ``np.ravel_multi_index``. A point outside the
 envelope, NaN or inf has no cell: `cell_of` returns `OUT_OF_ENVELOPE`.
 
 The binning rule in one line: bin(x_i) = the number of interior edges e
-with x_i >= e, i.e. ``np.searchsorted(interior, x_i, side="right")``;
+with x_i >= e, i.e. ``np.searchsorted(interior, x_i, side="right")``
+(`certfsm.fast_binning.RowBinning` does it for every decoder);
 the closed last bin needs no special case because every interior edge is
 below max. Edges are the exact decimals the spec wrote
 (docs/semantics.md, "Cells"), so a float reading is compared with the
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from certfsm import SpecError, decimal_value, float_at_least, float_at_most, frozen_array
+from certfsm.fast_binning import RowBinning
 from certfsm.machine import OUT_OF_ENVELOPE, integer_envelope, integer_thresholds, reading_keys
 
 _INT64 = np.iinfo(np.int64)
@@ -148,15 +150,17 @@ class Grid:
                      for low, interior, high in (reading_keys(e) for e in self.edges))
 
     def cell_of(self, x):
-        """Flat cell index of one point (an int) or of a batch of rows (an int64 array); -1 outside the envelope."""
+        """Flat cell index of one point (an int) or of a batch of rows (an int64 array); -1 outside the envelope.
+
+        The runtime's vectorised binning (`certfsm.fast_binning.RowBinning`), so the distiller's cells and the
+        runtime's are one rule."""
         rows, single = self._rows(x, "cell_of", np.float64)
-        inside = np.ones(rows.shape[0], dtype=bool)
-        bins = np.empty(rows.shape, dtype=np.int64)
-        for i, (low, interior, high) in enumerate(self.float_keys):
-            column = rows[:, i]
-            inside &= (column >= low) & (column <= high)
-            bins[:, i] = np.searchsorted(interior, column, side="right")
-        return self._flat(bins, inside, single)
+        cells = self._row_binning.cells(rows)
+        return int(cells[0]) if single else cells
+
+    @functools.cached_property
+    def _row_binning(self) -> RowBinning:
+        return RowBinning(self.edges, self.shape)
 
     def _flat(self, bins: np.ndarray, inside: np.ndarray, single: bool):
         cells = np.full(bins.shape[0], OUT_OF_ENVELOPE, dtype=np.int64)

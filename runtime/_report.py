@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from certfsm import AuditLogError, UsageError, staged_folder
+from certfsm.fast_binning import RowBinning
 from certfsm.machine import Reason
 
 from ._audit_format import StepRecord, SwapRecord
@@ -139,12 +140,8 @@ def _bin_edges(machine, readings, names):
 
 
 def _bins(column, edges):
-    """Bin index per value (-1 for NaN, inf or outside the edges)."""
-    import numpy as np
-
-    inside = np.isfinite(column) & (column >= edges[0]) & (column <= edges[-1])
-    index = np.clip(np.searchsorted(edges[1:-1], np.where(inside, column, edges[0]), side="right"), 0, len(edges) - 2)
-    return np.where(inside, index, -1)
+    """Bin index per value (-1 for NaN, inf or outside the edges), by the machine's own binning rule."""
+    return RowBinning([edges], (len(edges) - 1,)).cells(column.reshape(-1, 1))
 
 
 def _axes(names, readings, edges, x_input, y_input) -> tuple[int, int]:
