@@ -187,6 +187,19 @@ def _blob(machine):
     return cell_of
 
 
+def _heat_map(machine):
+    """The audit report's heat-map binning, input by input, on the edges the report takes from the artifact."""
+    from certfsm.runtime._report import _bin_edges, _bins
+
+    def cell_of(reading):
+        if not all(type(v) is float for v in reading):
+            return None  # the report bins the float64 readings of a log
+        rows = np.array([reading], dtype=np.float64)
+        bins = [int(_bins(rows[:, k], edges)[0]) for k, edges in enumerate(_bin_edges(machine, rows, machine.names))]
+        return OUT if min(bins) < 0 else sum(b * stride for b, stride in zip(bins, machine.strides))
+    return cell_of
+
+
 class _InputView:
     """What `BlobLayout.for_inputs` reads of a spec input, taken from a machine."""
 
@@ -201,6 +214,7 @@ REAL_DECODERS = {
     "Controller.step": _controller_step,
     "Controller.decide_many": _decide_many,
     "reading blob": _blob,
+    "audit report heat map": _heat_map,
 }
 """Decoder name -> a function of the machine giving reading -> cell (None: the decoder does not take this reading)."""
 
@@ -259,7 +273,11 @@ def test_every_fixed_point_decoder_bins_as_the_decimals_say(decoder):
                                  lambda values: reference_cell_fixed(GRID_EDGES, values), 50)
 
 
-@pytest.mark.parametrize("decoder", [d for d in REAL_DECODERS if d != "Grid.cell_of"])
+FLOAT64_ONLY = ("Grid.cell_of", "audit report heat map")
+"""Decoders of float64 arrays (distillation's points, a log's decoded columns), which never see a Python value."""
+
+
+@pytest.mark.parametrize("decoder", [d for d in REAL_DECODERS if d not in FLOAT64_ONLY])
 @pytest.mark.parametrize("value", [True, "9", b"9", object()])
 def test_every_decoder_refuses_what_is_not_a_number(decoder, value):
     cell_of = REAL_DECODERS[decoder](DECIMAL_EDGES)
