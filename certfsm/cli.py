@@ -132,6 +132,20 @@ def verify(
     raise typer.Exit(EXIT_OK if summary["overall"] == "proved" else EXIT_FAILED)
 
 
+def _distill_flags(out: Path, samples: int) -> None:
+    """Refuse a bad --out or --samples of distill in the flags' words, before any work (the library refuses the
+    same values in its own words: out=, samples=)."""
+    from certfsm import ARTIFACT_SUFFIX
+    from certfsm.fsm import CROSS_CHECK_SAMPLES
+
+    if out.suffix != ARTIFACT_SUFFIX:
+        raise UsageError(f"--out {out}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
+                         f"--out {out.with_suffix(ARTIFACT_SUFFIX).name}")
+    if samples < CROSS_CHECK_SAMPLES:
+        raise UsageError(f"--samples {samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random "
+                         f"inputs; give --samples {CROSS_CHECK_SAMPLES} or more")
+
+
 def _spec_argument(spec: Optional[Path], example: bool, example_name: str) -> Path:
     if example and spec is not None:
         raise UsageError("give either SPEC or --example, not both")
@@ -253,6 +267,7 @@ def distill(
 
         signer = load_private_key(sign)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
+    _distill_flags(out, samples)
     controller = load_spec(spec_path)
     pairs = tuple(_input_pair(text) for text in decision_map or ())
     with _CellProgress(progress and sys.stderr.isatty()) as bar:

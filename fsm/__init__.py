@@ -50,13 +50,13 @@ from ._grid import OUT_OF_ENVELOPE, Grid
 from ._machine import (NO_CANDIDATE, MachineInput, MachineParams, Proof, Reason, State, Trace, TraceStep,
                        initial_state, replay, step)
 from ._machine_proofs import StepEncoding, disagreements, invariant_holds, prove_machine
-from ._pipeline import DistillRun, distill_controller
+from ._pipeline import CROSS_CHECK_SAMPLES, DistillRun, distill_controller
 from ._table import (CONSERVATIVE, EXACT, UNDECIDED, CellClass, Table, TableViolation,
                      allowed_masks, check_table, prove_table, rule_meets)
 
 __all__ = [
     "CONSERVATIVE", "DISTILL_ENGINES", "EXACT", "NO_CANDIDATE", "OUT_OF_ENVELOPE", "UNDECIDED", "CellClass",
-    "DecisionMap", "Distillation", "DistillRun", "Grid", "MachineInput", "MachineParams", "Proof", "Reason",
+    "DecisionMap", "Distillation", "CROSS_CHECK_SAMPLES", "DistillRun", "Grid", "MachineInput", "MachineParams", "Proof", "Reason",
     "State", "StepEncoding", "Table", "TableViolation", "Trace", "TraceStep", "allowed_masks", "alphabet",
     "busiest_slice", "check_explicit", "check_table", "default_axes", "disagreements", "distill",
     "distill_controller", "explore", "free_rows", "initial_state", "invariant_holds", "prove_machine",

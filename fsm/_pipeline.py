@@ -99,11 +99,11 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
 
     out, report = Path(out), Path(report)
     if out.suffix != ARTIFACT_SUFFIX:
-        raise SpecError(f"--out {out}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
-                        f"--out {out.with_suffix(ARTIFACT_SUFFIX).name}")
+        raise SpecError(f"out={str(out)!r}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
+                        f"out={out.with_suffix(ARTIFACT_SUFFIX).name!r}")
     if not (isinstance(samples, int) and samples >= CROSS_CHECK_SAMPLES):
-        raise SpecError(f"--samples {samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs; "
-                        f"give --samples {CROSS_CHECK_SAMPLES} or more")
+        raise SpecError(f"samples={samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs; "
+                        f"give samples={CROSS_CHECK_SAMPLES} or more")
     if network is None:
         from certfsm import load_onnx
 

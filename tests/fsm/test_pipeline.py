@@ -91,3 +91,18 @@ def test_the_artifact_decoded_back_holds_the_table_the_proofs_covered(distilled_
         name = f"{proof.property}.smt2"
         again = seconds.sub(b"", (tmp_path / name).read_bytes())
         assert again == seconds.sub(b"", (artifact_path.parent / "report" / name).read_bytes()), name
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    ({"out": "x.json"}, r"^out='.*x\.json': an artifact file name ends in \.cfsm; give e\.g\. out='x\.cfsm'$"),
+    ({"out": "x.cfsm", "samples": 10}, r"^samples=10: the cross-check needs at least 100000 random inputs; "
+                                       r"give samples=100000 or more$"),
+])
+def test_the_library_refuses_bad_arguments_in_its_own_words(spec, tmp_path, kwargs, pattern):
+    """The library names its parameters (out=, samples=), not the CLI's flags; nothing is written."""
+    from certfsm import SpecError
+
+    kwargs = {**kwargs, "out": tmp_path / kwargs["out"]}
+    with pytest.raises(SpecError, match=pattern):
+        distill_controller(spec, report=tmp_path / "report", **kwargs)
+    assert list(tmp_path.iterdir()) == []
