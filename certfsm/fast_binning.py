@@ -44,7 +44,7 @@ from bisect import bisect_right
 from typing import Callable, Sequence
 
 from ._errors import SpecError
-from .machine import OUT_OF_ENVELOPE, Machine, reading_thresholds
+from .machine import OUT_OF_ENVELOPE, Machine, c_order_strides, reading_thresholds
 
 CellOf = Callable[[Sequence], "int | None"]
 
@@ -62,16 +62,8 @@ def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int,
 
 def _tables(edges, shape) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
     n_cells = math.prod(shape)
-    return [(reading_thresholds(e), _offsets(n_cells, len(e), stride)) for e, stride in zip(edges, _strides(shape))]
-
-
-def _strides(shape) -> tuple[int, ...]:
-    """Per input, how far one bin moves the flat C-order index (the last input varies fastest)."""
-    strides, stride = [], 1
-    for bins in reversed(shape):
-        strides.append(stride)
-        stride *= bins
-    return tuple(reversed(strides))
+    return [(reading_thresholds(e), _offsets(n_cells, len(e), stride))
+            for e, stride in zip(edges, c_order_strides(shape))]
 
 
 class RowBinning:

@@ -247,6 +247,16 @@ def _table_path(params: MachineParams, state: State, proposal: int, counted_down
 # ------------------------------------------------------------- bins
 
 
+def c_order_strides(shape) -> tuple[int, ...]:
+    """Per input of a grid of `shape` bins, how far one bin moves the flat C-order index (the last input varies
+    fastest)."""
+    strides, stride = [], 1
+    for bins in reversed(shape):
+        strides.append(stride)
+        stride *= bins
+    return tuple(reversed(strides))
+
+
 def uniform_edges(low: float, high: float, bins: int) -> tuple[float, ...]:
     """The bins + 1 edges a spec's ``bins`` denotes over [low, high]: numpy's ``linspace``, bit for bit.
 
@@ -390,11 +400,7 @@ class Machine:
     @functools.cached_property
     def strides(self) -> tuple[int, ...]:
         """Per input, how far one bin moves the flat cell index (C order: the last input varies fastest)."""
-        strides, stride = [], 1
-        for bins in reversed(self.shape):
-            strides.append(stride)
-            stride *= bins
-        return tuple(reversed(strides))
+        return c_order_strides(self.shape)
 
     def cell_of(self, reading) -> int:
         """The flat cell of one reading (one real value per input, in input order), or OUT_OF_ENVELOPE.
