@@ -11,7 +11,8 @@ The child is made with plain ``os.fork``, so it also works inside
 daemonic pool workers (which may not start ``multiprocessing``
 children); the function therefore needs no pickling, only its value does.
 The child restores the default SIGINT handler, disables faulthandler,
-asks Linux to SIGKILL it if the parent dies (``PR_SET_PDEATHSIG``),
+asks Linux to SIGKILL it if the parent dies (``PR_SET_PDEATHSIG``, and
+leaves at once if the parent died before it asked),
 silences file descriptors 1 and 2 (native solvers print from C/C++),
 sends its pickled value back through a pipe and leaves with
 ``os._exit``, never returning into the caller's code.
@@ -56,10 +57,11 @@ class ChildOutcome:
 def run_in_child(function: Callable[[], object], patience: float) -> ChildOutcome:
     """`function()` in a forked child killed after `patience` seconds. Never raises for child failures."""
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(function, write_fd)
+        _child(function, write_fd, parent)
     os.close(write_fd)
     try:
         payload, killed = _read_until(read_fd, time.monotonic() + patience, pid)
@@ -105,13 +107,20 @@ def _call_libc(name: str, *args) -> None:
         pass
 
 
-def _child(function: Callable[[], object], write_fd: int) -> None:
-    """Body of the forked child: never returns into the caller's code."""
+def _child(function: Callable[[], object], write_fd: int, parent: int) -> None:
+    """Body of the forked child: never returns into the caller's code.
+
+    A parent that dies between the fork and the ``prctl`` call sends no
+    death signal, so the child checks afterwards that its parent is still
+    `parent` and leaves at once if not (it has been re-parented).
+    """
     status = _CHILD_FAILED
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         faulthandler.disable()
         _call_libc("prctl", _PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:
+            return
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
