@@ -4,7 +4,10 @@ One root, `CertfsmError`; every user-facing error also inherits from the
 built-in exception a caller would naturally catch, so ``except ValueError``
 keeps working. Messages follow one pattern: what was given, what was
 expected, where (file, JSON path, ONNX node, VNN-LIB line) and the fix.
-The CLI prints the message as one line and exits 2.
+A message names a parameter as a Python caller writes it: ``port=0`` for
+a value given, ``report=`` in a fix. The CLI writes each such name as the
+flag that passed it (``--metrics-port 0``, ``--report``), prints the
+message as one line and exits 2.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class ReportError(CertfsmError, OSError):
 
 
 class UsageError(CertfsmError, ValueError):
-    """A command-line flag has a value certfsm cannot use (named as the user typed it)."""
+    """An argument has a value certfsm cannot use: named as a parameter (``probe='x'``), or by the CLI as a flag."""
 
 
 class EngineError(CertfsmError, RuntimeError):

@@ -19,22 +19,26 @@ from ._errors import ReportError
 
 
 @contextlib.contextmanager
-def staged_folder(folder) -> Iterator[Path]:
-    """Yield an empty staging folder beside `folder`; on a clean exit it replaces `folder`, else it is removed."""
+def staged_folder(folder, *, parameter: str = "folder") -> Iterator[Path]:
+    """Yield an empty staging folder beside `folder`; on a clean exit it replaces `folder`, else it is removed.
+
+    An error names the folder and, in its fix, `parameter`: the caller's
+    parameter that gave it (``report`` for a distill report folder).
+    """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise ReportError(f"{folder}: exists and is not a folder; choose another --report path")
+        raise ReportError(_not_a_folder(folder, parameter))
     parent = folder.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
     except OSError as error:
         raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); "
-                          "choose a writable --report path") from error
+                          f"choose a writable {parameter}= path") from error
     try:
         yield staging
         os.chmod(staging, _shared_folder_mode())
-        _swap_in(staging, folder)
+        _swap_in(staging, folder, parameter)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -51,10 +55,14 @@ def _shared_folder_mode() -> int:
     return 0o777 & ~umask
 
 
-def _swap_in(staging: Path, folder: Path) -> None:
+def _not_a_folder(folder: Path, parameter: str) -> str:
+    return f"{folder}: exists and is not a folder; choose another {parameter}= path"
+
+
+def _swap_in(staging: Path, folder: Path, parameter: str) -> None:
     """Replace `folder` by `staging` with renames only; the old folder goes only once the new one is in place."""
     if folder.exists() and not folder.is_dir():
-        raise ReportError(f"{folder}: exists and is not a folder; choose another --report path")
+        raise ReportError(_not_a_folder(folder, parameter))
     retired = None
     if folder.exists():
         retired = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.resolve().parent))

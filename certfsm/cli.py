@@ -9,8 +9,12 @@ with --debug). Heavy modules are imported inside the commands so that
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import math
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -66,6 +70,40 @@ def _seconds(flag: str, value: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise UsageError(f"{flag} {value:g} is not a positive number of seconds; give e.g. {flag} 60")
     return value
+
+
+def _flag_words(text: str, flags: dict[str, str]) -> str:
+    """`text` from the library with each parameter of `flags` it names written as its flag, as the user typed it.
+
+    The library names a parameter as Python does (see `certfsm._errors`):
+    ``report=`` becomes ``--report``, ``probe='trace:a.csv'`` becomes
+    ``--probe trace:a.csv`` (a string value as the shell takes it),
+    ``port=0`` becomes ``--metrics-port 0``.
+    """
+    if not flags:
+        return text
+    named = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, flags)) + r")="
+                       r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")?")
+
+    def as_flag(match: re.Match) -> str:
+        name, quoted = match.groups()
+        if quoted is not None:
+            return f"{flags[name]} {shlex.quote(ast.literal_eval(quoted))}"
+        after = text[match.end():match.end() + 1]
+        return flags[name] + (" " if after and not after.isspace() and after not in ",;)" else "")
+
+    return named.sub(as_flag, text)
+
+
+@contextlib.contextmanager
+def _in_flags(**flags: str):
+    """Inside, a certfsm error that names a parameter of `flags` (``report=``) names its flag (``--report``) instead:
+    the library's check stays the one definition, and the command names what the user typed."""
+    try:
+        yield
+    except CertfsmError as error:
+        error.args = (_flag_words(str(error), flags),)
+        raise
 
 
 def _example_spec(name: str) -> Path:
@@ -124,9 +162,10 @@ def verify(
     labels = [p.name for p in spec_properties(controller)]
     with _Progress(labels, progress and sys.stderr.isatty()) as bar:
         run = verify_spec(controller, engine=engine, timeout=timeout, jobs=_jobs(jobs), on_progress=bar.update)
-    summary = write_report(report, title=controller.name, network=run.network, properties=run.properties,
-                           results=run.results, naming=InputNaming.from_spec(controller), spec_path=spec_path,
-                           settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
+    with _in_flags(folder="--report"):
+        summary = write_report(report, title=controller.name, network=run.network, properties=run.properties,
+                               results=run.results, naming=InputNaming.from_spec(controller), spec_path=spec_path,
+                               settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
     _print_results(run)
     typer.echo(f"overall: {summary['overall']}; report written to {report}/")
     raise typer.Exit(EXIT_OK if summary["overall"] == "proved" else EXIT_FAILED)
@@ -208,10 +247,11 @@ def vnnlib(
         write_atomically(out, (text if text.endswith("\n") else text + "\n").encode(), what="result",
                          fix="choose a writable --out path", make_parents=True)
     if report is not None:
-        write_report(report, title=f"{network.name} / {prop.name}", network=run.network,
-                     properties=run.properties, results=run.results,
-                     naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
-                     settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
+        with _in_flags(folder="--report"):
+            write_report(report, title=f"{network.name} / {prop.name}", network=run.network,
+                         properties=run.properties, results=run.results,
+                         naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
+                         settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
     typer.echo(text.rstrip("\n"))
     for prop_box, result in zip(run.properties, run.results):
         if result.verdict == "unknown" or result.stats.get("cross_checked") is False:
@@ -228,7 +268,8 @@ def recheck(
     """Re-run every .smt2 file of a report with a stock SMT solver and compare with the recorded status."""
     from certfsm.verify import recheck_folder
 
-    rows = recheck_folder(folder, solver=solver, timeout=_seconds("--timeout", timeout))
+    with _in_flags(solver="--solver", timeout="--timeout"):
+        rows = recheck_folder(folder, solver=solver, timeout=_seconds("--timeout", timeout))
     for row in rows:
         typer.echo(f"{row.file:<48} recorded {row.recorded_status:<8} {solver} {row.answer:<8} "
                    f"{row.seconds:7.2f} s  {'ok' if row.ok else 'MISMATCH'}" + (f"  ({row.note})" if row.note else ""))
@@ -270,7 +311,9 @@ def distill(
     _distill_flags(out, samples)
     controller = load_spec(spec_path)
     pairs = tuple(_input_pair(text) for text in decision_map or ())
-    with _CellProgress(progress and sys.stderr.isatty()) as bar:
+    with (_in_flags(out="--out", report="--report", checkpoint="--checkpoint", per_cell_timeout="--timeout",
+                    samples="--samples"),
+          _CellProgress(progress and sys.stderr.isatty()) as bar):
         run = distill_controller(controller, out=out, report=report, jobs=_jobs(jobs), per_cell_timeout=timeout,
                                  checkpoint=checkpoint, seed=seed, samples=samples, maps=pairs or None,
                                  progress=bar.update, stage=bar.stage)
@@ -341,7 +384,8 @@ def keygen(out: Path = typer.Option(..., "--out", metavar="KEY",
     """Make an Ed25519 key pair for signing artifacts; never overwrites an existing key."""
     from certfsm._signing import generate_key_pair
 
-    public = generate_key_pair(out)
+    with _in_flags(out="--out"):
+        public = generate_key_pair(out)
     typer.echo(f"{out}: private key (keep it secret); {public.source}: public key; key id {public.key_id}")
 
 
@@ -383,6 +427,7 @@ def inspect(
                          "was distilled from")
     if model is not None and not deep:
         raise UsageError("--model is read only by --deep; add --deep or leave --model out")
+    flags = {"report": "--report", "trusted_keys": "--trust", "model_path": "--model", "per_cell_timeout": "--timeout"}
     inspection = inspect_artifact(artifact, report=report, trusted_keys=trust or None)
     not_an_artifact = next((c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")),
                            None)
@@ -391,9 +436,10 @@ def inspect(
     if deep and inspection.artifact is not None:
         from certfsm.fsm import model_for_artifact
 
-        model_for_artifact(model, inspection.artifact)
+        with _in_flags(**flags):
+            model_for_artifact(model, inspection.artifact)
     for line in inspection:
-        typer.echo(line)
+        typer.echo(_flag_words(line, flags))
     if not deep:
         raise typer.Exit(EXIT_OK if inspection.is_ok else EXIT_FAILED)
     if not inspection.is_ok:
@@ -401,12 +447,12 @@ def inspect(
         raise typer.Exit(EXIT_FAILED)
     from certfsm.fsm import deep_inspect
 
-    with _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar:
+    with _in_flags(**flags), _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar:
         result = deep_inspect(artifact, model, report=report, jobs=_jobs(jobs),
                               per_cell_timeout=_seconds("--timeout", timeout), trusted_keys=trust or None,
                               progress=bar.update, stage=bar.stage)
     for line in result:
-        typer.echo(line)
+        typer.echo(_flag_words(line, flags))
     raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
@@ -445,7 +491,8 @@ def run(
 
         counters = RuntimeCounters(controller.machine.tokens)
         controller.attach_counters(counters)
-        server = serve_metrics(counters, metrics_port)
+        with _in_flags(port="--metrics-port"):
+            server = serve_metrics(counters, metrics_port)
     writer = runtime.open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
     calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
     flags = {"stop": False, "reload": False}
@@ -463,7 +510,9 @@ def run(
     previous = {sig: signal.signal(sig, handler) for sig, handler in
                 ((signal.SIGINT, stop), (signal.SIGTERM, stop), (signal.SIGHUP, reload_requested))}
     try:
-        with open_probe(probe, names) as source:
+        with _in_flags(probe="--probe"):
+            source = open_probe(probe, names)
+        with source:
             summary = run_loop(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
                                should_stop=lambda: flags["stop"], should_reload=take_reload,
                                reload=lambda: runtime.load_machine(artifact), reload_source=str(artifact),
@@ -521,7 +570,8 @@ def audit_report(
     """Figures and a report.md for people; exit 0 when the log verifies, 1 when not (the report says which record)."""
     from certfsm.runtime import write_audit_report
 
-    report = write_audit_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
+    with _in_flags(out="--out", artifact="--artifact", x_input="--x", y_input="--y"):
+        report = write_audit_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
     typer.echo(f"{out}/report.md: {report.steps} steps, {len(report.figures)} figures; "
                f"{report.verification.describe()}")
     raise typer.Exit(EXIT_OK if report.verification.ok else EXIT_FAILED)
@@ -535,7 +585,8 @@ def replay(
     """Re-execute every logged step; exit 0 only when every decision is reproduced, else print the first divergence."""
     from certfsm import runtime
 
-    outcome = runtime.replay_log(log, artifact)
+    with _in_flags(artifacts="--artifact"):
+        outcome = runtime.replay_log(log, artifact)
     if outcome.ok:
         typer.echo(f"{outcome.steps} steps replayed; every decision reproduced" +
                    (f" ({outcome.reason})" if outcome.reason else ""))

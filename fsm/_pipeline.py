@@ -119,7 +119,7 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
     cross = sampled_cross_check(distillation, spec, network, n=samples, seed=seed, check_onnxruntime=True)
     table = distillation.table
     params = MachineParams.from_spec(spec)
-    with staged_folder(report) as staging:
+    with staged_folder(report, parameter="report") as staging:
         tell("proving the table (z3)")
         table_proofs = prove_table(table, spec, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
         tell("proving the state machine (z3)")

@@ -100,6 +100,10 @@ MISTAKES = [
     (("vnnlib",), r"^certfsm: error: Missing argument 'network'.*; see certfsm vnnlib --help$"),
     (("inspect", "missing.cfsm"), r"^certfsm: error: missing\.cfsm: no such file .*; give the path of a \.cfsm artifact"),
     (("verify", "model.onnx"), r"^certfsm: error: SPEC model\.onnx is an ONNX model, not a controller spec; "),
+    (("recheck", ".", "--solver", "yices"),
+     r"^certfsm: error: recheck: --solver yices is not one of \('z3', 'cvc5'\); choose z3 or cvc5$"),
+    (("keygen", "--out", "missing/k"), r"^certfsm: error: missing/k: cannot create the key file \(No such file or "
+                                       r"directory\); choose a writable --out path$"),
 ]
 
 
@@ -108,6 +112,41 @@ def test_each_command_line_mistake_is_one_line_and_exit_2(args, message, tmp_pat
     """Flags are named as typed (--jobs, --timeout), never by internal parameter names."""
     code, _, err = run_main(*args, cwd=tmp_path)
     assert_one_line_error(code, err, message)
+
+
+FLAG_WORDS = [
+    ("r: exists and is not a folder; choose another report= path", "r: exists and is not a folder; choose another "
+                                                                   "--report path"),
+    ("probe='nowhere' is not a probe; give probe='trace:FILE.csv'", "--probe nowhere is not a probe; give --probe "
+                                                                    "trace:FILE.csv"),
+    ("port=0 is not a TCP port; e.g. port=9108", "--metrics-port 0 is not a TCP port; e.g. --metrics-port 9108"),
+    ("port=9: cannot listen", "--metrics-port 9: cannot listen"),
+    ("x_input= and y_input= both name a", "--x and --y both name a"),
+    ("x_input='my dir' is not an input", "--x 'my dir' is not an input"),
+    ("out=\"it's\" (report=, report=)", "--out 'it'\"'\"'s' (--report, --report)"),
+    ("give report=DIR", "give --report DIR"),
+    ("inputs[2].report=1, my_report=2, samples=3", "inputs[2].report=1, my_report=2, samples=3"),
+]
+
+
+@pytest.mark.parametrize("text, expected", FLAG_WORDS)
+def test_the_cli_writes_each_parameter_the_library_names_as_its_flag(text, expected):
+    """A parameter (``report=``, ``probe='x'``) becomes the flag as typed, a value as the shell takes it; a name
+    the command does not map, or a field of a larger name, stays as it is."""
+    from certfsm.cli import _flag_words
+
+    flags = {"report": "--report", "probe": "--probe", "port": "--metrics-port", "x_input": "--x", "y_input": "--y",
+             "out": "--out"}
+    assert _flag_words(text, flags) == expected
+
+
+def test_a_library_error_leaves_a_command_in_the_flags_words_with_its_type_kept():
+    from certfsm import ReportError
+    from certfsm.cli import _in_flags
+
+    with pytest.raises(ReportError, match=r"^r: exists and is not a folder; choose another --out path$"):
+        with _in_flags(folder="--out"):
+            raise ReportError("r: exists and is not a folder; choose another folder= path")
 
 
 def test_inspect_of_a_file_that_is_not_an_artifact_is_bad_input(tmp_path):

@@ -73,8 +73,28 @@ def test_a_new_report_replaces_the_old_one_whole(tmp_path):
 
 def test_a_file_in_the_way_is_a_clear_error(tmp_path):
     (tmp_path / "r").write_text("not a folder")
-    with pytest.raises(ReportError, match=r"^.*r: exists and is not a folder; choose another --report path$"):
+    with pytest.raises(ReportError, match=r"^.*r: exists and is not a folder; choose another folder= path$"):
         _write(tmp_path / "r")
+
+
+@pytest.mark.parametrize("kwargs, parameter", [({}, "folder"), ({"parameter": "report"}, "report")])
+def test_a_staged_folder_names_the_callers_parameter_not_a_flag(tmp_path, kwargs, parameter):
+    """The fix names the parameter that gave the folder (``report=`` for distill_controller), never a CLI flag."""
+    import re
+
+    from certfsm._staging import staged_folder
+
+    (tmp_path / "r").write_text("not a folder")
+    with pytest.raises(ReportError, match=rf"^{re.escape(str(tmp_path / 'r'))}: exists and is not a folder; "
+                                          rf"choose another {parameter}= path$") as error:
+        with staged_folder(tmp_path / "r", **kwargs):
+            pass
+    assert "--" not in str(error.value)
+    blocked = tmp_path / "r" / "inside"
+    with pytest.raises(ReportError, match=rf"^{re.escape(str(blocked))}: cannot create the report folder \(.*\); "
+                                          rf"choose a writable {parameter}= path$"):
+        with staged_folder(blocked, **kwargs):
+            pass
 
 
 @pytest.mark.parametrize("verdicts, overall", [
