@@ -421,7 +421,8 @@ def write_artifact(path: str | os.PathLike, payload: Mapping[str, Any]) -> str:
     """
     label = os.fspath(path)
     data, digest = _build(payload, f"{label} (not written)")
-    write_atomically(Path(label), data, what="artifact", fix="choose a writable --out path", make_parents=True)
+    write_atomically(Path(label), data, what="artifact", fix="choose a writable path for the artifact",
+                     make_parents=True)
     return digest
 
 

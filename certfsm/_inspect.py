@@ -52,11 +52,11 @@ class Smt2Check:
         return f"certificate[{self.index}] {self.property!r}: {self.file} matches"
 
 
-def verify_smt2_files(artifact: Artifact, folder: str | os.PathLike) -> tuple[Smt2Check, ...]:
-    """Hash each .smt2 file the certificate names in the report `folder` (entries without a file are skipped)."""
-    folder = Path(folder)
+def verify_smt2_files(artifact: Artifact, report: str | os.PathLike) -> tuple[Smt2Check, ...]:
+    """Hash each .smt2 file the certificate names in the report folder `report` (entries without a file are skipped)."""
+    folder = Path(report)
     if not folder.is_dir():
-        raise ReportError(f"{folder}: no such report folder; give the folder certfsm distill wrote with --report")
+        raise ReportError(f"{folder}: no such report folder; give the folder certfsm distill wrote with report=")
     checks = []
     for index, entry in enumerate(artifact.certificate):
         if entry.smt2 is None:
@@ -149,7 +149,8 @@ def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | Non
         elif signature is not None:
             names.insert(names.index("structure"), "signature")
             checks.append(Check("signature", True, f"signed by {signature.key_id} ({signature.algorithm}); not "
-                                                   "verified: give --trust KEY.pub to check it"))
+                                                   "verified: check it against trusted public keys (KEY.pub) with "
+                                                   "trusted_keys="))
         ok, artifact = attempt("structure", lambda: _checked(payload, label, _RERUN, recorded, Path(label),
                                                              signature),
                                "types, ranges, lengths and cross-references are consistent")

@@ -157,8 +157,7 @@ def generate_key_pair(out) -> PublicKey:
     public_path = Path(f"{private_path}.pub")
     for path in (private_path, public_path):
         if os.path.lexists(path):
-            raise SigningError(f"{path}: already exists; certfsm keygen never overwrites a key, choose another --out "
-                               "or remove the old key on purpose")
+            raise SigningError(_exists(path))
     key = ed25519.Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
@@ -174,15 +173,19 @@ def generate_key_pair(out) -> PublicKey:
     return PublicKey.from_raw(raw, os.fspath(public_path))
 
 
+def _exists(path: Path) -> str:
+    return (f"{path}: already exists; certfsm keygen never overwrites a key, choose another out= or remove the old "
+            "key on purpose")
+
+
 def _create(path: Path, data: bytes, mode: int) -> None:
     try:
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except FileExistsError:
-        raise SigningError(f"{path}: already exists; certfsm keygen never overwrites a key, choose another --out "
-                           "or remove the old key on purpose") from None
+        raise SigningError(_exists(path)) from None
     except OSError as error:
         raise SigningError(f"{path}: cannot create the key file ({error.strerror or error}); "
-                           "choose a writable --out path") from None
+                           "choose a writable out= path") from None
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)

@@ -534,7 +534,8 @@ def test_failing_write_leaves_the_old_artifact_intact(artifact_path, monkeypatch
     monkeypatch.setattr(os, "fsync", broken_fsync)
     changed = payload(created_by="certfsm 0.2.0")
     with pytest.raises(ReportError, match=rf"^{re.escape(str(artifact_path))}: cannot write the artifact \(No space "
-                                          r"left on device\); choose a writable --out path$"):
+                                          r"left on device\); choose a writable path for the "
+                                          r"artifact$"):
         write_artifact(artifact_path, changed)
     assert artifact_path.read_bytes() == before
     assert [p.name for p in artifact_path.parent.iterdir()] == [artifact_path.name]

@@ -122,6 +122,20 @@ def test_keygen_writes_a_private_key_0600_and_a_public_key_and_never_overwrites(
     assert not lonely.exists()
 
 
+def test_keygen_refusals_name_the_out_parameter_and_the_cli_names_its_flag(keys, tmp_path):
+    private = keys["ours"][0]
+    with pytest.raises(SigningError, match=rf"^{re.escape(str(private))}: already exists; certfsm keygen never "
+                                           r"overwrites a key, choose another out= or remove the old key on purpose$"):
+        generate_key_pair(private)
+    missing = tmp_path / "missing" / "k"
+    with pytest.raises(SigningError, match=rf"^{re.escape(str(missing))}: cannot create the key file \(No such file "
+                                           r"or directory\); choose a writable out= path$") as error:
+        generate_key_pair(missing)
+    assert "--" not in str(error.value)
+    one_line_error(cli("keygen", "--out", missing), rf"{re.escape(str(missing))}: cannot create the key file \(No "
+                                                    r"such file or directory\); choose a writable --out path")
+
+
 # ---------------------------------------------------------------- load with and without trusted keys
 
 
@@ -284,8 +298,13 @@ def test_inspect_says_whether_and_by_whom_an_artifact_is_signed(signed, keys, tm
     inspection = inspect_artifact(signed)
     assert inspection.is_ok
     assert f"signature: signed by {keys['ours'][2]} (ed25519)" in inspection.lines
-    assert f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: give --trust KEY.pub to " \
-           "check it" in inspection.lines
+    assert f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: check it against trusted " \
+           "public keys (KEY.pub) with trusted_keys=" in inspection.lines
+    assert not any("--" in line for line in inspection.lines)
+    done = cli("inspect", signed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: check it against trusted " \
+           "public keys (KEY.pub) with --trust" in done.stdout.splitlines()
     unsigned = inspect_artifact(unsigned_copy(signed, tmp_path / "unsigned.cfsm"))
     assert unsigned.is_ok and "signature: unsigned" in unsigned.lines
     assert "signature" not in [check.name for check in unsigned.checks]

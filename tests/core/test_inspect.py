@@ -11,6 +11,7 @@ from certfsm._artifact import load_artifact, write_artifact
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ReportError
 from certfsm._inspect import inspect_artifact, verify_smt2_files
+from cli_in_process import run_main
 from test_artifact import PAYLOAD, SMT_A, SMT_B
 
 
@@ -89,5 +90,11 @@ def test_smt2_files_are_compared_with_the_certificate(artifact_path, tmp_path):
     assert inspection.checks[-1].detail.startswith(f"0 of 2 .smt2 files in {report} match the certificate; ")
 
     with pytest.raises(ReportError, match=rf"^{re.escape(str(tmp_path / 'nowhere'))}: no such report folder; give "
-                                          r"the folder certfsm distill wrote with --report$"):
+                                          r"the folder certfsm distill wrote with report=$"):
         verify_smt2_files(artifact, tmp_path / "nowhere")
+    inspection = inspect_artifact(artifact_path, report=tmp_path / "nowhere")
+    assert inspection.checks[-1].detail.endswith("give the folder certfsm distill wrote with report=")
+    assert not any("--" in line for line in inspection.lines)
+    code, out, _ = run_main("inspect", artifact_path, "--report", tmp_path / "nowhere")
+    assert code == 1 and f"  FAILED  smt2 files: {tmp_path / 'nowhere'}: no such report folder; give the folder " \
+                         "certfsm distill wrote with --report" in out.splitlines()
