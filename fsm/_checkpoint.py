@@ -75,12 +75,12 @@ class _Checkpoint:
             header = None
         if not isinstance(header, dict) or "certfsm_distill_checkpoint" not in header:
             raise SpecError(f"{self.path}: not a certfsm distill checkpoint (its first line is not a checkpoint "
-                            "header); give another --checkpoint path or delete the file")
+                            "header); give another checkpoint= path or delete the file")
         for key, what in (("spec_sha256", "spec"), ("model_sha256", "model"), ("grid_sha256", "grid")):
             if header.get(key) != self.header[key]:
                 raise SpecError(f"{self.path}: checkpoint belongs to another {what} ({key} "
                                 f"{str(header.get(key))[:12]}..., this run has {self.header[key][:12]}...); "
-                                "delete the file or give another --checkpoint path to start afresh")
+                                "delete the file or give another checkpoint= path to start afresh")
         decided: dict[int, _Decision] = {}
         for number, line in enumerate(complete[1:], start=2):
             if not line.strip():
@@ -89,7 +89,7 @@ class _Checkpoint:
                 record = self._record(json.loads(line))
             except (ValueError, KeyError, TypeError) as error:
                 raise SpecError(f"{self.path}: line {number} is not a cell record ({error}); delete the file "
-                                "or give another --checkpoint path to start afresh") from None
+                                "or give another checkpoint= path to start afresh") from None
             decided[record.cell] = record
         if torn:
             try:
@@ -139,7 +139,7 @@ class _Checkpoint:
 
     def _unwritable(self, error: OSError) -> ReportError:
         return ReportError(f"{self.path}: cannot read or write the checkpoint ({error.strerror or error}); "
-                           "give a --checkpoint path in a writable folder")
+                           "give a checkpoint= path in a writable folder")
 
 
 def _trusted_part(problem: _Problem, recorded: dict[int, _Decision]) -> dict[int, _Decision]:

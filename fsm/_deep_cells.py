@@ -235,7 +235,7 @@ def exact_decision(outputs, rule: str, margin, conservative: int) -> int | None:
 
 
 def _read_records(path: Path, n_cells: int) -> list[dict]:
-    fix = "give the folder certfsm distill wrote with --report for this artifact"
+    fix = "give the folder certfsm distill wrote with report= for this artifact"
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:

@@ -127,7 +127,8 @@ class DeepResult:
                f"({engines}) in {self.seconds.get('cells', 0.0):.1f} s"]
         if self.witnesses is None:
             out.append(f"deep: conservative cells: {self.conservative}, each holding the conservative token; "
-                       "witnesses not re-validated (they live in the report's cells.jsonl: give --report DIR)")
+                       "witnesses not re-validated (they live in the report's cells.jsonl: give the report folder "
+                       "with report=)")
         else:
             w = self.witnesses
             out.append(f"deep: conservative cells: {self.conservative}; witness pairs re-validated exactly, in "
@@ -169,7 +170,7 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
     artifact = load_artifact(artifact_path, trusted_keys=trusted_keys)
     network = model_for_artifact(model_path, artifact)
     if report is not None and not Path(report).is_dir():
-        raise ReportError(f"{report}: no such report folder; give the folder certfsm distill wrote with --report")
+        raise ReportError(f"{report}: no such report folder; give the folder certfsm distill wrote with report=")
     spec = spec_from_dict(json.loads(json.dumps(artifact.spec)), artifact_path, require_model=False)
     problem = _problem(spec, network)
     n_outputs = artifact.n_outputs
@@ -196,22 +197,22 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
                       witnesses, int(np.count_nonzero(table.status == CONSERVATIVE)), queries, enumeration, seconds)
 
 
-def model_for_artifact(path, artifact):
-    """The network of the ONNX file at `path`, once its SHA-256 is the loaded `artifact`'s ``model_sha256``.
+def model_for_artifact(model_path, artifact):
+    """The network of the ONNX file at `model_path`, once its SHA-256 is the loaded `artifact`'s ``model_sha256``.
 
     Raises ModelError naming the file and both hashes otherwise (the
     CLI calls it before printing anything, so bad input is one line).
     """
-    path, expected, artifact_path = Path(path), artifact.model_sha256, artifact.path
+    path, expected, artifact_path = Path(model_path), artifact.model_sha256, artifact.path
     try:
         data = path.read_bytes()
     except OSError as error:
         raise ModelError(f"{path}: cannot read the model ({error.strerror or error}); give the ONNX model "
-                         f"{artifact_path} was distilled from with --model") from None
+                         f"{artifact_path} was distilled from with model_path=") from None
     found = hashlib.sha256(data).hexdigest()
     if found != expected:
         raise ModelError(f"{path}: the model's sha256 is {found[:16]}... but {artifact_path} was distilled from a "
-                         f"model with sha256 {expected[:16]}...; give that model with --model (or the artifact "
+                         f"model with sha256 {expected[:16]}...; give that model with model_path= (or the artifact "
                          "was edited)")
     network = load_onnx(path)
     if network.sha256 != expected:

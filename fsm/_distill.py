@@ -165,7 +165,7 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
                                   f"before the work budget ({budget.boxes} boxes, {budget.engine_queries} z3 "
                                   f"queries, z3 rlimit {budget.z3_rlimit}) was spent, so this cell's verdict would "
                                   "depend on the machine's speed; nothing was written; re-run with a larger "
-                                  "--timeout or on a less loaded machine")
+                                  "per_cell_timeout= or on a less loaded machine")
         if store is not None:
             store.append(batch)
         for item in batch:

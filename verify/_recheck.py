@@ -159,7 +159,7 @@ def _solver_command(solver: str):
         runner = "from certfsm.verify._recheck import _cvc5_main; _cvc5_main()"
         return lambda path, timeout: [sys.executable, "-c", runner, str(path), str(max(1, math.ceil(timeout * 1000)))]
     raise EngineError("recheck: cvc5 is not installed (no cvc5 command on PATH, no cvc5 Python package); "
-                      "pip install cvc5, or use --solver z3")
+                      "pip install cvc5, or use solver='z3'")
 
 
 def _run_solver(command, path: Path, timeout: float) -> tuple[str, float, str]:

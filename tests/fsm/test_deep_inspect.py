@@ -12,16 +12,17 @@ import copy
 import importlib.util
 import json
 import re
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from certfsm import ModelError, gated_decide
+from certfsm import ModelError, ReportError, gated_decide, load_artifact
 from certfsm.cli import main
 from certfsm.examples import example_spec_path
-from certfsm.fsm import deep_inspect
+from certfsm.fsm import DeepResult, deep_inspect, model_for_artifact
 from certfsm.fsm._deep_cells import exact_decision
 
 MODEL = example_spec_path("coadapt").parent / "coadapt.onnx"
@@ -88,6 +89,35 @@ def test_another_model_is_bad_input_naming_the_file(distilled, tmp_path, capsys)
                         r"give that model with --model \(or the artifact was edited\)\n", err)
     with pytest.raises(ModelError):
         deep_inspect(distilled[0], other)
+
+
+def test_the_library_refuses_a_bad_model_or_report_in_its_parameters(distilled, tmp_path):
+    """deep_inspect and model_for_artifact name their parameters (model_path=, report=), never the CLI's flags."""
+    path = distilled[0]
+    other = tmp_path / "other.onnx"
+    other.write_bytes(MODEL.read_bytes() + b"\0")
+    refusals = [
+        (lambda: model_for_artifact(other, load_artifact(path)), ModelError,
+         rf"^{re.escape(str(other))}: the model's sha256 is [0-9a-f]{{16}}\.\.\. but .*; give that model with "
+         r"model_path= \(or the artifact was edited\)$"),
+        (lambda: model_for_artifact(tmp_path / "missing.onnx", load_artifact(path)), ModelError,
+         rf"^{re.escape(str(tmp_path / 'missing.onnx'))}: cannot read the model \(No such file or directory\); give "
+         rf"the ONNX model {re.escape(str(path))} was distilled from with model_path=$"),
+        (lambda: deep_inspect(path, MODEL, report=tmp_path / "nowhere", jobs=1), ReportError,
+         rf"^{re.escape(str(tmp_path / 'nowhere'))}: no such report folder; give the folder certfsm distill wrote "
+         r"with report=$"),
+    ]
+    for call, error_type, pattern in refusals:
+        with pytest.raises(error_type, match=pattern) as error:
+            call()
+        assert "--" not in str(error.value)
+
+
+def test_a_deep_result_without_a_report_says_which_parameter_brings_the_witnesses():
+    result = DeepResult(Path("a.cfsm"), MODEL, "0" * 64, 4, Counter({"bounds": 2}), (), None, 2, (), ())
+    line = next(line for line in result.lines() if line.startswith("deep: conservative cells: "))
+    assert line.endswith("witnesses not re-validated (they live in the report's cells.jsonl: give the report "
+                         "folder with report=)")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -325,7 +325,7 @@ def test_checkpoint_of_another_spec_is_refused(tmp_path):
     other = tiny_spec(list(np.linspace(0.0, 1.0, 5)), margin=0.2, x1_edges=list(np.linspace(0.0, 1.0, 5)))
     with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: checkpoint belongs to another spec "
                                         r"\(spec_sha256 [0-9a-f]{12}\.\.\., this run has [0-9a-f]{12}\.\.\.\); "
-                                        r"delete the file or give another --checkpoint path to start afresh$"):
+                                        r"delete the file or give another checkpoint= path to start afresh$"):
         distill(other, network, jobs=1, checkpoint=path)
     with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: checkpoint belongs to another model "):
         distill(grid_spec(4), boundary_network(), jobs=1, checkpoint=path)
@@ -334,14 +334,16 @@ def test_checkpoint_of_another_spec_is_refused(tmp_path):
 def test_a_file_that_is_no_checkpoint_is_refused(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("hello\n")
-    with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: not a certfsm distill checkpoint "):
+    with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: not a certfsm distill checkpoint \(its first line "
+                                        r"is not a checkpoint header\); give another checkpoint= path or delete the "
+                                        r"file$"):
         distill(grid_spec(4), slanted_network(), jobs=1, checkpoint=path)
 
 
 def test_a_checkpoint_in_a_missing_folder_is_refused(tmp_path):
     path = tmp_path / "missing" / "run.ckpt"
     with pytest.raises(ReportError, match=rf"^{re.escape(str(path))}: cannot read or write the checkpoint "
-                                          r"\(No such file or directory\); give a --checkpoint path in a writable "
+                                          r"\(No such file or directory\); give a checkpoint= path in a writable "
                                           r"folder$"):
         distill(grid_spec(2), slanted_network(), jobs=1, checkpoint=path)
 

@@ -198,6 +198,18 @@ def test_a_bad_map_names_the_inputs(tmp_path):
     assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()
 
 
+def test_a_file_that_is_no_checkpoint_is_named_by_the_flag_that_gave_it(tmp_path):
+    """distill_controller says checkpoint=; certfsm distill says --checkpoint, before any cell is decided."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\n")
+    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
+                              "--checkpoint", notes, "--jobs", "1", "--no-progress")
+    assert one_line_error(code, err, rf"^certfsm: error: {re.escape(str(notes))}: not a certfsm distill checkpoint "
+                                     r"\(its first line is not a checkpoint header\); give another --checkpoint path "
+                                     r"or delete the file$"), err
+    assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()
+
+
 def test_a_missing_out_is_a_usage_error(tmp_path):
     code, out, err = run_main("distill", "--example", "--report", tmp_path / "r")
     assert code == 2 and "--out" in err and "Traceback" not in err

@@ -75,7 +75,8 @@ def test_the_wall_clock_guard_stops_a_distillation_instead_of_changing_its_table
     with pytest.raises(EngineError, match=r"^cell \d+: the wall-clock guard of 1e-06 s per cell fired before the work "
                                           r"budget \(20000 boxes, 8 z3 queries, z3 rlimit 20000000\) was spent, so "
                                           r"this cell's verdict would depend on the machine's speed; nothing was "
-                                          r"written; re-run with a larger --timeout or on a less loaded machine$") as error:
+                                          r"written; re-run with a larger per_cell_timeout= or on a less loaded "
+                                          r"machine$") as error:
         distill(spec, spec_network(spec), jobs=1, per_cell_timeout=1e-6, checkpoint=checkpoint)
     guarded = int(str(error.value).split(":")[0].split()[1])
     recorded = {json.loads(line).get("cell") for line in checkpoint.read_text().splitlines()[1:]}

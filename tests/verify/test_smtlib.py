@@ -29,6 +29,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
+from cli_in_process import run_main
+
 from certfsm._errors import EngineError, ReportError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _recheck
@@ -428,8 +430,12 @@ def test_recheck_with_cvc5(tmp_path):
 def test_recheck_without_cvc5_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setattr(_recheck.shutil, "which", lambda name: None)
     monkeypatch.setattr(_recheck.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(EngineError, match=r"^recheck: cvc5 is not installed \(.*\); pip install cvc5, or use --solver z3$"):
+    with pytest.raises(EngineError, match=r"^recheck: cvc5 is not installed \(.*\); pip install cvc5, or use "
+                                          r"solver='z3'$"):
         recheck_folder(report_folder(tmp_path / "r"), solver="cvc5")
+    code, out, err = run_main("recheck", tmp_path / "r", "--solver", "cvc5")
+    assert (code, out) == (2, "") and re.fullmatch(r"certfsm: error: recheck: cvc5 is not installed \(.*\); pip "
+                                                   r"install cvc5, or use --solver z3\n", err), err
     with pytest.raises(EngineError, match=r"^recheck: no z3 command on PATH; pip install z3-solver"):
         recheck_folder(tmp_path / "r", solver="z3")
 
