@@ -356,8 +356,8 @@ def build_onnx(params: list[np.ndarray], variant: Variant):
     graph = helper.make_graph(
         nodes,
         variant.stem,
-        [helper.make_tensor_value_info("probes", TensorProto.FLOAT, [1, len(INPUTS)])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, len(OUTPUTS)])],
+        [helper.make_tensor_value_info("probes", TensorProto.FLOAT, ["batch", len(INPUTS)])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", len(OUTPUTS)])],
         initializer=initializers,
         doc_string="inputs: " + ", ".join(f"{n} [{u}]" for n, u, *_ in INPUTS) + "; outputs: " + ", ".join(OUTPUTS),
     )
