@@ -63,17 +63,17 @@ def serve_metrics(counters: RuntimeCounters, port: int):
     installed or the port cannot be bound.
     """
     if not 0 < port < 65536:
-        raise UsageError(f"--metrics-port {port} is not a TCP port; give a port in 1..65535, e.g. --metrics-port 9108")
+        raise UsageError(f"port={port!r} is not a TCP port; give a port in 1..65535, e.g. port=9108")
     try:
         from prometheus_client import CollectorRegistry, start_http_server
     except ImportError:
-        raise UsageError(f"--metrics-port {port} needs prometheus-client, which is not installed; "
-                         "pip install 'certfsm[metrics]' (or prometheus-client), or leave out --metrics-port") from None
+        raise UsageError(f"port={port!r} needs prometheus-client, which is not installed; "
+                         "pip install 'certfsm[metrics]' (or prometheus-client), or serve no metrics") from None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(counters))
     try:
         served = start_http_server(port, addr="127.0.0.1", registry=registry)
     except OSError as error:
-        raise UsageError(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); "
+        raise UsageError(f"port={port!r}: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); "
                          "give a free port or stop what holds it") from None
     return served[0] if isinstance(served, tuple) else served

@@ -115,7 +115,7 @@ def _unverified(verification, steps: int) -> ReplayOutcome:
 
 def _machine(sha256: str, machines: dict[str, Machine]) -> Machine:
     if sha256 not in machines:
-        raise AuditLogError(f"the log was written by artifact {sha256}, which was not given; give it with --artifact")
+        raise AuditLogError(f"the log was written by artifact {sha256}, which was not given; give it with artifacts=")
     return machines[sha256]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,7 @@ def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y
                 "probes.png": _probes(readings, names),
                 "reasons.png": _reasons(reasons, sla_ok),
                 "decision_map.png": _decision_map(readings, decided, tokens, edges, names, x, y)}
-    with staged_folder(out) as staging:
+    with staged_folder(out, parameter="out") as staging:
         for name, data in pictures.items():
             (staging / name).write_bytes(data)
         (staging / "report.md").write_text(_markdown(log, header, verification, len(steps), token_counts, reasons,
@@ -120,8 +121,8 @@ def _machine_of(artifact, header, swaps):
     machine = load_machine(artifact)
     logged = {header.artifact_sha256, *(w.new_sha256 for w in swaps)}
     if machine.artifact_sha256 not in logged or machine.names != header.input_names:
-        raise UsageError(f"--artifact {artifact}: artifact {machine.artifact_sha256[:12]} is not the one the log "
-                         f"names ({header.artifact_sha256[:12]}); give the artifact the log was written with")
+        raise UsageError(f"artifact={os.fspath(artifact)!r}: artifact {machine.artifact_sha256[:12]} is not the one "
+                         f"the log names ({header.artifact_sha256[:12]}); give the artifact the log was written with")
     return machine
 
 
@@ -149,15 +150,15 @@ def _axes(names, readings, edges, x_input, y_input) -> tuple[int, int]:
 
     if len(names) < 2:
         raise UsageError(f"the log has {len(names)} input(s) ({', '.join(names)}); a decision map needs two")
-    for flag, given in (("--x", x_input), ("--y", y_input)):
+    for parameter, given in (("x_input", x_input), ("y_input", y_input)):
         if given is not None and given not in names:
-            raise UsageError(f"{flag} {given} is not an input of the log; the inputs are {', '.join(names)}")
+            raise UsageError(f"{parameter}={given!r} is not an input of the log; the inputs are {', '.join(names)}")
     distinct = [len(set(np.unique(_bins(readings[:, k], edges[k]))) - {-1}) for k in range(len(names))]
     ranked = sorted(range(len(names)), key=lambda k: (-distinct[k], k))
     x = names.index(x_input) if x_input is not None else next(k for k in ranked if names[k] != y_input)
     y = names.index(y_input) if y_input is not None else next(k for k in ranked if k != x)
     if x == y:
-        raise UsageError(f"--x and --y both name {names[x]}; give two different inputs")
+        raise UsageError(f"x_input= and y_input= both name {names[x]}; give two different inputs")
     return x, y
 
 
@@ -295,7 +296,8 @@ def _markdown(log, header, verification, steps: int, token_counts, reasons, atta
              f"- steps reported: {steps}" + ("" if verification.ok else
                                             " (only the records before the bad one; nothing after it is trusted)"),
              f"- SLA attainment: " + (f"{100.0 * attainment:.2f}% of cycles with sla_ok" if steps else "no steps"),
-             "" if named else "- token names: not given (pass --artifact); tokens are named by output index and code",
+             "" if named else ("- token names: not given (give the artifact the log was written with); tokens are "
+                               "named by output index and code"),
              "", "## Tokens", "", "| token | steps |", "| --- | ---: |"]
     lines += [f"| {token} | {count} |" for token, count in token_counts.items()]
     lines += ["", "## Reasons", "", "| reason | steps |", "| --- | ---: |"]

@@ -45,22 +45,23 @@ class RunSummary:
     refused_reloads: list = field(default_factory=list)
 
 
-def open_probe(text: str, input_names):
-    """The probe a ``--probe`` value names: ``linux``, ``trace:FILE.csv``, or ``example-trace`` (the shipped one)."""
-    if text == "linux":
+def open_probe(probe: str, input_names):
+    """The probe `probe` names: ``linux``, ``trace:FILE.csv``, or ``example-trace`` (the shipped one)."""
+    if probe == "linux":
         from ._probes_linux import LinuxProbe
 
         return LinuxProbe()
-    if text == "example-trace":
+    if probe == "example-trace":
         from certfsm.examples import example_trace_path
         from ._probes_trace import TraceProbe
 
         return TraceProbe(example_trace_path(), input_names)
-    if text.startswith("trace:") and len(text) > len("trace:"):
+    if probe.startswith("trace:") and len(probe) > len("trace:"):
         from ._probes_trace import TraceProbe
 
-        return TraceProbe(text[len("trace:"):], input_names)
-    raise UsageError(f"--probe {text} is not a probe; give --probe linux, --probe trace:FILE.csv or --probe example-trace")
+        return TraceProbe(probe[len("trace:"):], input_names)
+    raise UsageError(f"probe={probe!r} is not a probe; give probe='linux', probe='trace:FILE.csv' or "
+                     "probe='example-trace'")
 
 
 def print_refusal(message: str) -> None:

@@ -55,6 +55,8 @@ def test_a_tampered_log_gets_a_report_that_names_the_bad_record_and_exit_1(logge
     index = int(re.search(r"record (\d+) is bad", stdout).group(1))
     text = (out / "report.md").read_text()
     assert "**DOES NOT VERIFY**" in text and f"record {index} is bad" in text and 800 <= index <= 1200
+    assert "- token names: not given (give the artifact the log was written with); tokens are named by output index " \
+           "and code" in text.splitlines()
     assert f"- steps reported: {index}" in text
 
 
@@ -66,6 +68,47 @@ def test_bad_report_flags_are_one_line_and_exit_2(logged_run, tmp_path, args, me
     code, _, err = run_main("audit", "report", logged_run, "--out", tmp_path / "r", *args)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and re.match(message, lines[0]), err
+    assert not (tmp_path / "r").exists()
+
+
+def test_write_audit_report_names_its_parameters_not_the_flags(logged_run, coarse_example, tmp_path):
+    from certfsm import ReportError, UsageError
+    from certfsm.runtime import write_audit_report
+
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("not a folder")
+    refusals = [
+        ({"x_input": "nowhere"}, UsageError, r"^x_input='nowhere' is not an input of the log; the inputs are "
+                                             r"compute_util, "),
+        ({"x_input": "compute_util", "y_input": "compute_util"}, UsageError,
+         r"^x_input= and y_input= both name compute_util; give two different inputs$"),
+        ({"artifact": coarse_example}, UsageError,
+         rf"^artifact={re.escape(repr(str(coarse_example)))}: artifact [0-9a-f]{{12}} is not the one the log names "
+         r"\([0-9a-f]{12}\); give the artifact the log was written with$"),
+    ]
+    for kwargs, error_type, pattern in refusals:
+        with pytest.raises(error_type, match=pattern) as error:
+            write_audit_report(logged_run, tmp_path / "r", **kwargs)
+        assert "--" not in str(error.value)
+    with pytest.raises(ReportError, match=rf"^{re.escape(str(in_the_way))}: exists and is not a folder; choose "
+                                          r"another out= path$"):
+        write_audit_report(logged_run, in_the_way)
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_report_flags_name_what_the_user_typed(logged_run, coarse_example, tmp_path):
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("not a folder")
+    for args, message in [
+        (("--out", in_the_way), rf"^certfsm: error: {re.escape(str(in_the_way))}: exists and is not a folder; "
+                                r"choose another --out path$"),
+        (("--out", tmp_path / "r", "--artifact", coarse_example),
+         rf"^certfsm: error: --artifact {re.escape(str(coarse_example))}: artifact [0-9a-f]{{12}} is not the one the "
+         r"log names \([0-9a-f]{12}\); give the artifact the log was written with$"),
+    ]:
+        code, _, err = run_main("audit", "report", logged_run, *args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and re.match(message, lines[0]) and "Traceback" not in err, err
     assert not (tmp_path / "r").exists()
 
 

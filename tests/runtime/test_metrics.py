@@ -98,6 +98,33 @@ def test_a_run_serves_counters_that_match_its_decisions(distilled_example):
     assert cycles >= steps
 
 
+def test_serve_metrics_names_its_port_parameter_not_the_flag(monkeypatch):
+    from certfsm import UsageError
+    from certfsm.runtime import serve_metrics
+
+    counters = RuntimeCounters(("A", "B"))
+    with pytest.raises(UsageError, match=r"^port=0 is not a TCP port; give a port in 1\.\.65535, e\.g\. port=9108$"):
+        serve_metrics(counters, 0)
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(UsageError, match=r"^port=9 needs prometheus-client, which is not installed; pip install "
+                                         r"'certfsm\[metrics\]' \(or prometheus-client\), or serve no metrics$"):
+        serve_metrics(counters, 9)
+
+
+def test_a_taken_port_is_named_as_the_parameter_by_the_library():
+    pytest.importorskip("prometheus_client", reason="the metrics extra (prometheus-client) is not installed")
+    from certfsm import UsageError
+    from certfsm.runtime import serve_metrics
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(UsageError, match=rf"^port={port}: cannot listen on 127\.0\.0\.1:{port} \(.*\); give a "
+                                             r"free port or stop what holds it$"):
+            serve_metrics(RuntimeCounters(("A", "B")), port)
+
+
 def test_a_taken_port_is_one_line_and_exit_2(distilled_example):
     pytest.importorskip("prometheus_client", reason="the metrics extra (prometheus-client) is not installed")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:

@@ -147,7 +147,10 @@ def test_sighup_swaps_to_a_coarser_grid_and_refuses_files_it_cannot_use_while_th
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--probe", "nowhere"), r"^certfsm: error: --probe nowhere is not a probe; give --probe linux, "),
+    (("--probe", "nowhere"), r"^certfsm: error: --probe nowhere is not a probe; give --probe linux, --probe "
+                              r"trace:FILE\.csv or --probe example-trace$"),
+    (("--probe", "linux", "--metrics-port", "0"), r"^certfsm: error: --metrics-port 0 is not a TCP port; give a port "
+                                                  r"in 1\.\.65535, e\.g\. --metrics-port 9108$"),
     (("--probe", "linux", "--steps", "0"), r"^certfsm: error: --steps 0 is not a positive number of cycles"),
     (("--probe", "linux", "--period-ms", "-3"), r"^certfsm: error: --period-ms -3 is not a number of milliseconds"),
 ])
@@ -157,6 +160,30 @@ def test_bad_run_flags_are_one_line_and_exit_2(distilled_example, args, message)
     code, _, err = run_main("run", distilled_example[2], *args)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and re.match(message, lines[0]), err
+
+
+def test_open_probe_names_its_parameter_not_the_flag():
+    from certfsm import UsageError
+    from certfsm.runtime import open_probe
+
+    with pytest.raises(UsageError, match=r"^probe='nowhere' is not a probe; give probe='linux', "
+                                         r"probe='trace:FILE\.csv' or probe='example-trace'$"):
+        open_probe("nowhere", INPUTS)
+
+
+def test_a_log_replayed_without_its_artifact_names_the_parameter_or_the_flag(distilled_example, coarse_example,
+                                                                             trace, tmp_path):
+    from certfsm import AuditLogError
+    from certfsm.runtime import replay_log
+
+    log = tmp_path / "run.log"
+    assert run_main("run", distilled_example[2], "--probe", f"trace:{trace}", "--audit", log, "--steps", "3")[0] == 0
+    with pytest.raises(AuditLogError, match=r"^the log was written by artifact [0-9a-f]{64}, which was not given; "
+                                            r"give it with artifacts=$"):
+        replay_log(log, [coarse_example])
+    code, out, err = run_main("replay", log, "--artifact", coarse_example)
+    assert (code, out) == (2, "") and re.fullmatch(r"certfsm: error: the log was written by artifact [0-9a-f]{64}, "
+                                                   r"which was not given; give it with --artifact\n", err), err
 
 
 def test_an_existing_log_is_never_overwritten(distilled_example, trace, tmp_path):
