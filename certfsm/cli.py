@@ -622,7 +622,8 @@ def _random_steps(module: Optional[str], random_steps: Optional[int]) -> int:
     from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name
 
     if module is not None:
-        check_module_name(module)
+        with _in_flags(module="--module"):
+            check_module_name(module)
     random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
     if random_steps < 0:
         raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")

@@ -133,10 +133,11 @@ def default_module_name(spec_name: str) -> str:
     return "certfsm_" + re.sub(r"[^A-Za-z0-9_]", "_", spec_name or "controller")
 
 
-def check_module_name(name: str) -> str:
+def check_module_name(name: str, *, parameter: str = "module") -> str:
+    """`name` if it is a Verilog and C identifier; else a SpecError naming it as the caller's `parameter`."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name) or name.lower() in _RESERVED:
-        raise SpecError(f"--module {name!r} is not a Verilog module name; give letters, digits and _ "
-                        "(not first a digit, not a keyword), e.g. --module certfsm_controller")
+        raise SpecError(f"{parameter}={name!r} is not a Verilog module name; give letters, digits and _ "
+                        f"(not first a digit, not a keyword), e.g. {parameter}='certfsm_controller'")
     return name
 
 
@@ -181,7 +182,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     """Describe `machine` as one synchronous module named `module_name` (SpecError without frac_bits)."""
     fixed = machine.fixed_point
     params = machine.params
-    check_module_name(module_name)
+    check_module_name(module_name, parameter="module_name")
     units = units or ("",) * machine.n_inputs
     tw = _width(params.n_tokens - 1)
     cw = _width(machine.n_cells)

@@ -60,7 +60,11 @@ def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input
 
 @pytest.mark.parametrize("args, pattern", [
     (("missing.cfsm", "--out", "x"), r"^certfsm: error: missing\.cfsm: no such file"),
-    (("missing.cfsm", "--out", "x", "--module", "2x"), r"^certfsm: error: --module '2x' is not a Verilog module name"),
+    (("missing.cfsm", "--out", "x", "--module", "2x"), r"^certfsm: error: --module 2x is not a Verilog module name; "
+                                                      r"give letters, digits and _ \(not first a digit, not a "
+                                                      r"keyword\), e\.g\. --module certfsm_controller$"),
+    (("missing.cfsm", "--out", "x", "--module", "has dash"), r"^certfsm: error: --module 'has dash' is not a "
+                                                            r"Verilog module name"),
     (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):

@@ -54,14 +54,23 @@ def test_buses_are_signed_only_below_zero_and_hold_one_value_beyond_each_end():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("9lives", r"^--module '9lives' is not a Verilog module name; give letters, digits and _ \(not first a digit, "
-               r"not a keyword\), e\.g\. --module certfsm_controller$"),
-    ("module", r"^--module 'module' is not a Verilog module name"),
-    ("has-dash", r"^--module 'has-dash' is not a Verilog module name"),
+    ("9lives", r"^module='9lives' is not a Verilog module name; give letters, digits and _ \(not first a digit, "
+               r"not a keyword\), e\.g\. module='certfsm_controller'$"),
+    ("module", r"^module='module' is not a Verilog module name"),
+    ("has-dash", r"^module='has-dash' is not a Verilog module name"),
 ])
-def test_a_bad_module_name_is_refused_with_the_fix(name, message):
-    with pytest.raises(SpecError, match=message):
+def test_a_bad_module_name_is_refused_naming_the_parameter_and_the_fix(name, message):
+    with pytest.raises(SpecError, match=message) as error:
         check_module_name(name)
+    assert "--" not in str(error.value)
+
+
+def test_hardware_of_names_a_bad_module_name_as_its_own_parameter():
+    with pytest.raises(SpecError, match=r"^module_name='9lives' is not a Verilog module name; give letters, digits "
+                                        r"and _ \(not first a digit, not a keyword\), e\.g\. "
+                                        r"module_name='certfsm_controller'$") as error:
+        hardware_of(tiny_machine(), "9lives")
+    assert "--" not in str(error.value)
 
 
 def test_a_machine_without_frac_bits_is_refused_naming_the_input_and_the_fix():
