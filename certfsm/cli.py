@@ -595,6 +595,10 @@ def replay(
     raise typer.Exit(EXIT_FAILED)
 
 
+_EXPORT_FLAGS = {"out": "--out", "module": "--module", "random_steps": "--random-steps"}
+"""The flag of each parameter of export_verilog and export_c that a flag passes."""
+
+
 @app.command("export-verilog")
 def export_verilog(
     artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
@@ -609,7 +613,9 @@ def export_verilog(
     """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
     from certfsm.hdl_export import export_verilog as export
 
-    result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
+    with _in_flags(**_EXPORT_FLAGS):
+        result = export(artifact, out, check=check, module=module,
+                        random_steps=_random_steps(module, random_steps))
     summary = result.summary
     typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
                f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
@@ -622,8 +628,7 @@ def _random_steps(module: Optional[str], random_steps: Optional[int]) -> int:
     from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, check_module_name
 
     if module is not None:
-        with _in_flags(module="--module"):
-            check_module_name(module)
+        check_module_name(module)
     random_steps = DEFAULT_RANDOM_STEPS if random_steps is None else random_steps
     if random_steps < 0:
         raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
@@ -657,7 +662,9 @@ def export_c(
     follows MISRA C:2012 but for the deviations its header justifies, and builds for a Cortex-M4."""
     from certfsm.hdl_export import export_c as export
 
-    result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
+    with _in_flags(**_EXPORT_FLAGS):
+        result = export(artifact, out, check=check, module=module,
+                        random_steps=_random_steps(module, random_steps))
     typer.echo(f"{result.header}, {result.source}: {result.summary['cells']} cells, one decision per call")
     _finish_export(result, out, check)
 
@@ -673,7 +680,8 @@ def check_verilog(
     """Prove a Verilog module equal to the artifact's machine (every state, every input); exit 0 only when proved."""
     from certfsm.hdl_export import check_verilog as check
 
-    proof = check(artifact, module, report=report, timeout=_seconds("--timeout", timeout), top=top)
+    with _in_flags(report="--report", timeout="--timeout", top="--top"):
+        proof = check(artifact, module, report=report, timeout=_seconds("--timeout", timeout), top=top)
     for line in proof.lines():
         typer.echo(line)
     raise typer.Exit(EXIT_OK if proof.is_proved else EXIT_FAILED)

@@ -81,7 +81,7 @@ def export_c(artifact_path, out, *, check: bool = False, module: str | None = No
     """Export a certified artifact (refused as `load_artifact` refuses it) as C99 into folder `out`."""
     check_random_steps(random_steps)
     hw, artifact = export_source(artifact_path, module)
-    folder = output_folder(out, "export folder", "--out")
+    folder = output_folder(out, "export folder", "out")
     name = hw.module.name
     header_text, source_text = print_c(hw.module)
     header, source = folder / f"{name}.h", folder / f"{name}.c"

@@ -100,7 +100,7 @@ def export_machine(machine: Machine, out, module_name: str, units=None, *, check
 def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifact: dict | None) -> Export:
     """Write the module, its bench and vectors into `out`, run the checks when asked, and write summary.json."""
     machine, module_name = hw.machine, hw.module.name
-    folder = output_folder(out, "export folder", "--out")
+    folder = output_folder(out, "export folder", "out")
     module_file = folder / f"{module_name}.v"
     bench_file = folder / f"{module_name}_tb.v"
     module_file.write_text(print_verilog(hw.module))

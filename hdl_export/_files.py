@@ -32,13 +32,15 @@ def certified_machine(artifact_path):
     return artifact, machine
 
 
-def output_folder(path, what: str, flag: str) -> Path:
-    """The folder `path`, created if need be; a ReportError naming it (`what`) and the option to change (`flag`)."""
+def output_folder(path, what: str, parameter: str) -> Path:
+    """The folder `path`, created if need be; a ReportError naming it (`what`) and, in its fix, `parameter`: the
+    caller's parameter that gave it (``out`` for an export folder)."""
     folder = Path(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ReportError(f"{folder}: cannot create the {what} ({error.strerror}); choose another {flag}") from None
+        raise ReportError(f"{folder}: cannot create the {what} ({error.strerror}); "
+                          f"choose another {parameter}= path") from None
     return folder
 
 

