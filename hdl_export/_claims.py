@@ -80,7 +80,8 @@ class Claims:
 
     # ---------------------------------------------------------------- the common part
 
-    def _prefix(self) -> list[str]:
+    def prefix(self) -> list[str]:
+        """The lines every claim begins with: the transition relation, one edge from s to t, and the views."""
         t, m = self.transition, self.transition.module
         lines = [f"; the module's transition relation: {t.yosys_version} write_smt2 -stbv -wires of {self.file_name}, "
                  f"module {m}", *t.body(),
@@ -88,18 +89,28 @@ class Claims:
                  f"(declare-const s |{m}_s|)", f"(declare-const t |{m}_s|)",
                  f"(assert (|{m}_h| s))", f"(assert (|{m}_h| t))", f"(assert (|{m}_t| s t))",
                  "; views of the port contract's signals: s.NAME before the edge, t.NAME after it"]
-        names = [*INPUTS, *(name for name, _ in self.buses), *STATE_REGISTERS, *PIPELINE_REGISTERS, *OUTPUTS]
-        for state in ("s", "t"):
-            for name in names:
-                width, term = self.width(name), t.at(name, state)
-                value = f"(ite {term} #b1 #b0)" if width == 1 else term
-                lines += [f"(declare-const {state}.{name} (_ BitVec {width}))",
-                          f"(assert (= {state}.{name} {value}))"]
+        for (state, name), declaration in zip(self._views(), self.view_declarations()):
+            width, term = self.width(name), t.at(name, state)
+            value = f"(ite {term} #b1 #b0)" if width == 1 else term
+            lines += [declaration, f"(assert (= {state}.{name} {value}))"]
         return lines
 
-    def body(self, name: str) -> list[str]:
+    def view_declarations(self) -> list[str]:
+        """The views' declarations, the only names of the prefix a claim uses (`verify.SharedPrefix` restates them)."""
+        return [f"(declare-const {state}.{name} (_ BitVec {self.width(name)}))" for state, name in self._views()]
+
+    def _views(self) -> list[tuple[str, str]]:
+        names = [*INPUTS, *(name for name, _ in self.buses), *STATE_REGISTERS, *PIPELINE_REGISTERS, *OUTPUTS]
+        return [(state, name) for state in ("s", "t") for name in names]
+
+    def claim(self, name: str) -> list[str]:
+        """The lines after the prefix: the claim `name`'s definitions, then its negation asserted."""
         claim = getattr(self, f"_{name}")()
-        return [*self._prefix(), *claim[:-1], f"; the claim, negated: {DESCRIPTIONS[name]}", claim[-1]]
+        return [*claim[:-1], f"; the claim, negated: {DESCRIPTIONS[name]}", claim[-1]]
+
+    def body(self, name: str) -> list[str]:
+        """The whole query `name` as its file states it: the prefix, then the claim."""
+        return [*self.prefix(), *self.claim(name)]
 
     # ---------------------------------------------------------------- reset and hold
 

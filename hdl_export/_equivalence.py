@@ -4,7 +4,8 @@ The module is read as yosys elaborates it (`_transition.py`: the text,
 not certfsm's structure, is what is judged), and each claim is one
 SMT-LIB query over one rising edge from a state ``s`` to the state ``t``
 after it, solved by Z3 from its own text (``unsat`` means the claim
-holds). The port contract (`_hardware.py`) fixes which registers the
+holds; the transition relation that begins every claim is read once and
+shared, `certfsm.verify.SharedPrefix`, which changes no answer). The port contract (`_hardware.py`) fixes which registers the
 claims relate; with its two-edge pipeline a decision is split at the
 pipeline registers:
 
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from certfsm import EngineError
 from certfsm.machine import Machine
-from certfsm.verify import smtlib_text, solve_text, write_proof_query
+from certfsm.verify import SharedPrefix, write_proof_query
 
 from ._checks import Check
 from ._claims import DESCRIPTIONS, LOGIC, PIPELINE_REGISTERS, QUERIES, Claims
@@ -135,12 +136,17 @@ def prove_equivalence(machine: Machine, verilog, *, folder=None, timeout: float 
     _check_contract(path, transition, reference)
     claims = Claims(machine, reference, transition, path.name)
     verilog_sha = file_sha256(path)
+    prefix = claims.prefix()
+    started = time.perf_counter()
+    shared = SharedPrefix("\n".join(prefix), "\n".join(claims.view_declarations()))
+    reading = time.perf_counter() - started  # Z3 reading the transition relation, shared by the claims
     results = []
     for name in QUERIES:
-        body = claims.body(name)
+        claim = claims.claim(name)
+        body = [*prefix, *claim]
         started = time.perf_counter()
-        answer, model, reason = solve_text(smtlib_text(body, LOGIC[name]), timeout)
-        seconds = time.perf_counter() - started
+        answer, model, reason = shared.solve("\n".join(claim), timeout)
+        seconds = time.perf_counter() - started + reading / len(QUERIES)
         counterexample = ""
         if answer == "unsat":
             verdict = "proved"

@@ -37,7 +37,8 @@ names exported here.
 - SMT-LIB and Z3, one door each: `smtlib_text` makes every query script,
   `write_proof_query` writes every non-network proof file (table and
   machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`
-  (`_smtlib`), and `solve_text` hands any query text to Z3 (`_z3`).
+  (`_smtlib`), and `solve_text` hands any query text to Z3 (`_z3`; `SharedPrefix` for
+  queries that share a long beginning).
 - One worker pool: `pool_for` runs tasks inline or in killable, bounded,
   forked worker processes with BLAS on one thread (`InlinePool`,
   `ProcessPool`; `single_threaded_blas`, `limit_blas_threads`; `_pool`,
@@ -64,14 +65,14 @@ from ._smtlib import one_line, smtlib_script, smtlib_text, write_proof_query, wr
 from ._spec_properties import spec_properties
 from ._validate import Validation, validate_counterexample
 from ._vnnlib import format_vnncomp_result, parse_vnnlib
-from ._z3 import solve_text
+from ._z3 import SharedPrefix, solve_text
 
 __all__ = [
     "ENGINES", "PROVED", "UNKNOWN", "VIOLATED", "Conjunction", "InputNaming", "Property", "RecheckRow",
     "Result", "Validation", "VerifyRun", "check", "chosen_conjunction", "format_vnncomp_result",
     "parse_vnnlib", "recheck_folder", "smtlib_script", "spec_properties", "validate_counterexample",
     "verify_spec", "verify_vnnlib", "vnncomp_answer", "write_report", "write_smtlib",
-    "one_line", "smtlib_text", "solve_text", "write_proof_query",
+    "one_line", "smtlib_text", "solve_text", "SharedPrefix", "write_proof_query",
     "VERDICTS", "check_network_fits_spec", "exact_decimal", "exact_outputs", "falsify", "limit_blas_threads",
     "model_summary", "plain_decimal", "single_threaded_blas", "spec_summary",
     "engines_needed", "is_installed", "missing_solver", "InlinePool", "ProcessPool", "pool_for",

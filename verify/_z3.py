@@ -102,7 +102,8 @@ def check(network: Network, prop: Property, timeout: float, phases=None, rlimit:
         query = prop if margin == 0.0 else _shrunk(prop, margin)
         context = z3.Context()
         try:
-            solver = _solver(z3, context, smtlib_script(network, query, phases=phases), remaining, rlimit)
+            script = smtlib_script(network, query, phases=phases)
+            solver = _solver(z3, context, remaining, rlimit, z3.parse_smt2_string(script, ctx=context))
             status, model, why = _solve(z3, solver, network.n_inputs, rlimit)
             if rlimit is not None and why == _TIMED_OUT:
                 stats[WALL_CLOCK_GUARD] = True
@@ -170,12 +171,14 @@ def _shrunk(prop: Property, margin: float) -> Property:
     return dataclasses.replace(prop, unsafe=unsafe)
 
 
-def _solver(z3, context, script: str, seconds: float, rlimit: int | None = None):
+def _solver(z3, context, seconds: float, rlimit: int | None, *assertions):
+    """A solver with the time and resource limits set, holding `assertions` (Z3 vectors) in their order."""
     solver = z3.Solver(ctx=context)
     solver.set("timeout", max(1, int(seconds * 1000)))
     if rlimit is not None:
         solver.set("rlimit", int(rlimit))
-    solver.add(z3.parse_smt2_string(script, ctx=context))
+    for vector in assertions:
+        solver.add(vector)
     return solver
 
 
@@ -213,7 +216,8 @@ def solve_text(script: str, seconds: float, rlimit: int | None = None) -> tuple[
 
     The one place certfsm hands a query text to Z3 (the network engine
     above reads its models through `_solve`; table and machine proofs call
-    this). Answer: "sat", "unsat" or "unknown" with the reason (timeout,
+    this, and `SharedPrefix` for queries that share a long beginning).
+    Answer: "sat", "unsat" or "unknown" with the reason (timeout,
     Z3's own unknown, any Z3 error). With `rlimit` (Z3's deterministic
     resource count) the answer does not depend on the machine's speed,
     and `seconds` is a guard: when it fires first the reason starts with
@@ -225,7 +229,57 @@ def solve_text(script: str, seconds: float, rlimit: int | None = None) -> tuple[
         return "unknown", None, f"z3 cannot be imported ({error}); pip install z3-solver"
     context = z3.Context()
     try:
-        solver = _solver(z3, context, script, seconds, rlimit)
+        solver = _solver(z3, context, seconds, rlimit, z3.parse_smt2_string(script, ctx=context))
+    except z3.Z3Exception as error:
+        return "unknown", None, f"z3 error: {' '.join(str(error).split())}"
+    return _answer(z3, solver, context, seconds, rlimit)
+
+
+class SharedPrefix:
+    """Queries that all begin with one long text: the prefix is parsed once, each query's own tail once each.
+
+    Why: a hardware module's transition relation is megabytes of SMT-LIB
+    that every equivalence claim repeats, and reading it is most of a
+    claim's time. `solve(tail)` answers what `solve_text(prefix + tail)`
+    answers: a fresh solver gets the prefix's assertions (parsed once, in
+    this object's context) and the tail's, parsed after `declarations`,
+    the prefix's declarations that tails use, restated. A restated
+    constant is the prefix's own (Z3 identifies a declaration by its name
+    and sort within one context); had it not been, the tail's constants
+    would be free and a claim could only fail (sat), never pass wrongly.
+    """
+
+    def __init__(self, prefix: str, declarations: str) -> None:
+        self._declarations = declarations
+        self._assertions = None
+        self._failure = ""
+        try:
+            self._z3 = _z3()
+        except ImportError as error:
+            self._failure = f"z3 cannot be imported ({error}); pip install z3-solver"
+            return
+        self._context = self._z3.Context()
+        try:
+            self._assertions = self._z3.parse_smt2_string(prefix, ctx=self._context)
+        except self._z3.Z3Exception as error:
+            self._failure = f"z3 error: {' '.join(str(error).split())}"
+
+    def solve(self, tail: str, seconds: float, rlimit: int | None = None) -> tuple[str, ModelValues | None, str]:
+        """(answer, model values or None, reason) of the prefix followed by `tail`, as `solve_text` gives them."""
+        if self._assertions is None:
+            return "unknown", None, self._failure
+        z3, context = self._z3, self._context
+        try:
+            own = z3.parse_smt2_string(self._declarations + "\n" + tail, ctx=context)
+            solver = _solver(z3, context, seconds, rlimit, self._assertions, own)
+        except z3.Z3Exception as error:
+            return "unknown", None, f"z3 error: {' '.join(str(error).split())}"
+        return _answer(z3, solver, context, seconds, rlimit)
+
+
+def _answer(z3, solver, context, seconds: float, rlimit: int | None) -> tuple[str, ModelValues | None, str]:
+    """`solver.check()` as solve_text's (answer, model values or None, reason)."""
+    try:
         answer = solver.check()
     except z3.Z3Exception as error:
         return "unknown", None, f"z3 error: {' '.join(str(error).split())}"
