@@ -98,8 +98,8 @@ def main() -> int:
         folder = args.out_dir or Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         rows = [measure(case, folder, args.jobs) for case in cases]
-    print(f"| case | grid | cells | exact cells re-proved | how | cells (s) | witnesses re-validated | witnesses (s) "
-          f"| queries equal | queries (s) | wall (s) | exit | load before/after |")
+    print("| case | grid | cells | exact cells re-proved | how | cells (s) | witnesses re-validated | witnesses (s) "
+          "| queries equal | queries (s) | wall (s) | exit | load before/after |")
     print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r['case']} | {r['grid']} | {r['cells']} | {r['exact']} | {r['engines']} | {r['cells_s']} | "

@@ -41,7 +41,7 @@ from ._arrays import frozen_array
 from ._decision import margin_bounds
 from ._errors import SpecError
 from ._readonly import ReadOnlyDict
-from ._sla_path import SLA_STATISTICS, SlaPath
+from ._sla_path import SlaPath
 from ._spec_schema import check_plain_json, check_schema, read_json, show_number
 
 

@@ -127,19 +127,19 @@ def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
         namespace[f"o{i}"] = _offsets(machine.n_cells, len(key), stride)
     xs = [f"x{i}" for i in range(machine.n_inputs)]
     source = "\n".join([
-        f"def cell_of(reading):",
+        "def cell_of(reading):",
         f'    """Flat cell of a list or tuple of {machine.n_inputs} {type_name}s, OUT_OF_ENVELOPE, or None: '
         f'{", ".join(machine.names)}."""',
-        f"    if type(reading) not in SEQUENCES:",
-        f"        return None",
-        f"    try:",
+        "    if type(reading) not in SEQUENCES:",
+        "        return None",
+        "    try:",
         f"        {', '.join(xs)}, = reading",
         f"    except ValueError:  # not {machine.n_inputs} values",
-        f"        return None",
+        "        return None",
         f"    if {' and '.join(f'type({x}) is number' for x in xs)}:",
         f"        cell = {' + '.join(f'o{i}[bisect_right(k{i}, {x})]' for i, x in enumerate(xs))}",
-        f"        return cell if cell >= 0 else OUT_OF_ENVELOPE",
-        f"    return None",
+        "        return cell if cell >= 0 else OUT_OF_ENVELOPE",
+        "    return None",
     ])
     exec(compile(source, f"<certfsm binning of {machine.artifact_sha256[:12] or 'a machine'}>", "exec"), namespace)
     function = namespace["cell_of"]

@@ -295,7 +295,7 @@ def _markdown(log, header, verification, steps: int, token_counts, reasons, atta
              f"- verification: **{verdict}**: {verification.describe()}",
              f"- steps reported: {steps}" + ("" if verification.ok else
                                             " (only the records before the bad one; nothing after it is trusted)"),
-             f"- SLA attainment: " + (f"{100.0 * attainment:.2f}% of cycles with sla_ok" if steps else "no steps"),
+             "- SLA attainment: " + (f"{100.0 * attainment:.2f}% of cycles with sla_ok" if steps else "no steps"),
              "" if named else ("- token names: not given (give the artifact the log was written with); tokens are "
                                "named by output index and code"),
              "", "## Tokens", "", "| token | steps |", "| --- | ---: |"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 import stat
@@ -344,7 +343,7 @@ def bad_inputs(tmp_path, keys, signed):
     garbage.write_text("not a key\n")
     rsa_like = tmp_path / "truncated.pem"
     rsa_like.write_bytes(keys["ours"][0].read_bytes()[:60] + b"\n-----END PRIVATE KEY-----\n")
-    s, k, p = re.escape(str(signed)), re.escape(str(keys["ours"][0])), re.escape(str(keys["ours"][1]))
+    k, p = re.escape(str(keys["ours"][0])), re.escape(str(keys["ours"][1]))
     g, t = re.escape(str(garbage)), re.escape(str(rsa_like))
     priv_fix = r"give the private key file written by certfsm keygen --out KEY \(not KEY\.pub\)"
     pub_fix = r"give the public key file KEY\.pub written by certfsm keygen --out KEY"

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm._artifact import load_artifact
-from certfsm.examples import example_spec_path
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, Reason
 
 

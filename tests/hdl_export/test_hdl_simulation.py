@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import re
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 from tiny_machine import tiny_machine

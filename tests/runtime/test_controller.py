@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,7 +129,7 @@ def test_concurrent_steps_keep_one_order_of_decisions(artifact_path):
     assert len(seen) == 2000 and seen[-1] == controller.state
 
 
-def _rehashed(path, tmp_path, change) -> "Path":
+def _rehashed(path, tmp_path, change) -> Path:
     document = json.loads(path.read_text())
     change(document["payload"])
     document["sha256"] = sha256_hex(canonical_bytes(document["payload"]))

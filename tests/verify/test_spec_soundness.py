@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import decimal
 import json
-import math
 from fractions import Fraction
 
 import numpy as np
