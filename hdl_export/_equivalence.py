@@ -178,7 +178,7 @@ def check_verilog(artifact_path, verilog, *, report=None, timeout: float = 600.0
     """
     artifact_path = Path(artifact_path)
     _, machine = certified_machine(artifact_path)
-    folder = None if report is None else output_folder(report, "report folder", "--report")
+    folder = None if report is None else output_folder(report, "report folder", "report")
     proof = prove_equivalence(machine, verilog, folder=folder, timeout=timeout, top=top)
     if folder is not None:
         summary = {"certfsm_equivalence": 1, "artifact": {"file": artifact_path.name,

@@ -88,3 +88,17 @@ def test_an_artifact_without_frac_bits_is_refused_naming_the_input(exported_exam
     assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
                                      r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
                                      r"in the spec, then distil it again$"), err
+
+
+@pytest.mark.slow
+def test_a_report_folder_in_the_way_names_the_parameter_or_the_flag(exported_example, tmp_path):
+    from certfsm import ReportError
+    from certfsm.hdl_export import check_verilog
+    artifact, module = exported_example
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("not a folder")
+    refusal = rf"{re.escape(str(in_the_way))}: cannot create the report folder \(File exists\); choose another "
+    with pytest.raises(ReportError, match=rf"^{refusal}report= path$"):
+        check_verilog(artifact, module, report=in_the_way)
+    code, out, err = run_main("check-verilog", artifact, module, "--report", in_the_way)
+    assert one_line_error(code, err, rf"^certfsm: error: {refusal}--report path$"), err
