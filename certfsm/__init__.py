@@ -11,7 +11,7 @@ by the public name given here, never from the underscore module:
   engine, verdict, time and SMT-LIB file) and the verdicts `PROVED`,
   `VIOLATED`, `UNKNOWN`, `VERDICTS` (`_verdict`, standard library only,
   imported at once);
-- the controller spec: `load_spec`, `spec_from_dict` (`_spec`,
+- the controller spec: `load_spec`, `spec_from_dict`, `describe_spec` (its summary lines; `_spec`,
   `_spec_rules`, `_spec_schema`; import jsonschema when called),
   `SlaPath` (one SLA path of a spec) and `SLA_STATISTICS` (what a path may
   compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`);
@@ -23,13 +23,15 @@ by the public name given here, never from the underscore module:
   (`_decision`);
 - the artifact: `Artifact`, `load_artifact`, the one writer of its
   payload `artifact_payload` / `write_artifact`, `allowed_bitmasks`,
-  `ARTIFACT_SUFFIX` (`_artifact`, with its checks, trust rules, signature
+  `ARTIFACT_SUFFIX`, `sign_artifact` (`_artifact`, with its checks, trust rules, signature
   and canonical form in `_artifact_checks`, `_artifact_trust`,
   `_artifact_signature`, `_canonical`); the one rule for a certified
   certificate `is_certified` and the names of its properties, by which
   the proofs in `certfsm.fsm` are named: `CELLS_EXACT`, `TABLE_PROPERTIES`,
   `INVARIANT_QUERIES`, `MACHINE_PROPERTIES` (`_artifact_trust`);
-  `PublicKey` (`_signing`);
+  `PublicKey`, `generate_key_pair`, `load_private_key` (`_signing`);
+  `inspect_artifact` (what an artifact holds and whether it may run,
+  `_inspect`);
 - the certified machine: the public module `certfsm.machine` (binning,
   table, parameters and the step function, standard library only);
 - building blocks the sub-packages share: `frozen_array` (read-only
@@ -43,8 +45,8 @@ by the public name given here, never from the underscore module:
   (`_readonly`); `token_colours` (one colour per token in every picture,
   `_palette`); `certfsm_version` (the one version string every file and
   `--version` state, `_version`);
-- the command line: `certfsm.cli` (the one place outside a package that
-  may call its underscore modules, and only the core's).
+- the command line: the package `certfsm.cli` (folder `cli/`), the top
+  floor, which imports every other package by its public names.
 
 Only the errors and the verdict record load with the package: every other
 name loads its module on first use (PEP 562), so that `import
@@ -79,6 +81,8 @@ _LAZY = {
     "staged_folder": "_staging", "write_atomically": "_staging",
     "json_path": "_jsonpath", "ReadOnlyDict": "_readonly", "token_colours": "_palette",
     "certfsm_version": "_version",
+    "describe_spec": "_spec", "sign_artifact": "_artifact", "inspect_artifact": "_inspect",
+    "generate_key_pair": "_signing", "load_private_key": "_signing",
 }
 """Public name -> the core module that is its home, loaded on first use."""
 
@@ -143,8 +147,9 @@ __all__ = [
     "PublicKey", "ReadOnlyDict", "ReportError", "SLA_STATISTICS", "SigningError", "SlaPath", "SpecError",
     "TABLE_PROPERTIES", "UNKNOWN", "UsageError", "VERDICTS", "VIOLATED", "VerdictRecord", "VnnlibError",
     "allowed_bitmasks", "artifact_payload", "certfsm_version", "decide", "decimal_value", "decision_margin",
-    "float_at_least", "float_at_most", "frozen_array", "gated_decide", "integer_form", "is_certified", "json_path",
-    "load_artifact", "load_onnx", "load_spec", "margin_bounds", "margin_from_probability", "preference",
-    "rational_array", "run_onnxruntime", "spec_from_dict", "staged_folder", "token_colours", "write_artifact",
+    "describe_spec", "float_at_least", "float_at_most", "frozen_array", "gated_decide", "generate_key_pair",
+    "inspect_artifact", "integer_form", "is_certified", "json_path", "load_artifact", "load_onnx",
+    "load_private_key", "load_spec", "margin_bounds", "margin_from_probability", "preference", "rational_array",
+    "run_onnxruntime", "sign_artifact", "spec_from_dict", "staged_folder", "token_colours", "write_artifact",
     "write_atomically",
 ]

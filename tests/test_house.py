@@ -24,10 +24,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FOLDERS = {"certfsm": "certfsm", "verify": "certfsm.verify", "fsm": "certfsm.fsm", "runtime": "certfsm.runtime",
-           "sla": "certfsm.sla", "hdl_export": "certfsm.hdl_export", "bench": "bench"}
+           "sla": "certfsm.sla", "hdl_export": "certfsm.hdl_export", "cli": "certfsm.cli", "bench": "bench"}
 """Each production folder and the import name of its package."""
 
-SUB_PACKAGES = {"verify", "fsm", "runtime", "sla", "hdl_export"}
+SUB_PACKAGES = {"verify", "fsm", "runtime", "sla", "hdl_export", "cli"}
 """The packages that live under the `certfsm.` import namespace (everything else there is the core)."""
 
 
@@ -65,6 +65,52 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def imports_in(source: str, module_name: str, *, is_package: bool = False,
+               top_level_only: bool = False) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(line, absolute module, names taken from it) for every import in `source`, function-level ones included.
+
+    `importlib.import_module("...")` with a literal name and attribute chains
+    such as `certfsm.verify._split.x` count as imports of that module.
+    With `top_level_only`, only the statements that run when the module is
+    imported (module level, not inside a function, class or
+    ``if TYPE_CHECKING``): the imports that can form a cycle.
+    """
+    tree = ast.parse(source)
+    nodes = _top_level(tree) if top_level_only else ast.walk(tree)
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module if not node.level else _resolve(module_name, is_package, node.level, node.module)
+            found.append((node.lineno, module, tuple(alias.name for alias in node.names)))
+        elif top_level_only:
+            continue
+        elif isinstance(node, ast.Call) and _dotted(node.func) in ("importlib.import_module", "import_module"):
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.append((node.lineno, node.args[0].value, ()))
+        elif isinstance(node, ast.Attribute):
+            parts = (_dotted(node) or "").split(".")
+            private = [k for k, part in enumerate(parts) if _is_private(part)]
+            if parts[0] == "certfsm" and private:
+                found.append((node.lineno, ".".join(parts[:private[0] + 1]), ()))
+    return found
+
+
+def _top_level(tree: ast.Module) -> list[ast.stmt]:
+    """The module's own statements, with the bodies of plain ifs and trys (not TYPE_CHECKING blocks)."""
+    statements, queue = [], list(tree.body)
+    while queue:
+        node = queue.pop(0)
+        statements.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            queue += [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            queue += [*node.body, *(h for handler in node.handlers for h in handler.body), *node.orelse,
+                      *node.finalbody]
+    return statements
+
+
 def private_reaches(source: str, module_name: str, *, is_package: bool = False) -> list[tuple[int, str]]:
     """(line, what) for every import in `source` of another package's underscore module or underscore name.
 
@@ -73,34 +119,75 @@ def private_reaches(source: str, module_name: str, *, is_package: bool = False) 
     """
     home = owner(module_name)[0]
     found: list[tuple[int, str]] = []
-
-    def judge(line: int, module: str, names: tuple[str, ...] = ()) -> None:
+    for line, module, names in imports_in(source, module_name, is_package=is_package):
         owned = owner(module)
         if owned is None or owned[0] == home:
-            return
+            continue
         package, below = owned
         if any(_is_private(part) for part in below):
             found.append((line, f"imports {module}, a private module of {package}"))
         for name in names:
             if _is_private(name):
                 found.append((line, f"imports {name} from {module}, a private name of {package}"))
-
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                judge(node.lineno, alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module if not node.level else _resolve(module_name, is_package, node.level, node.module)
-            judge(node.lineno, module, tuple(alias.name for alias in node.names))
-        elif isinstance(node, ast.Call) and _dotted(node.func) in ("importlib.import_module", "import_module"):
-            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                judge(node.lineno, node.args[0].value)
-        elif isinstance(node, ast.Attribute):
-            parts = (_dotted(node) or "").split(".")
-            private = [k for k, part in enumerate(parts) if _is_private(part)]
-            if parts[0] == "certfsm" and private:
-                judge(node.lineno, ".".join(parts[:private[0] + 1]))
     return sorted(set(found))
+
+
+FLOORS = {"certfsm": 0, "certfsm.verify": 1, "certfsm.sla": 1, "certfsm.fsm": 2, "certfsm.runtime": 2,
+          "certfsm.hdl_export": 3, "certfsm.cli": 4}
+"""The floors of the house (docs/design.md, "Layout"): a package imports only packages on lower floors. The
+core holds the IRs and their codecs; the CLI, on top, parses, calls one public function per command and prints."""
+
+
+def upward_imports(source: str, module_name: str, *, is_package: bool = False) -> list[tuple[int, str]]:
+    """(line, what) for every import in `source` of a package on the same floor or a higher one than its own."""
+    home = owner(module_name)[0]
+    if home not in FLOORS:
+        return []
+    found = []
+    for line, module, names in imports_in(source, module_name, is_package=is_package):
+        targets = {owner(module)[0]} if owner(module) else set()
+        if module == "certfsm":  # from certfsm import verify
+            targets |= {f"certfsm.{name}" for name in names if name in SUB_PACKAGES}
+        for target in targets - {home, None}:
+            if target in FLOORS and FLOORS[target] >= FLOORS[home]:
+                found.append((line, f"imports {target} (floor {FLOORS[target]}) from {home} (floor "
+                                    f"{FLOORS[home]})"))
+    return sorted(set(found))
+
+
+def import_cycle(modules: dict[str, tuple[str, bool]]) -> list[str]:
+    """One cycle of module-level imports among `modules` (name -> (source, is package)), or [] when none.
+
+    An import of one of the module's own packages is no edge: a package is imported before its modules.
+    """
+    graph = {}
+    for name, (source, is_package) in modules.items():
+        edges = set()
+        for _, module, names in imports_in(source, name, is_package=is_package, top_level_only=True):
+            edges |= {f"{module}.{n}" for n in names if f"{module}.{n}" in modules}
+            if module in modules:
+                edges.add(module)
+        ancestors = {".".join(name.split(".")[:k]) for k in range(1, name.count(".") + 1)}
+        graph[name] = edges - {name} - ancestors  # Python imports a module's packages before the module itself
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(name: str) -> list[str]:
+        state[name] = 1
+        path.append(name)
+        for successor in sorted(graph[name]):
+            if state.get(successor) == 1:
+                return path[path.index(successor):] + [successor]
+            if successor not in state and (cycle := visit(successor)):
+                return cycle
+        state[name] = 2
+        path.pop()
+        return []
+
+    for name in sorted(graph):
+        if name not in state and (cycle := visit(name)):
+            return cycle
+    return []
 
 
 def production_files() -> list[tuple[Path, str, bool]]:
@@ -112,6 +199,49 @@ def production_files() -> list[tuple[Path, str, bool]]:
             is_package = parts[-1] == "__init__"
             files.append((path, ".".join(parts[:-1] if is_package else parts), is_package))
     return files
+
+
+@pytest.mark.slow
+def test_no_package_imports_one_on_its_own_floor_or_above():
+    offences = [f"{path.relative_to(ROOT)}:{line}: {what}" for path, module_name, is_package in production_files()
+                for line, what in upward_imports(path.read_text(), module_name, is_package=is_package)]
+    assert not offences, "a package may import only lower floors (FLOORS):\n" + "\n".join(offences)
+
+
+@pytest.mark.slow
+def test_no_import_cycle_at_module_level():
+    modules = {name: (path.read_text(), is_package) for path, name, is_package in production_files()}
+    cycle = import_cycle(modules)
+    assert not cycle, "module-level import cycle: " + " -> ".join(cycle)
+
+
+UPWARD = [
+    ("def f():\n    from certfsm.fsm import distill_controller\n", "certfsm._spec", "certfsm.fsm (floor 2)"),
+    ("from certfsm import runtime\n", "certfsm._x", "certfsm.runtime (floor 2)"),
+    ("from certfsm.hdl_export import export_c\n", "certfsm.fsm._x", "certfsm.hdl_export (floor 3)"),
+    ("import certfsm.cli\n", "certfsm.hdl_export._x", "certfsm.cli (floor 4)"),
+    ("from certfsm.sla import SlaMonitor\n", "certfsm.verify._x", "certfsm.sla (floor 1)"),
+]
+
+
+@pytest.mark.parametrize("source, module_name, expected", UPWARD, ids=[row[2] for row in UPWARD])
+def test_a_planted_upward_import_is_found_with_its_line(source, module_name, expected):
+    found = upward_imports(source, module_name)
+    assert found and expected in found[-1][1], found
+    assert found[-1][0] == source.count("\n")
+
+
+def test_downward_imports_pass():
+    assert upward_imports("from certfsm import Network\nfrom certfsm.verify import check\n", "certfsm.fsm._x") == []
+    assert upward_imports("from certfsm.sla import SlaMonitor\n", "certfsm.runtime._x") == []
+    assert upward_imports("from certfsm.hdl_export import export_c\n", "certfsm.cli") == []
+
+
+def test_a_planted_cycle_is_found_and_a_function_level_import_breaks_it():
+    cycle = {"certfsm._a": ("from ._b import x\n", False), "certfsm._b": ("from certfsm._a import y\n", False)}
+    assert import_cycle(cycle) == ["certfsm._a", "certfsm._b", "certfsm._a"]
+    broken = {**cycle, "certfsm._b": ("def f():\n    from certfsm._a import y\n", False)}
+    assert import_cycle(broken) == []
 
 
 @pytest.mark.slow
@@ -148,7 +278,6 @@ def test_a_planted_reach_is_found_with_its_line(source, module_name, expected):
 ALLOWED = [
     ("from ._split import bound\nfrom . import _split\n", "certfsm.verify._check"),
     ("from .._errors import SpecError\n", "certfsm.examples"),
-    ("from certfsm._spec import load_spec\n", "certfsm.cli"),
     ("from certfsm import SpecError, Network\nfrom certfsm.verify import check\n", "certfsm.fsm._x"),
     ("import certfsm\nprint(certfsm.__file__)\n", "certfsm.runtime._x"),
     ("from certfsm.fsm import _cell_bounds\n", "certfsm.fsm._cell_workers"),

@@ -21,7 +21,7 @@ from typing import Optional
 
 import typer
 
-from ._errors import ArtifactError, CertfsmError, EngineError, UsageError
+from certfsm import ArtifactError, CertfsmError, EngineError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 ENGINE_HELP = "auto | marabou | z3 | both | bounds"
@@ -107,7 +107,7 @@ def _in_flags(**flags: str):
 
 
 def _example_spec(name: str) -> Path:
-    from .examples import example_spec_path
+    from certfsm.examples import example_spec_path
 
     return example_spec_path(name)
 
@@ -152,7 +152,7 @@ def verify(
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Prove the spec's token range and legality rules (plain and gated) and write a report folder."""
-    from certfsm._spec import load_spec
+    from certfsm import load_spec
     from certfsm.verify import InputNaming, spec_properties, verify_spec, write_report
 
     spec_path = _spec_argument(spec, example, example_name)
@@ -242,7 +242,7 @@ def vnnlib(
     text = format_vnncomp_result(answer, witness.counterexample if witness else None,
                                  witness.outputs if witness else None)
     if out is not None:
-        from ._staging import write_atomically
+        from certfsm import write_atomically
 
         write_atomically(out, (text if text.endswith("\n") else text + "\n").encode(), what="result",
                          fix="choose a writable --out path", make_parents=True)
@@ -298,13 +298,13 @@ def distill(
                                         help="Sign the artifact with this private key (from certfsm keygen)."),
 ) -> None:
     """Distil the network into a certified lookup-table state machine: artifact plus report folder."""
-    from certfsm._spec import load_spec
+    from certfsm import load_spec
     from certfsm.fsm import distill_controller
 
     spec_path = _spec_argument(spec, example, example_name)
     signer = None
     if sign is not None:  # read the key before the distillation, so a bad key costs no solver time
-        from certfsm._signing import load_private_key
+        from certfsm import load_private_key
 
         signer = load_private_key(sign)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
@@ -332,7 +332,7 @@ def distill(
     state = "certified" if run.certified else "NOT certified (the runtime will refuse it)"
     signed = ""
     if signer is not None:
-        from certfsm._artifact import sign_artifact
+        from certfsm import sign_artifact
 
         signed = f"; signed by {sign_artifact(out, signer).key_id}"
     typer.echo(f"{out}: {state}; sha256 {run.artifact_sha256}{signed}; report written to {report}/")
@@ -382,7 +382,7 @@ class _CellProgress:
 def keygen(out: Path = typer.Option(..., "--out", metavar="KEY",
                                     help="Private key file to create (mode 0600); the public key goes to KEY.pub.")) -> None:
     """Make an Ed25519 key pair for signing artifacts; never overwrites an existing key."""
-    from certfsm._signing import generate_key_pair
+    from certfsm import generate_key_pair
 
     with _in_flags(out="--out"):
         public = generate_key_pair(out)
@@ -395,7 +395,7 @@ def sign(
     key: Path = typer.Option(..., "--key", metavar="KEY", help="Private key file written by certfsm keygen."),
 ) -> None:
     """Sign an existing artifact (rewritten atomically; its payload and hash do not change)."""
-    from certfsm._artifact import sign_artifact
+    from certfsm import sign_artifact
 
     signature = sign_artifact(artifact, key)
     typer.echo(f"{artifact}: signed by {signature.key_id} ({signature.algorithm})")
@@ -420,7 +420,7 @@ def inspect(
 ) -> None:
     """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out
     (with --deep, only when the artifact also re-proves against its model)."""
-    from certfsm._inspect import inspect_artifact
+    from certfsm import inspect_artifact
 
     if deep and model is None:
         raise UsageError("--deep re-proves the artifact against its model; give --model M.onnx, the ONNX model it "
@@ -690,8 +690,8 @@ def check_verilog(
 @spec_app.command("check")
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
-    from certfsm._onnx import load_onnx
-    from certfsm._spec import describe_spec, load_spec
+    from certfsm import load_onnx
+    from certfsm import describe_spec, load_spec
     from certfsm.verify import check_network_fits_spec
 
     controller = load_spec(_spec_argument(spec, False, ""))
@@ -738,6 +738,3 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_BAD_INPUT
     return outcome if isinstance(outcome, int) else EXIT_OK
 
-
-if __name__ == "__main__":
-    sys.exit(main())
