@@ -471,67 +471,21 @@ def run(
                                                     "(needs the metrics extra: prometheus-client)."),
 ) -> None:
     """Run a certified controller against live probes or a recorded trace; SIGHUP reloads, SIGINT/SIGTERM stop."""
-    import signal
+    from certfsm.runtime import run_artifact
 
-    from certfsm import runtime
-    from certfsm.runtime import Calibration, open_probe
-    from certfsm.runtime import run as run_loop
-
-    if steps is not None and steps < 1:
-        raise UsageError(f"--steps {steps} is not a positive number of cycles; give e.g. --steps 1000")
-    if not (math.isfinite(period_ms) and period_ms >= 0):
-        raise UsageError(f"--period-ms {period_ms:g} is not a number of milliseconds >= 0; give e.g. --period-ms 10")
-    if fsync_every < 0:
-        raise UsageError(f"--fsync-every {fsync_every} is negative; give 1 (every record), N, or 0 (on close)")
-    controller = runtime.load(artifact)
-    names = controller.machine.names
-    counters = server = None
-    if metrics_port is not None:
-        from certfsm.runtime import RuntimeCounters, serve_metrics
-
-        counters = RuntimeCounters(controller.machine.tokens)
-        controller.attach_counters(counters)
-        with _in_flags(port="--metrics-port"):
-            server = serve_metrics(counters, metrics_port)
-    writer = runtime.open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
-    calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
-    flags = {"stop": False, "reload": False}
-
-    def stop(*_):
-        flags["stop"] = True
-
-    def reload_requested(*_):
-        flags["reload"] = True
-
-    def take_reload() -> bool:
-        requested, flags["reload"] = flags["reload"], False
-        return requested
-
-    previous = {sig: signal.signal(sig, handler) for sig, handler in
-                ((signal.SIGINT, stop), (signal.SIGTERM, stop), (signal.SIGHUP, reload_requested))}
-    try:
-        with _in_flags(probe="--probe"):
-            source = open_probe(probe, names)
-        with source:
-            summary = run_loop(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
-                               should_stop=lambda: flags["stop"], should_reload=take_reload,
-                               reload=lambda: runtime.load_machine(artifact), reload_source=str(artifact),
-                               counters=counters)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if server is not None:
-            server.shutdown()
-        if writer is not None:
-            writer.close()
+    with _in_flags(steps="--steps", period_ms="--period-ms", fsync_every="--fsync-every", port="--metrics-port",
+                   probe="--probe"):
+        done = run_artifact(artifact, probe, steps=steps, period_ms=period_ms, calibration=calibration, audit=audit,
+                            fsync_every=fsync_every, metrics_port=metrics_port)
+    summary = done.summary
     typer.echo(f"{summary.steps} cycles; tokens: " + ", ".join(f"{t} {n}" for t, n in summary.tokens.most_common()))
     typer.echo("reasons: " + ", ".join(f"{r} {n}" for r, n in summary.reasons.most_common()))
     for old, new in summary.swaps:
         typer.echo(f"hot swap: {old[:12]} -> {new[:12]}")
     if summary.refused_reloads:  # each was told on stderr when it happened
         typer.echo(f"reloads refused: {len(summary.refused_reloads)}; the machine in force kept running", err=True)
-    if writer is not None:
-        typer.echo(f"audit log {audit}: {writer.records} records, head {writer.head[:16]}")
+    if done.audit_head is not None:
+        typer.echo(f"audit log {audit}: {done.audit_records} records, head {done.audit_head[:16]}")
 
 
 @audit_app.command("verify")

@@ -10,7 +10,9 @@
   `read_log`, `export_jsonl`; `replay_log` re-executes a log and shows
   every decision reproduced; `write_audit_report` draws a log for people
   (matplotlib imported only then).
-- `run(controller, probe, ...)`: the loop of `certfsm run` (`open_probe`
+- `run_artifact(artifact, probe, ...)`: `certfsm run` as one call (load,
+  probe, audit log, metrics, SIGINT/SIGTERM stop, SIGHUP reload, all
+  closed on every path); `run(controller, probe, ...)`: its loop (`open_probe`
   names a probe: linux, trace:FILE.csv, example-trace; `Calibration`
   maps probe quantities to inputs).
 - observability: `RuntimeCounters` (attach with
@@ -50,7 +52,7 @@ from ._controller import Controller, Decision, spec_sla_monitor
 from ._observe import CountersSnapshot, RuntimeCounters
 from ._replay import ReplayOutcome, replay_log
 from ._report import AuditReport, write_audit_report
-from ._run import RunSummary, open_probe, run
+from ._run import ArtifactRun, RunSummary, open_probe, run, run_artifact
 
 
 def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
@@ -99,5 +101,5 @@ def serve_metrics(counters: RuntimeCounters, port: int):
     return serve(counters, port)
 
 
-__all__ = ["AuditReport", "write_audit_report", "AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
+__all__ = ["AuditReport", "write_audit_report", "AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "ArtifactRun", "run_artifact", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
            "load", "load_machine", "open_audit", "read_log", "replay_log", "verify_log"]

@@ -21,7 +21,10 @@ on disk never stops a running controller.
 
 from __future__ import annotations
 
+import math
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -115,6 +118,74 @@ def run(controller: Controller, probe, *, steps: int | None = None, period_ms: f
             next_time += period_ms / 1000.0
             time.sleep(max(0.0, next_time - clock()))
     return summary
+
+
+@dataclass(frozen=True)
+class ArtifactRun:
+    """What `run_artifact` did: the loop's summary, and the audit log's record count and head (None without one)."""
+
+    summary: RunSummary
+    audit_records: int | None = None
+    audit_head: str | None = None
+
+
+def run_artifact(artifact, probe: str, *, steps: int | None = None, period_ms: float = 0.0, calibration=None,
+                 audit=None, fsync_every: int = 1000, metrics_port: int | None = None,
+                 trusted_keys=None) -> ArtifactRun:
+    """`certfsm run` as one call: load `artifact`, open `probe`, the audit log and the metrics server, run, close.
+
+    The run stops after `steps` cycles, at the end of a trace or on
+    SIGINT/SIGTERM; SIGHUP reloads the artifact from its file (a refused
+    reload leaves the machine in force running, see the module
+    docstring). Signals are handled only when called from the main
+    thread (Python delivers them there alone); the previous handlers are
+    restored, and the probe, the audit log and the metrics server closed,
+    on every path. `calibration` is a JSON file (`Calibration.load`);
+    `fsync_every` 0 syncs the log only on close.
+    """
+    from . import Calibration, RuntimeCounters, load, load_machine, open_audit, serve_metrics
+
+    if steps is not None and steps < 1:
+        raise UsageError(f"steps={steps} is not a positive number of cycles; give e.g. steps=1000")
+    if not (math.isfinite(period_ms) and period_ms >= 0):
+        raise UsageError(f"period_ms={period_ms:g} is not a number of milliseconds >= 0; give e.g. period_ms=10")
+    if fsync_every < 0:
+        raise UsageError(f"fsync_every={fsync_every} is negative; give 1 (every record), N, or 0 (on close)")
+    controller = load(artifact, trusted_keys=trusted_keys)
+    names = controller.machine.names
+    calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
+    counters = server = writer = None
+    flags = {"stop": False, "reload": False}
+
+    def take_reload() -> bool:
+        requested, flags["reload"] = flags["reload"], False
+        return requested
+
+    handlers = {signal.SIGINT: lambda *_: flags.update(stop=True), signal.SIGTERM: lambda *_: flags.update(stop=True),
+                signal.SIGHUP: lambda *_: flags.update(reload=True)}
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} if in_main_thread else {}
+    try:
+        if metrics_port is not None:
+            counters = RuntimeCounters(controller.machine.tokens)
+            controller.attach_counters(counters)
+            server = serve_metrics(counters, metrics_port)
+        writer = open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
+        with open_probe(probe, names) as source:
+            summary = run(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
+                          should_stop=lambda: flags["stop"], should_reload=take_reload,
+                          reload=lambda: load_machine(artifact, trusted_keys=trusted_keys),
+                          reload_source=str(artifact), counters=counters)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if server is not None:
+            server.shutdown()
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return ArtifactRun(summary)
+    return ArtifactRun(summary, writer.records, writer.head)
 
 
 def _reload(controller: Controller, reload: Callable[[], object], source: str | None) -> tuple[str, str] | str:

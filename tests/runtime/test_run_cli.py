@@ -171,6 +171,48 @@ def test_open_probe_names_its_parameter_not_the_flag():
         open_probe("nowhere", INPUTS)
 
 
+@pytest.mark.parametrize("options, message", [
+    (dict(steps=0), r"^steps=0 is not a positive number of cycles; give e\.g\. steps=1000$"),
+    (dict(period_ms=-3.0), r"^period_ms=-3 is not a number of milliseconds >= 0; give e\.g\. period_ms=10$"),
+    (dict(fsync_every=-1), r"^fsync_every=-1 is negative; give 1 \(every record\), N, or 0 \(on close\)$"),
+])
+def test_run_artifact_names_its_parameters_not_the_flags(distilled_example, options, message):
+    from certfsm import UsageError
+    from certfsm.runtime import run_artifact
+
+    with pytest.raises(UsageError, match=message):
+        run_artifact(distilled_example[2], "example-trace", **options)
+
+
+def test_run_artifact_runs_logs_and_restores_the_signal_handlers(distilled_example, tmp_path):
+    from certfsm.runtime import read_log, run_artifact, verify_log
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    done = run_artifact(distilled_example[2], "example-trace", steps=300, audit=tmp_path / "run.log")
+    assert done.summary.steps == 300 and sum(done.summary.tokens.values()) == 300
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert verify_log(tmp_path / "run.log").ok and done.audit_records == len(list(read_log(tmp_path / "run.log")))
+
+
+def test_run_artifact_runs_outside_the_main_thread_without_touching_signals(distilled_example):
+    import threading
+
+    from certfsm.runtime import run_artifact
+
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(run_artifact(distilled_example[2], "example-trace", steps=50))
+        except Exception as error:  # reported below, with the test's failure
+            errors.append(error)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(60)
+    assert not errors and results and results[0].summary.steps == 50
+
+
 def test_a_log_replayed_without_its_artifact_names_the_parameter_or_the_flag(distilled_example, coarse_example,
                                                                              trace, tmp_path):
     from certfsm import AuditLogError
