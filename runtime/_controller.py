@@ -7,7 +7,7 @@ hot swaps between two cycles, and all of that safe to call from several
 threads. Every decision is `Machine.step`, the step function the machine
 proofs cover; nothing here restates a rule. The controller asks it
 through its tested twins (`certfsm.fast_binning` bins a reading in one
-straight line of bisections, `certfsm.step_table` remembers
+straight line of bisections, `_step_table` remembers
 `Machine.step` per state and input class), because a control cycle is
 budgeted in microseconds and the plain functions are written to be read.
 
@@ -28,7 +28,7 @@ from typing import Callable, Mapping, NamedTuple
 from certfsm import ArtifactError, SpecError
 from certfsm.fast_binning import RowBinning, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
-from certfsm.step_table import StepTable
+from ._step_table import StepTable
 
 
 _QUEUED = object()  # take the override from the operator's queue (`Controller.override`)

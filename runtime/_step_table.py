@@ -6,7 +6,7 @@ interpreted branches and a new `State` per call). The runtime decides
 every control cycle, so it asks this table instead, which only ever
 returns what `Machine.step` itself returned.
 
-Why the table equals `Machine.step` (tests/core/test_step_table.py
+Why the table equals `Machine.step` (tests/runtime/test_step_table.py
 checks it on every reachable state crossed with every input class, on the
 example and on a synthetic machine, and on random runs): `machine.step`
 is a pure function of
@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .machine import OUT_OF_ENVELOPE, Machine, Reason, State
+from certfsm.machine import OUT_OF_ENVELOPE, Machine, Reason, State
 
 
 class Transition(NamedTuple):

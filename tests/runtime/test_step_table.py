@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._artifact import load_artifact
+from certfsm import load_artifact
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, MachineParams, State
-from certfsm.step_table import StepTable
+from certfsm.runtime._step_table import StepTable
 
 
 @pytest.fixture(scope="module")
