@@ -11,7 +11,7 @@ by the public name given here, never from the underscore module:
   engine, verdict, time and SMT-LIB file) and the verdicts `PROVED`,
   `VIOLATED`, `UNKNOWN`, `VERDICTS` (`_verdict`, standard library only,
   imported at once);
-- the controller spec: `load_spec`, `spec_from_dict`, `describe_spec` (its summary lines; `_spec`,
+- the controller spec: `load_spec`, `spec_from_dict` (`_spec_reading`), `describe_spec` (its summary lines; `_spec`,
   `_spec_rules`, `_spec_schema`; import jsonschema when called),
   `SlaPath` (one SLA path of a spec) and `SLA_STATISTICS` (what a path may
   compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`);
@@ -133,12 +133,12 @@ def load_artifact(path, *, require_proved=True, trusted_keys=None):
 
 def spec_from_dict(data, path, *, require_model=True):
     """Validate an already parsed spec document as if read from `path` (imports jsonschema on first use)."""
-    return _core("_spec").spec_from_dict(data, path, require_model=require_model)
+    return _core("_spec_reading").spec_from_dict(data, path, require_model=require_model)
 
 
 def load_spec(path):
     """Load and validate a controller spec (imports jsonschema on first use)."""
-    return _core("_spec").load_spec(path)
+    return _core("_spec_reading").load_spec(path)
 
 
 __all__ = [

@@ -1,9 +1,10 @@
 """The controller spec: a JSON file, validated against a JSON Schema, turned into a frozen IR.
 
-This module holds the IR (`ControllerSpec` and its value types) and the
-entry points that read it: `load_spec`, `spec_from_dict` and the summary
-`check_spec`. Reading a spec happens in three steps, each of which reports
-the first problem as one line naming the file, the JSON path and the fix:
+This module holds the IR (`ControllerSpec` and its value types) and its
+summary `describe_spec`; `certfsm._spec_reading` holds the entry points
+that read a spec (`load_spec`, `spec_from_dict`, `check_spec`). Reading
+happens in three steps, each of which reports the first problem as one
+line naming the file, the JSON path and the fix:
 
 1. plain JSON: the file exists, parses (line and column on a syntax
    error), has no repeated object keys and only finite numbers;
@@ -14,7 +15,8 @@ the first problem as one line naming the file, the JSON path and the fix:
    names that must refer to each other, the ONNX file on disk).
 
 Steps 1 and 2 live in `certfsm._spec_schema`, step 3 in
-`certfsm._spec_rules`.
+`certfsm._spec_rules` (which builds the types defined here, so the
+modules import one way: reading -> rules -> this module).
 
 Invariants of a `ControllerSpec` built here: every input has min < max
 and strictly increasing float64 edges from exactly min to exactly max;
@@ -42,7 +44,7 @@ from ._decision import margin_bounds
 from ._errors import SpecError
 from ._readonly import ReadOnlyDict
 from ._sla_path import SlaPath
-from ._spec_schema import check_plain_json, check_schema, read_json, show_number
+from ._spec_schema import show_number
 
 
 SPEC_FORMAT_VERSION = 1
@@ -234,34 +236,6 @@ def _sla_json(path: SlaPath) -> dict[str, Any]:
     if path.statistic != "value":
         document["statistic"] = path.statistic
     return document
-
-
-# ---------------------------------------------------------------- reading
-
-
-def load_spec(path: str | os.PathLike) -> ControllerSpec:
-    """Read, validate and check the spec file at `path`; the ONNX model it names must exist."""
-    return spec_from_dict(read_json(path), path)
-
-
-def spec_from_dict(data: Any, path: str | os.PathLike, *, require_model: bool = True) -> ControllerSpec:
-    """Validate and check an already parsed spec document, as if it were read from `path`.
-
-    `path` names the spec in error messages and anchors a relative
-    `model`. With ``require_model=False`` the ONNX file need not exist
-    (for specs built in memory); every other check still runs.
-    """
-    from ._spec_rules import SpecBuilder  # it builds the types above, so it imports this module: import it on use
-
-    label = os.fspath(path)
-    check_plain_json(data, label)
-    check_schema(data, label)
-    return SpecBuilder(data, label, Path(os.path.abspath(label))).build(require_model)
-
-
-def check_spec(path: str | os.PathLike) -> list[str]:
-    """Human-readable summary lines of a valid spec (for ``certfsm spec check``); raises SpecError on problems."""
-    return describe_spec(load_spec(path))
 
 
 def describe_spec(spec: ControllerSpec) -> list[str]:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
-from ._spec import ControllerSpec, InputSpec, LegalityRule, SlaPath
+from ._sla_path import SlaPath
+from ._spec import ControllerSpec, InputSpec, LegalityRule
 from ._spec_schema import show_number, show_value
 from .machine import reading_thresholds, uniform_edges
 

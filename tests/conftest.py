@@ -64,7 +64,7 @@ def acasxu() -> Path:
 @pytest.fixture(scope="session")
 def distilled_example(tmp_path_factory):
     """The example distilled once per session through the pipeline: (spec, DistillRun, artifact path)."""
-    from certfsm._spec import load_spec
+    from certfsm import load_spec
     from certfsm.fsm._pipeline import distill_controller
 
     folder = tmp_path_factory.mktemp("distilled-example")

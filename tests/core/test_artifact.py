@@ -25,7 +25,7 @@ from certfsm._artifact_checks import ARTIFACT_FORMAT_VERSION
 from certfsm._artifact_trust import required_properties
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError, CertfsmError, ReportError
-from certfsm._spec import spec_from_dict
+from certfsm import spec_from_dict
 
 # Two inputs x three bins, three outputs; TURBO is forbidden where b >= 20 (the cells of b's last bin).
 SPEC = spec_from_dict({

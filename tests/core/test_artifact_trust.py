@@ -29,7 +29,7 @@ from certfsm._artifact_trust import required_properties
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError
 from certfsm._inspect import inspect_artifact
-from certfsm._spec import spec_from_dict
+from certfsm import spec_from_dict
 from certfsm.machine import cell_allowed_masks
 
 KEEP, FUSE, INT4, OFFLOAD, SPARSE = range(5)

@@ -28,7 +28,7 @@ TIME_LIMIT = 60.0
 answers so that a loaded machine does not turn it into a flake."""
 
 PARSERS = {"vnn_": ("certfsm.verify._vnnlib.parse_vnnlib", VnnlibError),
-           "spec_": ("certfsm._spec.load_spec", SpecError),
+           "spec_": ("certfsm._spec_reading.load_spec", SpecError),
            "onnx_": ("certfsm._onnx.load_onnx", ModelError)}
 
 FILES = sorted(path.name for path in BAD_INPUTS.glob("*") if path.name.startswith(tuple(PARSERS))) or [

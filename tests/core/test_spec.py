@@ -19,7 +19,7 @@ from hypothesis_budget import examples
 
 from certfsm._decision import DECISION_RULES, margin_from_probability
 from certfsm._errors import SpecError
-from certfsm._spec import check_spec, load_spec, spec_from_dict
+from certfsm._spec_reading import check_spec, load_spec, spec_from_dict
 from certfsm.machine import uniform_edges
 
 VALID = {

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from certfsm import decimal_value, margin_bounds, margin_from_probability
 from certfsm._errors import SpecError
-from certfsm._spec import load_spec
+from certfsm import load_spec
 
 SPEC_TEXT = """{
   "certfsm_spec": 1, "name": "constants", "model": "net.onnx",

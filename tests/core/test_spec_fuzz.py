@@ -35,7 +35,7 @@ NESTINGS = [(b"[", b"]"), (b'{"a": ', b"}"), (b"[{}, ", b"]")]
 FILES = mutated(SEEDS, TOKENS, NESTINGS)
 
 
-parse = parser_fixture("certfsm._spec.load_spec")
+parse = parser_fixture("certfsm._spec_reading.load_spec")
 
 
 @pytest.fixture(scope="module")

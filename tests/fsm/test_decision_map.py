@@ -13,7 +13,7 @@ import pytest
 
 import certfsm
 from certfsm import AffineLayer, Network, ReportError, SpecError
-from certfsm._spec import spec_from_dict
+from certfsm import spec_from_dict
 from certfsm.examples import example_spec_path
 from certfsm.fsm import CONSERVATIVE, EXACT, Grid, Table
 from certfsm.fsm import _decision_map

@@ -16,7 +16,7 @@ from certfsm._decision import gated_decide
 from certfsm._errors import ReportError, SpecError
 from certfsm import AffineLayer, Network
 from certfsm._onnx import load_onnx, run_onnxruntime
-from certfsm._spec import load_spec, spec_from_dict
+from certfsm import load_spec, spec_from_dict
 from certfsm.fsm import CONSERVATIVE, EXACT, Grid
 from certfsm.fsm import _cell_bounds, _cell_workers, _distill
 from certfsm.fsm._distill import ENGINES, distill, sampled_cross_check

@@ -10,7 +10,7 @@ import pytest
 from certfsm._artifact import load_artifact
 from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError
-from certfsm._spec import load_spec
+from certfsm import load_spec
 from certfsm.examples import example_spec_path
 from certfsm.fsm import Grid
 

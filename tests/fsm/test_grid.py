@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
-from certfsm._spec import load_spec, spec_from_dict
+from certfsm import load_spec, spec_from_dict
 from certfsm.fsm import (CONSERVATIVE, EXACT, OUT_OF_ENVELOPE, UNDECIDED, Grid, Table, allowed_masks, check_table,
                          rule_meets)
 

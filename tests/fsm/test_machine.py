@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
-from certfsm._spec import load_spec
+from certfsm import load_spec
 from certfsm.fsm import (NO_CANDIDATE, MachineInput, MachineParams, Reason, State, alphabet, check_explicit, explore,
                          free_rows, initial_state, invariant_holds, replay, step, transition_violations)
 from certfsm.fsm._explicit import initial_node, next_since

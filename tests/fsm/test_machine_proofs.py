@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES
-from certfsm._spec import load_spec, spec_from_dict
+from certfsm import load_spec, spec_from_dict
 from certfsm.fsm import (Grid, MachineInput, MachineParams, State, StepEncoding, Table, allowed_masks, alphabet,
                          check_explicit, check_table, disagreements, explore, free_rows, prove_machine, prove_table,
                          replay, step, table_rows, transition_violations)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import pytest
 
 from certfsm import EngineError, VerdictRecord, artifact_payload
-from certfsm._spec import load_spec
+from certfsm import load_spec
 from certfsm.examples import example_spec_path
 from certfsm.fsm import distill, distill_controller
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm._errors import CertfsmError, ProbeError
-from certfsm._spec import load_spec
+from certfsm import load_spec
 from certfsm.examples import example_spec_path
 from certfsm.runtime._blob import (BLOB_SIZE, FINITE_MAX, FINITE_MIN, MISSING, NAN, NEG_INF, POS_INF, BlobLayout)
 

@@ -309,7 +309,7 @@ def test_probe_modules_import_with_the_standard_library_alone():
 
 def test_trace_calibration_and_blob_compose_for_the_example(tmp_path):
     """A trace of raw register values (temperature in millidegrees), calibrated, carried in blobs, decoded."""
-    from certfsm._spec import load_spec
+    from certfsm import load_spec
     from certfsm.examples import example_spec_path
     from certfsm.runtime._blob import BlobLayout
     from certfsm.runtime._calibration import Calibration

@@ -14,7 +14,7 @@ import pytest
 
 from certfsm._errors import SpecError
 from certfsm import SLA_STATISTICS
-from certfsm._spec import SlaPath, load_spec
+from certfsm import SlaPath, load_spec
 from certfsm.examples import example_spec_path
 import certfsm.sla
 from certfsm.sla import PathStatus, SlaMonitor, SlaStatus

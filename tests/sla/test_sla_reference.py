@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm import SLA_STATISTICS
-from certfsm._spec import SlaPath
+from certfsm import SlaPath
 from certfsm.sla import SlaMonitor
 from sla_reference import reference
 

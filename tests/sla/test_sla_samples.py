@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from certfsm import SLA_STATISTICS
-from certfsm._spec import SlaPath
+from certfsm import SlaPath
 from certfsm.sla import SlaMonitor, read_metric
 from sla_reference import reference
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from certfsm._spec import SlaPath
+from certfsm import SlaPath
 from certfsm.sla import SNAPSHOT_FORMAT, SlaMonitor, SnapshotError
 
 TOKENS = ("KEEP", "INT4")

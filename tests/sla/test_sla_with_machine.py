@@ -8,7 +8,7 @@ wires them.
 
 from __future__ import annotations
 
-from certfsm._spec import SlaPath
+from certfsm import SlaPath
 from certfsm.fsm import MachineParams, Reason, initial_state, step
 from certfsm.sla import SlaMonitor
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from certfsm._spec import spec_from_dict
+from certfsm import spec_from_dict
 from certfsm.verify._spec_properties import spec_properties
 
 
