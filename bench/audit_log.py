@@ -47,11 +47,24 @@ def stream(n: int, seed: int = 7) -> list[tuple]:
     rng = random.Random(seed)
     cycles = []
     for _ in range(n):
-        reading = (rng.uniform(0, 100), rng.uniform(0, 100), rng.uniform(0, 100), rng.uniform(20, 110),
-                   float(rng.randrange(65)))
+        reading = (
+            rng.uniform(0, 100),
+            rng.uniform(0, 100),
+            rng.uniform(0, 100),
+            rng.uniform(20, 110),
+            float(rng.randrange(65)),
+        )
         allowed = tuple(rng.random() > 0.1 for _ in range(4)) + (False,)
-        cycles.append((reading, {"latency_ms": rng.uniform(5, 30)}, rng.randrange(3000), rng.randrange(4),
-                       allowed, rng.random() > 0.05))
+        cycles.append(
+            (
+                reading,
+                {"latency_ms": rng.uniform(5, 30)},
+                rng.randrange(3000),
+                rng.randrange(4),
+                allowed,
+                rng.random() > 0.05,
+            )
+        )
     return cycles
 
 
@@ -76,8 +89,15 @@ def time_step_and_append(folder: Path, cycles, runs: int = 5) -> tuple[float, fl
     """Median microseconds per cycle of the machine step alone, and of it followed by append_step (fsync every 1000)."""
     from certfsm.machine import MachineParams, initial_state, step
 
-    params = MachineParams(n_tokens=5, conservative=0, confirm_cycles=3, cooldown_cycles=8,
-                           overridable=frozenset({0, 3}), codes=(0, 1, 2, 3, 4), legal=frozenset({0, 1, 2, 3}))
+    params = MachineParams(
+        n_tokens=5,
+        conservative=0,
+        confirm_cycles=3,
+        cooldown_cycles=8,
+        overridable=frozenset({0, 3}),
+        codes=(0, 1, 2, 3, 4),
+        legal=frozenset({0, 1, 2, 3}),
+    )
     alone, logged = [], []
     for run in range(runs):
         state = initial_state(params)
@@ -130,9 +150,11 @@ def time_sha256(folder: Path) -> float:
 def readers(path: Path) -> dict[str, float]:
     """Records per second of verify_log, read_log and export_jsonl over one log."""
     rates = {}
-    for name, run in (("verify_log", lambda: verify_log(path).records),
-                      ("read_log", lambda: sum(1 for _ in read_log(path))),
-                      ("export_jsonl", lambda: export_jsonl(path, os.devnull).records)):
+    for name, run in (
+        ("verify_log", lambda: verify_log(path).records),
+        ("read_log", lambda: sum(1 for _ in read_log(path))),
+        ("export_jsonl", lambda: export_jsonl(path, os.devnull).records),
+    ):
         start = time.perf_counter()
         records = run()
         rates[name] = records / (time.perf_counter() - start)
@@ -148,25 +170,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as name:
         folder = Path(name)
         cycles = stream(args.records)
-        rows = [("append, fsync every record", time_appends(folder, cycles[:2000], 1), 2000),
-                ("append, fsync every 1000 records", time_appends(folder, cycles, 1000), args.records),
-                ("append, fsync on close only", time_appends(folder, cycles, 0), args.records)]
+        rows = [
+            ("append, fsync every record", time_appends(folder, cycles[:2000], 1), 2000),
+            ("append, fsync every 1000 records", time_appends(folder, cycles, 1000), args.records),
+            ("append, fsync on close only", time_appends(folder, cycles, 0), args.records),
+        ]
         alone, logged = time_step_and_append(folder, cycles)
-        rows += [("machine step alone", alone, args.records), ("machine step + append, fsync every 1000", logged, args.records)]
+        rows += [
+            ("machine step alone", alone, args.records),
+            ("machine step + append, fsync every 1000", logged, args.records),
+        ]
         ort = time_onnxruntime()
         if ort is not None:
             rows.append(("onnxruntime, one single-input inference", ort, 20000))
         rows.append(("SHA-256 of one step frame (the chaining)", time_sha256(folder), 200000))
         rates = readers(folder / "append-1000-0")
         size = (folder / "append-1000-0").stat().st_size
-    print(f"audit log benchmark, {os.cpu_count()} cpus, load average {load_before:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after; log folder on {args.dir or tempfile.gettempdir()}\n")
+    print(
+        f"audit log benchmark, {os.cpu_count()} cpus, load average {load_before:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after; log folder on {args.dir or tempfile.gettempdir()}\n"
+    )
     print("| operation | us per call | calls |")
     print("| --- | ---: | ---: |")
     for label, micros, calls in rows:
         print(f"| {label} | {micros:.2f} | {calls} |")
-    print(f"\n{args.records} step records take {size} bytes ({size / args.records:.0f} per record, header and "
-          "close included)\n")
+    print(
+        f"\n{args.records} step records take {size} bytes ({size / args.records:.0f} per record, header and "
+        "close included)\n"
+    )
     print("| reader | records per second |")
     print("| --- | ---: |")
     for label, rate in rates.items():

@@ -55,7 +55,7 @@ def acasxu_size_machine():
     """A machine with the acasxu-full grid (bench/distill.py), tokens and masks from `SEED` (not certified)."""
     from certfsm.machine import Machine, MachineParams
 
-    scale = 2 ** ACAS_FRAC_BITS
+    scale = 2**ACAS_FRAC_BITS
     edges = []
     for (_, low, high), bins in zip(distill_bench.ACAS_INPUTS, distill_bench.ACAS_BINS["acasxu-full"]):
         low_int, high_int = math.floor(low * scale), math.ceil(high * scale)
@@ -69,12 +69,25 @@ def acasxu_size_machine():
     draw = random.Random(SEED)
     allowed = tuple(draw.randrange(1 << len(tokens)) | 1 for _ in range(cells))  # COC (0) always allowed
     proposal = tuple(draw.choice([t for t in range(len(tokens)) if mask >> t & 1]) for mask in allowed)
-    params = MachineParams(n_tokens=len(tokens), conservative=0, confirm_cycles=2, cooldown_cycles=3,
-                           overridable=frozenset({0}), codes=tuple(range(len(tokens))))
-    return Machine(names=tuple(name for name, _, _ in distill_bench.ACAS_INPUTS), edges=tuple(edges),
-                   frac_bits=(ACAS_FRAC_BITS,) * len(edges), tokens=tokens, proposal=proposal,
-                   exact=tuple(draw.random() < 0.3 for _ in range(cells)), allowed=allowed, params=params,
-                   artifact_sha256="(synthetic: not certified)")
+    params = MachineParams(
+        n_tokens=len(tokens),
+        conservative=0,
+        confirm_cycles=2,
+        cooldown_cycles=3,
+        overridable=frozenset({0}),
+        codes=tuple(range(len(tokens))),
+    )
+    return Machine(
+        names=tuple(name for name, _, _ in distill_bench.ACAS_INPUTS),
+        edges=tuple(edges),
+        frac_bits=(ACAS_FRAC_BITS,) * len(edges),
+        tokens=tokens,
+        proposal=proposal,
+        exact=tuple(draw.random() < 0.3 for _ in range(cells)),
+        allowed=allowed,
+        params=params,
+        artifact_sha256="(synthetic: not certified)",
+    )
 
 
 def export_machine_c(machine, name: str, folder: Path) -> Path:
@@ -115,8 +128,11 @@ def measure(case: str, source: Path, cells: int, grid: str, misra: bool) -> dict
     if misra:
         started = time.perf_counter()
         checked = misra_check(source.parent, [source.name, source.with_suffix(".h").name])
-        row["misra"] = (f"{checked.numbers['violations']} violations" if "violations" in checked.numbers
-                        else f"FAIL: {checked.detail}")
+        row["misra"] = (
+            f"{checked.numbers['violations']} violations"
+            if "violations" in checked.numbers
+            else f"FAIL: {checked.detail}"
+        )
         row["misra_seconds"] = time.perf_counter() - started
     return row
 
@@ -124,8 +140,13 @@ def measure(case: str, source: Path, cells: int, grid: str, misra: bool) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--misra", action="store_true", help="also run the misra check on each case")
-    parser.add_argument("--artifact", type=Path, action="append", default=[],
-                        help="a certified .cfsm artifact to add as a row (repeatable)")
+    parser.add_argument(
+        "--artifact",
+        type=Path,
+        action="append",
+        default=[],
+        help="a certified .cfsm artifact to add as a row (repeatable)",
+    )
     parser.add_argument("--out-dir", type=Path, help="keep the exported C here (default: a temporary folder)")
     args = parser.parse_args()
 
@@ -142,23 +163,50 @@ def main() -> None:
         rows.append(measure("example", source, machine.n_cells, "x".join(map(str, machine.shape)), args.misra))
         synthetic = acasxu_size_machine()
         source = export_machine_c(synthetic, "certfsm_acasxu_full_size", out / "acasxu-full-size-c")
-        rows.append(measure("acasxu-full-size (synthetic)", source, synthetic.n_cells,
-                            "x".join(map(str, synthetic.shape)), args.misra))
+        rows.append(
+            measure(
+                "acasxu-full-size (synthetic)",
+                source,
+                synthetic.n_cells,
+                "x".join(map(str, synthetic.shape)),
+                args.misra,
+            )
+        )
         for k, artifact in enumerate(args.artifact):
             source, _ = export_artifact_c(artifact, out / f"artifact-{k}-c")
             machine = Machine.from_artifact(load_artifact(artifact))
-            rows.append(measure(artifact.name, source, machine.n_cells, "x".join(map(str, machine.shape)),
-                                args.misra))
+            rows.append(measure(artifact.name, source, machine.n_cells, "x".join(map(str, machine.shape)), args.misra))
 
     print(f"target: {rows[0]['target']} (zig cc, one object, not linked)\n")
-    columns = ["case", "grid", "cells", "text", "rodata", "data", "bss", "other flash", "flash bytes", "RAM bytes",
-               "flash per cell"] + (["MISRA C:2012"] if args.misra else [])
+    columns = [
+        "case",
+        "grid",
+        "cells",
+        "text",
+        "rodata",
+        "data",
+        "bss",
+        "other flash",
+        "flash bytes",
+        "RAM bytes",
+        "flash per cell",
+    ] + (["MISRA C:2012"] if args.misra else [])
     print("| " + " | ".join(columns) + " |")
     print("|" + "|".join("---" if c in ("case", "grid", "MISRA C:2012") else "---:" for c in columns) + "|")
     for row in rows:
-        cells = [row["case"], row["grid"], f"{row['cells']:,}", f"{row['text']:,}", f"{row['rodata']:,}",
-                 f"{row['data']:,}", f"{row['bss']:,}", f"{row['other_flash']:,}", f"{row['flash_bytes']:,}",
-                 f"{row['ram_bytes']:,}", f"{row['flash_bytes'] / row['cells']:.2f}"]
+        cells = [
+            row["case"],
+            row["grid"],
+            f"{row['cells']:,}",
+            f"{row['text']:,}",
+            f"{row['rodata']:,}",
+            f"{row['data']:,}",
+            f"{row['bss']:,}",
+            f"{row['other_flash']:,}",
+            f"{row['flash_bytes']:,}",
+            f"{row['ram_bytes']:,}",
+            f"{row['flash_bytes'] / row['cells']:.2f}",
+        ]
         if args.misra:
             cells.append(row["misra"])
         print("| " + " | ".join(cells) + " |")

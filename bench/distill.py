@@ -47,21 +47,34 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ACAS_NETWORK = "onnx/ACASXU_run2a_1_1_batch_2000.onnx"
-ACAS_INPUTS = (("rho", -0.3284228772, 0.6798577687), ("theta", -0.5, 0.5), ("psi", -0.5, 0.5),
-               ("v_own", -0.5, 0.5), ("v_int", -0.5, 0.5))
+ACAS_INPUTS = (
+    ("rho", -0.3284228772, 0.6798577687),
+    ("theta", -0.5, 0.5),
+    ("psi", -0.5, 0.5),
+    ("v_own", -0.5, 0.5),
+    ("v_int", -0.5, 0.5),
+)
 """The networks' normalised input domain (the envelope of properties 1 and 2; theta and psi widened from
 +-0.499999896 there to +-0.5, i.e. +-pi after normalisation)."""
 ACAS_OUTPUTS = ("COC", "WL", "WR", "SL", "SR")
 _RHO_LOW, _RHO_CLOSE, _RHO_HIGH = -0.3284228772, -0.25, 0.6798577687
-CLOSE_RANGE_RHO = tuple([_RHO_LOW + (_RHO_CLOSE - _RHO_LOW) * k / 8 for k in range(8)]
-                        + [_RHO_CLOSE + (_RHO_HIGH - _RHO_CLOSE) * k / 9 for k in range(10)])
+CLOSE_RANGE_RHO = tuple(
+    [_RHO_LOW + (_RHO_CLOSE - _RHO_LOW) * k / 8 for k in range(8)]
+    + [_RHO_CLOSE + (_RHO_HIGH - _RHO_CLOSE) * k / 9 for k in range(10)]
+)
 """rho edges for the full grid: 8 bins below -0.25 (close range, where the advisories other than COC live)
 and 9 above. Even these close-range cells hold no exact advisory: the advisories are thin bands in theta and
 psi there, so every cell that holds one also holds another decision (the report's decision map shows it)."""
 ACAS_BINS = {"acasxu-small": (4, 4, 4, 4, 2), "acasxu-full": (CLOSE_RANGE_RHO, 8, 8, 2, 2)}
 """Per input a number of equal bins or explicit edges."""
-ROWS = (("coadapt", 1), ("coadapt", 2), ("coadapt-4bins", 1), ("coadapt-4bins", 2),
-        ("acasxu-small", 1), ("acasxu-small", 2))
+ROWS = (
+    ("coadapt", 1),
+    ("coadapt", 2),
+    ("coadapt-4bins", 1),
+    ("coadapt-4bins", 2),
+    ("acasxu-small", 1),
+    ("acasxu-small", 2),
+)
 FULL_ROW = ("acasxu-full", 2)
 CROSS_CHECK_SAMPLES = 100_000
 
@@ -94,9 +107,16 @@ def write_spec(case: str, folder: Path) -> Path:
             "name": case,
             "description": "ACAS Xu network 1_1 over its normalised input domain; the advisory is the minimal score.",
             "model": str((benchmark_folder() / ACAS_NETWORK).resolve()),
-            "inputs": [{"name": name, "unit": "normalised", "min": low, "max": high,
-                        **({"bins": bins} if isinstance(bins, int) else {"edges": list(bins)})}
-                       for (name, low, high), bins in zip(ACAS_INPUTS, ACAS_BINS[case])],
+            "inputs": [
+                {
+                    "name": name,
+                    "unit": "normalised",
+                    "min": low,
+                    "max": high,
+                    **({"bins": bins} if isinstance(bins, int) else {"edges": list(bins)}),
+                }
+                for (name, low, high), bins in zip(ACAS_INPUTS, ACAS_BINS[case])
+            ],
             "outputs": list(ACAS_OUTPUTS),
             "tokens": {token: code for code, token in enumerate(ACAS_OUTPUTS)},
             "legal_tokens": list(ACAS_OUTPUTS),
@@ -127,8 +147,13 @@ def run_row(case: str, jobs: int, timeout: float) -> dict:
         cross = sampled_cross_check(distillation, spec, network, n=CROSS_CHECK_SAMPLES)
     table = distillation.table
     digest = hashlib.sha256(table.proposal.astype("<i8").tobytes() + table.status.astype("i1").tobytes())
-    return {**distillation.stats, "wall": wall, "grid": list(table.grid.shape), "mismatches": cross["mismatches"],
-            "table_sha256": digest.hexdigest()}
+    return {
+        **distillation.stats,
+        "wall": wall,
+        "grid": list(table.grid.shape),
+        "mismatches": cross["mismatches"],
+        "table_sha256": digest.hexdigest(),
+    }
 
 
 def run_cli_row(timeout: float, out_dir: Path) -> tuple[dict, list[str]]:
@@ -136,8 +161,20 @@ def run_cli_row(timeout: float, out_dir: Path) -> tuple[dict, list[str]]:
     spec = write_spec("acasxu-full", out_dir)
     artifact, report = out_dir / "acas.cfsm", out_dir / "acas-report"
     cli = [sys.executable, "-m", "certfsm.cli"]
-    distill = [*cli, "distill", str(spec), "--out", str(artifact), "--report", str(report), "--jobs", "2",
-               "--timeout", f"{timeout:g}", "--no-progress"]
+    distill = [
+        *cli,
+        "distill",
+        str(spec),
+        "--out",
+        str(artifact),
+        "--report",
+        str(report),
+        "--jobs",
+        "2",
+        "--timeout",
+        f"{timeout:g}",
+        "--no-progress",
+    ]
     inspect = [*cli, "inspect", str(artifact), "--report", str(report)]
     lines = []
     for command in (distill, inspect):
@@ -153,10 +190,18 @@ def run_cli_row(timeout: float, out_dir: Path) -> tuple[dict, list[str]]:
     if not summary_path.exists():
         return {"error": f"no {summary_path} (certfsm distill exit code {distill_code})"}, lines
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    row = {**summary["fidelity"], **summary["engines"], **summary["run"], "wall": summary["run"]["seconds"]["total"],
-           "grid": [item["bins"] for item in summary["grid"]["inputs"]],
-           "mismatches": summary["cross_check"]["mismatches"], "table_sha256": "",
-           "overall": summary["overall"], "distill_exit": distill_code, "inspect_exit": inspect_code}
+    row = {
+        **summary["fidelity"],
+        **summary["engines"],
+        **summary["run"],
+        "wall": summary["run"]["seconds"]["total"],
+        "grid": [item["bins"] for item in summary["grid"]["inputs"]],
+        "mismatches": summary["cross_check"]["mismatches"],
+        "table_sha256": "",
+        "overall": summary["overall"],
+        "distill_exit": distill_code,
+        "inspect_exit": inspect_code,
+    }
     return row, lines
 
 
@@ -171,16 +216,25 @@ def measure(case: str, jobs: int, args) -> dict:
         row, lines = run_cli_row(args.timeout, args.out_dir)
         row["lines"] = lines
     else:
-        command = [sys.executable, str(Path(__file__).resolve()), "--row", case, "--jobs", str(jobs),
-                   "--timeout", f"{args.timeout:g}"]
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--row",
+            case,
+            "--jobs",
+            str(jobs),
+            "--timeout",
+            f"{args.timeout:g}",
+        ]
         done = subprocess.run(command, capture_output=True, text=True)
         try:
             row = json.loads(done.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             row = {"error": f"exit code {done.returncode}: {tail}"}
-    row.update(case=case, jobs_asked=jobs, process=time.perf_counter() - started, load=(load_before,
-               os.getloadavg()[0]))
+    row.update(
+        case=case, jobs_asked=jobs, process=time.perf_counter() - started, load=(load_before, os.getloadavg()[0])
+    )
     return row
 
 
@@ -189,11 +243,13 @@ def table_line(row: dict) -> str:
     if "error" in row:
         return head + f" error: {row['error']} |" + " |" * 11
     cells = row["cells"]
-    return (head + f" {'x'.join(map(str, row['grid']))} | {cells:,} | {row['wall']:.1f} | {row['process']:.1f} | "
-            f"{row['cells_per_second']:.1f} | {100 * row['exact_share']:.1f} | "
-            f"{100 * (cells - row['exact']) / cells:.1f} | {row['undecided']} | {100 * row['bounds_share']:.1f} | "
-            f"{100 * row['decided_without_marabou_share']:.1f} | {row['marabou_queries']} | {row['mismatches']} | "
-            f"{row['load'][0]:.2f} -> {row['load'][1]:.2f} |")
+    return (
+        head + f" {'x'.join(map(str, row['grid']))} | {cells:,} | {row['wall']:.1f} | {row['process']:.1f} | "
+        f"{row['cells_per_second']:.1f} | {100 * row['exact_share']:.1f} | "
+        f"{100 * (cells - row['exact']) / cells:.1f} | {row['undecided']} | {100 * row['bounds_share']:.1f} | "
+        f"{100 * row['decided_without_marabou_share']:.1f} | {row['marabou_queries']} | {row['mismatches']} | "
+        f"{row['load'][0]:.2f} -> {row['load'][1]:.2f} |"
+    )
 
 
 def phase_line(row: dict) -> str:
@@ -201,22 +257,36 @@ def phase_line(row: dict) -> str:
         return f"| {row['case']} | {row['jobs_asked']} | error | | | | |"
     seconds = row["seconds"]
     engines = ", ".join(f"{name} {count}" for name, count in row["by_engine"].items())
-    return (f"| {row['case']} | {row['jobs_asked']} | {seconds.get('sampling', 0):.1f} | "
-            f"{seconds.get('bounds_in_workers', 0):.1f} | {seconds.get('engines_in_workers', 0):.1f} | "
-            f"{row.get('engine_tasks', 0)} | {engines} |")
+    return (
+        f"| {row['case']} | {row['jobs_asked']} | {seconds.get('sampling', 0):.1f} | "
+        f"{seconds.get('bounds_in_workers', 0):.1f} | {seconds.get('engines_in_workers', 0):.1f} | "
+        f"{row.get('engine_tasks', 0)} | {engines} |"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="per-cell wall-clock guard in seconds (work budgets decide the cells)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="per-cell wall-clock guard in seconds (work budgets decide the cells)",
+    )
     parser.add_argument("--skip-acas", action="store_true", help="run the embedded example only")
-    parser.add_argument("--acas-full", action="store_true",
-                        help="add the 4,352-cell ACAS Xu row, through the whole certfsm distill pipeline (15-25 min)")
-    parser.add_argument("--only", default="", help="comma-separated case names (coadapt, coadapt-4bins, "
-                                                   "acasxu-small, acasxu-full)")
-    parser.add_argument("--out-dir", type=Path, default=None,
-                        help="keep the acasxu-full spec, artifact and report here (default: a temporary folder)")
+    parser.add_argument(
+        "--acas-full",
+        action="store_true",
+        help="add the 4,352-cell ACAS Xu row, through the whole certfsm distill pipeline (15-25 min)",
+    )
+    parser.add_argument(
+        "--only", default="", help="comma-separated case names (coadapt, coadapt-4bins, acasxu-small, acasxu-full)"
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="keep the acasxu-full spec, artifact and report here (default: a temporary folder)",
+    )
     parser.add_argument("--row", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -229,12 +299,17 @@ def main() -> int:
     if args.only:
         rows = [r for r in rows if r[0] in args.only.split(",")]
     if not rows:
-        print(f"no rows selected by --only {args.only!r} (acasxu-full also needs --acas-full); give one of "
-              "coadapt, coadapt-4bins, acasxu-small, acasxu-full", file=sys.stderr)
+        print(
+            f"no rows selected by --only {args.only!r} (acasxu-full also needs --acas-full); give one of "
+            "coadapt, coadapt-4bins, acasxu-small, acasxu-full",
+            file=sys.stderr,
+        )
         return 2
     if any(case.startswith("acasxu") for case, _ in rows) and not (benchmark_folder() / ACAS_NETWORK).exists():
-        print(f"ACAS Xu network {ACAS_NETWORK} not found in {benchmark_folder()}; set CERTFSM_ACASXU or give "
-              "--skip-acas", file=sys.stderr)
+        print(
+            f"ACAS Xu network {ACAS_NETWORK} not found in {benchmark_folder()}; set CERTFSM_ACASXU or give --skip-acas",
+            file=sys.stderr,
+        )
         return 2
     with tempfile.TemporaryDirectory(prefix="certfsm-bench-") as scratch:
         args.out_dir = Path(args.out_dir or scratch)
@@ -243,10 +318,14 @@ def main() -> int:
 
 
 def report(rows: list[tuple[str, int]], args) -> int:
-    print(f"{os.cpu_count()} cores; per-cell timeout {args.timeout:g} s; wall = distill() itself, process = the "
-          "whole fresh process; x-check = mismatches on exact cells in 100,000 random inputs\n")
-    print("| case | jobs | grid | cells | wall (s) | process (s) | cells/s | exact % | conservative % | undecided "
-          "| bounds % | no Marabou % | Marabou queries | x-check | load 1-min |")
+    print(
+        f"{os.cpu_count()} cores; per-cell timeout {args.timeout:g} s; wall = distill() itself, process = the "
+        "whole fresh process; x-check = mismatches on exact cells in 100,000 random inputs\n"
+    )
+    print(
+        "| case | jobs | grid | cells | wall (s) | process (s) | cells/s | exact % | conservative % | undecided "
+        "| bounds % | no Marabou % | Marabou queries | x-check | load 1-min |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     done = []
     for case, jobs in rows:
@@ -259,8 +338,10 @@ def report(rows: list[tuple[str, int]], args) -> int:
         one, two = by_key.get((case, 1)), by_key.get((case, 2))
         if one and two:
             same = "same table" if one["table_sha256"] == two["table_sha256"] else "DIFFERENT tables"
-            print(f"{case}: speed-up 1 job / 2 jobs = {one['wall'] / two['wall']:.2f} "
-                  f"({one['wall']:.1f} s / {two['wall']:.1f} s); {same}")
+            print(
+                f"{case}: speed-up 1 job / 2 jobs = {one['wall'] / two['wall']:.2f} "
+                f"({one['wall']:.1f} s / {two['wall']:.1f} s); {same}"
+            )
     print("\n| case | jobs | sampling (s) | bounds (worker s) | engines (worker s) | engine tasks | cells by engine |")
     print("|---|---|---|---|---|---|---|")
     for row in done:
@@ -268,8 +349,10 @@ def report(rows: list[tuple[str, int]], args) -> int:
     failed = [row for row in done if "error" in row or row["mismatches"]]
     for row in done:
         if "lines" in row:
-            print(f"\n{row['case']} through the CLI (exact by volume "
-                  f"{100 * row.get('exact_volume_share', float('nan')):.1f}%):")
+            print(
+                f"\n{row['case']} through the CLI (exact by volume "
+                f"{100 * row.get('exact_volume_share', float('nan')):.1f}%):"
+            )
             print("\n".join(f"    {line}" for line in row["lines"]))
             if row.get("distill_exit") != 0 or row.get("inspect_exit") != 0:
                 failed.append(row)

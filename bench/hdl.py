@@ -77,7 +77,7 @@ def distil_acas(folder: Path) -> Path:
     path takes only edges on its grid)."""
     spec_path = distill_bench.write_spec("acasxu-small", folder)
     spec = json.loads(spec_path.read_text())
-    scale = 2 ** ACAS_FRAC_BITS
+    scale = 2**ACAS_FRAC_BITS
     for item in spec["inputs"]:
         low, high = math.floor(item["min"] * scale), math.ceil(item["max"] * scale)
         bins = item.pop("bins", None) or len(item.pop("edges")) - 1
@@ -86,9 +86,24 @@ def distil_acas(folder: Path) -> Path:
         item["frac_bits"] = ACAS_FRAC_BITS
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
     artifact = folder / "acasxu-small.cfsm"
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", "distill", str(spec_path), "--out", str(artifact),
-                           "--report", str(folder / "acasxu-small-report"), "--jobs", "2", "--no-progress"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "certfsm.cli",
+            "distill",
+            str(spec_path),
+            "--out",
+            str(artifact),
+            "--report",
+            str(folder / "acasxu-small-report"),
+            "--jobs",
+            "2",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if not artifact.exists():
         raise SystemExit(f"certfsm distill of acasxu-small failed (exit {done.returncode}): {done.stderr[-400:]}")
     return artifact
@@ -110,12 +125,15 @@ def c_decisions_per_second(hw, folder: Path) -> float:
     fill = []
     for bank in hw.banks:
         span = bank.high - bank.low + 3
-        fill += ["        x ^= x << 13; x ^= x >> 17; x ^= x << 5;",
-                 f"        readings[i].{bank.bus.name} = (int32_t) ({bank.low - 1}L + (long) (x % {span}u));"]
+        fill += [
+            "        x ^= x << 13; x ^= x >> 17; x ^= x << 5;",
+            f"        readings[i].{bank.bus.name} = (int32_t) ({bank.low - 1}L + (long) (x % {span}u));",
+        ]
     (folder / "timer.c").write_text(_TIMER.format(name=name, fill="\n".join(fill), calls=C_DECISIONS))
     subprocess.run(["gcc", "-std=c99", "-O2", "-o", "timer", "timer.c", f"{name}.c"], cwd=folder, check=True)
-    seconds = float(subprocess.run([str(folder / "timer")], capture_output=True, text=True, check=True)
-                    .stdout.split()[0])
+    seconds = float(
+        subprocess.run([str(folder / "timer")], capture_output=True, text=True, check=True).stdout.split()[0]
+    )
     return C_DECISIONS / seconds
 
 
@@ -150,43 +168,58 @@ def measure(case: str, artifact: Path, model: Path, folder: Path, random_steps: 
     step = per_call_seconds(controller.step_fixed, readings)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(model), options,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     shape = [1 if not isinstance(d, int) else d for d in session.get_inputs()[0].shape]
     lows = np.array([e[0] for e in machine.edges], dtype=np.float32)
     highs = np.array([e[-1] for e in machine.edges], dtype=np.float32)
-    inputs = [np.random.default_rng(k).uniform(lows, highs).astype(np.float32).reshape(shape)
-              for k in range(TIMING_CALLS // 4)]
+    inputs = [
+        np.random.default_rng(k).uniform(lows, highs).astype(np.float32).reshape(shape)
+        for k in range(TIMING_CALLS // 4)
+    ]
     onnx_call = per_call_seconds(lambda x: session.run(None, {name: x}), inputs)
 
     simulation = checks["simulation"]
     fmax = checks["place_and_route"].get("fmax_mhz", 0.0)
-    return {"case": case, "cells": machine.n_cells, "grid": "x".join(map(str, machine.shape)),
-            "table_bits": machine.n_cells * (hw.token_width + machine.params.n_tokens),
-            "generic_cells": checks["synth_generic"].get("cells"), "luts": checks["synth_ice40"].get("luts"),
-            "ram_blocks": checks["synth_ice40"].get("ram_blocks"), "fmax_mhz": fmax,
-            "decisions_per_second_fmax": fmax * 1e6,
-            "equivalence": checks["equivalence"]["verdict"], "equivalence_seconds": checks["equivalence"]["seconds"],
-            "simulation_steps": simulation.get("steps"), "simulation_mismatches": simulation.get("mismatches"),
-            "simulation_seconds_per_million": simulation["seconds"] / simulation["steps"] * 1e6,
-            "c_mismatches": c_export.summary["checks"]["c_reference"]["mismatches"],
-            "c_decisions_per_second": c_rate, "runtime_step_us": step * 1e6, "onnxruntime_call_us": onnx_call * 1e6,
-            "all_checks_passed": exported.is_ok and c_export.is_ok}
+    return {
+        "case": case,
+        "cells": machine.n_cells,
+        "grid": "x".join(map(str, machine.shape)),
+        "table_bits": machine.n_cells * (hw.token_width + machine.params.n_tokens),
+        "generic_cells": checks["synth_generic"].get("cells"),
+        "luts": checks["synth_ice40"].get("luts"),
+        "ram_blocks": checks["synth_ice40"].get("ram_blocks"),
+        "fmax_mhz": fmax,
+        "decisions_per_second_fmax": fmax * 1e6,
+        "equivalence": checks["equivalence"]["verdict"],
+        "equivalence_seconds": checks["equivalence"]["seconds"],
+        "simulation_steps": simulation.get("steps"),
+        "simulation_mismatches": simulation.get("mismatches"),
+        "simulation_seconds_per_million": simulation["seconds"] / simulation["steps"] * 1e6,
+        "c_mismatches": c_export.summary["checks"]["c_reference"]["mismatches"],
+        "c_decisions_per_second": c_rate,
+        "runtime_step_us": step * 1e6,
+        "onnxruntime_call_us": onnx_call * 1e6,
+        "all_checks_passed": exported.is_ok and c_export.is_ok,
+    }
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| case | cells | table + masks (bits) | generic cells | iCE40 LUT4 | iCE40 RAM blocks | fmax (MHz) | "
-             "decisions/s at fmax | equivalence proof (s) | simulation (s per 1M steps) | C decisions/s | "
-             "runtime step_fixed (us) | onnxruntime call (us) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| case | cells | table + masks (bits) | generic cells | iCE40 LUT4 | iCE40 RAM blocks | fmax (MHz) | "
+        "decisions/s at fmax | equivalence proof (s) | simulation (s per 1M steps) | C decisions/s | "
+        "runtime step_fixed (us) | onnxruntime call (us) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['case']} ({r['grid']}) | {r['cells']:,} | {r['table_bits']:,} | {r['generic_cells']:,} | "
-                     f"{r['luts']:,} | {r['ram_blocks']} | {r['fmax_mhz']:.1f} | "
-                     f"{r['decisions_per_second_fmax'] / 1e6:.0f} M | {r['equivalence_seconds']:.1f} "
-                     f"({r['equivalence']}) | {r['simulation_seconds_per_million']:.1f} | "
-                     f"{r['c_decisions_per_second'] / 1e6:.0f} M | {r['runtime_step_us']:.2f} | "
-                     f"{r['onnxruntime_call_us']:.2f} |")
+        lines.append(
+            f"| {r['case']} ({r['grid']}) | {r['cells']:,} | {r['table_bits']:,} | {r['generic_cells']:,} | "
+            f"{r['luts']:,} | {r['ram_blocks']} | {r['fmax_mhz']:.1f} | "
+            f"{r['decisions_per_second_fmax'] / 1e6:.0f} M | {r['equivalence_seconds']:.1f} "
+            f"({r['equivalence']}) | {r['simulation_seconds_per_million']:.1f} | "
+            f"{r['c_decisions_per_second'] / 1e6:.0f} M | {r['runtime_step_us']:.2f} | "
+            f"{r['onnxruntime_call_us']:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -220,8 +253,10 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     print()
     print(table(rows))
-    print(f"\nsimulation: {options.random_steps:,} random steps on top of the structured vectors, 0 mismatches "
-          f"required; every row's checks passed: {all(r['all_checks_passed'] for r in rows)}; folder {out}")
+    print(
+        f"\nsimulation: {options.random_steps:,} random steps on top of the structured vectors, 0 mismatches "
+        f"required; every row's checks passed: {all(r['all_checks_passed'] for r in rows)}; folder {out}"
+    )
 
 
 if __name__ == "__main__":

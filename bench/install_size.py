@@ -55,8 +55,9 @@ def _make_env(folder: Path, source: str) -> tuple[Path, int, int, int]:
     site = _site_packages(folder)
     empty_size, empty_dists = _size(site), _distributions(site)
     python = folder / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", REPOSITORY / source],
-                   check=True)
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", REPOSITORY / source], check=True
+    )
     return python, _size(site) - empty_size, len(_distributions(site) - empty_dists), _size(site / "certfsm")
 
 
@@ -93,16 +94,22 @@ def main() -> None:
         full, light = INSTALLS
         ratios = [a / b for a, b in zip(loads[full][1:], loads[light][1:])]
         print(f"{args.rounds} rounds, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
-        print("| install | size on disk | of it certfsm's own | distributions | python -c pass "
-              "| import certfsm.runtime + load |")
+        print(
+            "| install | size on disk | of it certfsm's own | distributions | python -c pass "
+            "| import certfsm.runtime + load |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         for name, (_, size, count, own) in envs.items():
-            print(f"| {name} | {size / 1e6:.1f} MB | {own / 1e6:.2f} MB | {count} "
-                  f"| {statistics.median(starts[name][1:]) * 1e3:.0f} ms "
-                  f"| {statistics.median(loads[name][1:]) * 1e3:.0f} ms |")
-        print(f"\nsize full / runtime: {envs[full][1] / envs[light][1]:.1f}x; "
-              f"import + load full / runtime, median of pairs: {statistics.median(ratios):.2f}x "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+            print(
+                f"| {name} | {size / 1e6:.1f} MB | {own / 1e6:.2f} MB | {count} "
+                f"| {statistics.median(starts[name][1:]) * 1e3:.0f} ms "
+                f"| {statistics.median(loads[name][1:]) * 1e3:.0f} ms |"
+            )
+        print(
+            f"\nsize full / runtime: {envs[full][1] / envs[light][1]:.1f}x; "
+            f"import + load full / runtime, median of pairs: {statistics.median(ratios):.2f}x "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
 
 
 if __name__ == "__main__":

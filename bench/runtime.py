@@ -94,16 +94,25 @@ def main() -> None:
         rule_state[0] = machine.step(rule_state[0], machine.cell_of(reading))[0]
 
     logged, writers = {}, []
-    for label, every in (("step + audit log, fsync every record", 1), ("step + audit log, fsync every 1 000", 1000),
-                         ("step + audit log, fsync on close", 0)):
+    for label, every in (
+        ("step + audit log, fsync every record", 1),
+        ("step + audit log, fsync every 1 000", 1000),
+        ("step + audit log, fsync on close", 0),
+    ):
         controller = runtime.load(artifact)
         writer = runtime.open_audit(controller, folder / f"{every}.log", fsync_every=every)
         logged[label] = (controller, every)
         writers.append(writer)
 
-    rows_label = ("onnxruntime, one input", "step (with the SLA monitor)",
-                  "step (with the SLA monitor, one violation in 8 cycles)", "step, no SLA monitor",
-                  "Machine.cell_of + Machine.step (no twins, no SLA)", *logged, "empty call (harness)")
+    rows_label = (
+        "onnxruntime, one input",
+        "step (with the SLA monitor)",
+        "step (with the SLA monitor, one violation in 8 cycles)",
+        "step, no SLA monitor",
+        "Machine.cell_of + Machine.step (no twins, no SLA)",
+        *logged,
+        "empty call (harness)",
+    )
     samples: dict[str, list[float]] = {key: [] for key in rows_label}
     cpu: dict[str, list[float]] = {key: [] for key in rows_label}  # CPU seconds per call, one figure per round
 
@@ -117,8 +126,9 @@ def main() -> None:
     for _ in range(options.rounds):
         measure("onnxruntime, one input", lambda x: session.run(None, {name: x}), singles)
         measure("step (with the SLA monitor)", lambda r: plain.step(r, metrics, 0.0), rows)
-        measure("step (with the SLA monitor, one violation in 8 cycles)", lambda p: violated.step(p[0], p[1], 0.0),
-                paired)
+        measure(
+            "step (with the SLA monitor, one violation in 8 cycles)", lambda p: violated.step(p[0], p[1], 0.0), paired
+        )
         measure("step, no SLA monitor", lambda r: no_sla.step(r, None, 0.0), rows)
         measure("Machine.cell_of + Machine.step (no twins, no SLA)", rule_text, rows)
         measure("empty call (harness)", lambda r: None, rows)
@@ -134,15 +144,21 @@ def main() -> None:
 
     reference = statistics.median(samples["onnxruntime, one input"])
     reference_cpu = min(cpu["onnxruntime, one input"])
-    print("| what | p50 (us) | p99 (us) | onnxruntime p50 / this p50 | CPU per call (us) | onnxruntime CPU / this CPU |")
+    print(
+        "| what | p50 (us) | p99 (us) | onnxruntime p50 / this p50 | CPU per call (us) | onnxruntime CPU / this CPU |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for label, values in samples.items():
         p50, p99, per_call = statistics.median(values), float(np.percentile(values, 99)), min(cpu[label])
-        print(f"| {label} | {p50 * 1e6:.2f} | {p99 * 1e6:.2f} | {reference / p50:.1f} | {per_call * 1e6:.2f} | "
-              f"{reference_cpu / per_call:.1f} |")
+        print(
+            f"| {label} | {p50 * 1e6:.2f} | {p99 * 1e6:.2f} | {reference / p50:.1f} | {per_call * 1e6:.2f} | "
+            f"{reference_cpu / per_call:.1f} |"
+        )
     rate, cpu_rate = 1_000_000 / statistics.median(batch_seconds), 1_000_000 / min(batch_cpu)
-    print(f"\ndecide_many: {rate / 1e6:.2f} million decisions per second (median of {options.rounds} batches "
-          f"of 1 000 000; {cpu_rate / 1e6:.2f} million per CPU second in the best batch)")
+    print(
+        f"\ndecide_many: {rate / 1e6:.2f} million decisions per second (median of {options.rounds} batches "
+        f"of 1 000 000; {cpu_rate / 1e6:.2f} million per CPU second in the best batch)"
+    )
 
 
 if __name__ == "__main__":

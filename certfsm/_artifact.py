@@ -181,15 +181,40 @@ class Artifact:
     def payload(self) -> dict[str, Any]:
         """The payload as plain JSON types; ``build_artifact(a.payload())`` gives back the file's bytes."""
         return artifact_payload(
-            spec=json.loads(json.dumps(self.spec)), model_sha256=self.model_sha256, edges=self.edges,
-            frac_bits=self.frac_bits, proposal=self.proposal, exact=self.exact, allowed=self.allowed,
-            conservative=self.conservative, confirm_cycles=self.confirm_cycles, cooldown_cycles=self.cooldown_cycles,
-            overridable=self.overridable, codes=self.codes, certificate=self.certificate, created_by=self.created_by)
+            spec=json.loads(json.dumps(self.spec)),
+            model_sha256=self.model_sha256,
+            edges=self.edges,
+            frac_bits=self.frac_bits,
+            proposal=self.proposal,
+            exact=self.exact,
+            allowed=self.allowed,
+            conservative=self.conservative,
+            confirm_cycles=self.confirm_cycles,
+            cooldown_cycles=self.cooldown_cycles,
+            overridable=self.overridable,
+            codes=self.codes,
+            certificate=self.certificate,
+            created_by=self.created_by,
+        )
 
 
-def artifact_payload(*, spec: Mapping[str, Any], model_sha256: str, edges, frac_bits, proposal, exact, allowed,
-                     conservative: int, confirm_cycles: int, cooldown_cycles: int, overridable, codes,
-                     certificate, created_by: str) -> dict[str, Any]:
+def artifact_payload(
+    *,
+    spec: Mapping[str, Any],
+    model_sha256: str,
+    edges,
+    frac_bits,
+    proposal,
+    exact,
+    allowed,
+    conservative: int,
+    confirm_cycles: int,
+    cooldown_cycles: int,
+    overridable,
+    codes,
+    certificate,
+    created_by: str,
+) -> dict[str, Any]:
     """The payload of an artifact, as plain JSON types: the one writer of what `load_artifact` reads.
 
     The arguments are the `Artifact` fields of the same names: `spec` the
@@ -204,13 +229,19 @@ def artifact_payload(*, spec: Mapping[str, Any], model_sha256: str, edges, frac_
     return {
         "spec": dict(spec),
         "model_sha256": model_sha256,
-        "grid": {"edges": [np.asarray(row, dtype=np.float64).tolist() for row in edges],
-                 "frac_bits": list(frac_bits)},
-        "table": {"proposal": _flat(proposal),
-                  "status": "".join("e" if x else "c" for x in _flat(np.asarray(exact, dtype=bool))),
-                  "allowed": _flat(allowed)},
-        "machine": {"conservative": conservative, "confirm_cycles": confirm_cycles,
-                    "cooldown_cycles": cooldown_cycles, "overridable": sorted(overridable), "codes": list(codes)},
+        "grid": {"edges": [np.asarray(row, dtype=np.float64).tolist() for row in edges], "frac_bits": list(frac_bits)},
+        "table": {
+            "proposal": _flat(proposal),
+            "status": "".join("e" if x else "c" for x in _flat(np.asarray(exact, dtype=bool))),
+            "allowed": _flat(allowed),
+        },
+        "machine": {
+            "conservative": conservative,
+            "confirm_cycles": confirm_cycles,
+            "cooldown_cycles": cooldown_cycles,
+            "overridable": sorted(overridable),
+            "codes": list(codes),
+        },
         "certificate": [record.certificate_entry() for record in certificate],
         "created_by": created_by,
     }
@@ -254,14 +285,18 @@ def _read(path, label: str) -> bytes:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ArtifactError(f"{label}: no such file (looked for {os.path.abspath(label)}); give the path of a "
-                            f"{ARTIFACT_SUFFIX} artifact written by certfsm distill") from None
+        raise ArtifactError(
+            f"{label}: no such file (looked for {os.path.abspath(label)}); give the path of a "
+            f"{ARTIFACT_SUFFIX} artifact written by certfsm distill"
+        ) from None
     except OSError as error:
-        raise ArtifactError(f"{label}: cannot read the artifact ({error.strerror or error}); "
-                            "check that the path names a readable file") from None
+        raise ArtifactError(
+            f"{label}: cannot read the artifact ({error.strerror or error}); check that the path names a readable file"
+        ) from None
     if not data:
-        raise ArtifactError(f"{label}: the file is empty (the write was interrupted or the file was truncated); "
-                            f"{_RERUN}")
+        raise ArtifactError(
+            f"{label}: the file is empty (the write was interrupted or the file was truncated); {_RERUN}"
+        )
     return data
 
 
@@ -269,13 +304,17 @@ def _parse(data: bytes, label: str) -> Any:
     try:
         text = data.decode("ascii")
     except UnicodeDecodeError as error:
-        raise ArtifactError(f"{label}: byte {error.start} is 0x{data[error.start]:02x}, not ASCII, but an artifact "
-                            f"is ASCII canonical JSON (the file is damaged); {_RERUN}") from None
+        raise ArtifactError(
+            f"{label}: byte {error.start} is 0x{data[error.start]:02x}, not ASCII, but an artifact "
+            f"is ASCII canonical JSON (the file is damaged); {_RERUN}"
+        ) from None
     try:
         return json.loads(text, object_pairs_hook=_no_repeats, parse_float=_finite, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
-        raise ArtifactError(f"{label}: not valid JSON at line {error.lineno} column {error.colno}: {error.msg} "
-                            f"(the file is damaged); {_RERUN}") from None
+        raise ArtifactError(
+            f"{label}: not valid JSON at line {error.lineno} column {error.colno}: {error.msg} "
+            f"(the file is damaged); {_RERUN}"
+        ) from None
     except _Damaged as error:
         raise ArtifactError(f"{label}: not canonical JSON: {error} (the file is damaged); {_RERUN}") from None
     except (ValueError, RecursionError) as error:
@@ -286,25 +325,32 @@ def _envelope(document: Any, label: str) -> tuple[str, dict]:
     """The recorded hash and the payload, once the top level is an artifact of a format this code reads."""
     if not isinstance(document, dict) or "certfsm_artifact" not in document:
         what = "has no 'certfsm_artifact' key" if isinstance(document, dict) else f"is {_kind(document)}"
-        raise ArtifactError(f"{label}: the top level {what}, so this is not a certfsm artifact; give a "
-                            f"{ARTIFACT_SUFFIX} file written by certfsm distill")
+        raise ArtifactError(
+            f"{label}: the top level {what}, so this is not a certfsm artifact; give a "
+            f"{ARTIFACT_SUFFIX} file written by certfsm distill"
+        )
     version = document["certfsm_artifact"]
     if type(version) is not int or version != ARTIFACT_FORMAT_VERSION:
-        raise ArtifactError(f"{label}: certfsm_artifact={_show(version)} is not a format this certfsm reads "
-                            f"(it reads format {ARTIFACT_FORMAT_VERSION}); {_RERUN} with this certfsm")
+        raise ArtifactError(
+            f"{label}: certfsm_artifact={_show(version)} is not a format this certfsm reads "
+            f"(it reads format {ARTIFACT_FORMAT_VERSION}); {_RERUN} with this certfsm"
+        )
     for key in _TOP_KEYS:
         if key not in document:
             raise ArtifactError(f"{label}: the top-level key {key!r} is missing (the file is damaged); {_RERUN}")
     for key in document:
         if key not in _TOP_KEYS + _OPTIONAL_TOP_KEYS:
-            raise ArtifactError(f"{label}: unknown top-level key {key!r} (format {ARTIFACT_FORMAT_VERSION} has only "
-                                f"{', '.join(_TOP_KEYS + _OPTIONAL_TOP_KEYS)}); the artifact was modified after it was "
-                                f"written; {_RERUN}")
+            raise ArtifactError(
+                f"{label}: unknown top-level key {key!r} (format {ARTIFACT_FORMAT_VERSION} has only "
+                f"{', '.join(_TOP_KEYS + _OPTIONAL_TOP_KEYS)}); the artifact was modified after it was "
+                f"written; {_RERUN}"
+            )
     signature_of(document, label)
     recorded, payload = document["sha256"], document["payload"]
     if not isinstance(recorded, str) or not _HEX64.fullmatch(recorded):
-        raise ArtifactError(f"{label}: sha256={_show(recorded)} is not 64 lowercase hex digits "
-                            f"(the file is damaged); {_RERUN}")
+        raise ArtifactError(
+            f"{label}: sha256={_show(recorded)} is not 64 lowercase hex digits (the file is damaged); {_RERUN}"
+        )
     if not isinstance(payload, dict):
         raise ArtifactError(f"{label}: payload is {_kind(payload)}, not an object (the file is damaged); {_RERUN}")
     return recorded, payload
@@ -313,17 +359,21 @@ def _envelope(document: Any, label: str) -> tuple[str, dict]:
 def _check_hash(recorded: str, payload: dict, label: str) -> None:
     actual = sha256_hex(_canonical(payload))
     if actual != recorded:
-        raise ArtifactError(f"{label}: sha256 mismatch: the payload hashes to {actual[:16]}... but the file records "
-                            f"{recorded[:16]}...; the artifact was modified after it was written; {_RERUN}")
+        raise ArtifactError(
+            f"{label}: sha256 mismatch: the payload hashes to {actual[:16]}... but the file records "
+            f"{recorded[:16]}...; the artifact was modified after it was written; {_RERUN}"
+        )
 
 
 def _check_canonical(data: bytes, document: dict, label: str) -> None:
     expected = _canonical(document)
     if data != expected:
         at = next((k for k, (a, b) in enumerate(zip(data, expected)) if a != b), min(len(data), len(expected)))
-        raise ArtifactError(f"{label}: the bytes are not the canonical form of their content (first difference at "
-                            f"byte {at}), although the payload hash matches; the file was reformatted or edited "
-                            f"after it was written; {_RERUN}")
+        raise ArtifactError(
+            f"{label}: the bytes are not the canonical form of their content (first difference at "
+            f"byte {at}), although the payload hash matches; the file was reformatted or edited "
+            f"after it was written; {_RERUN}"
+        )
 
 
 def _check_certificate(artifact: Artifact, label: str) -> None:
@@ -334,13 +384,20 @@ def _check_certificate(artifact: Artifact, label: str) -> None:
         raise ArtifactError(f"{label}: {refusal.text}; {refusal.fix}")
 
 
-def _checked(payload: Any, label: str, fix: str, sha256: str, path: Path | None,
-             signature: ArtifactSignature | None = None) -> Artifact:
+def _checked(
+    payload: Any, label: str, fix: str, sha256: str, path: Path | None, signature: ArtifactSignature | None = None
+) -> Artifact:
     """The typed artifact of a parsed `payload` once the structural checks pass; the spec is frozen as hashed."""
     fields = _Structure(payload, label, fix).fields()
     certificate = tuple(VerdictRecord(**entry) for entry in fields.pop("certificate"))
-    artifact = Artifact(path=path, sha256=sha256, spec=_freeze(fields.pop("spec")), certificate=certificate,
-                        signature=signature, **fields)
+    artifact = Artifact(
+        path=path,
+        sha256=sha256,
+        spec=_freeze(fields.pop("spec")),
+        certificate=certificate,
+        signature=signature,
+        **fields,
+    )
     _check_round_trip(_plain(artifact.payload(), ("payload",)), payload, label, fix)
     return artifact
 
@@ -352,20 +409,26 @@ def _check_round_trip(written: Any, read: Any, label: str, fix: str, parts: tupl
     the hash would no longer name what the runtime runs.
     """
     if type(written) is not type(read) or (not isinstance(read, (dict, list)) and written != read):
-        raise ArtifactError(f"{label}: {json_path(parts, 'the payload')}={_show(read)} is not what certfsm writes for "
-                            f"the value it decodes to ({_show(written)}; the artifact was modified after it was "
-                            f"written); {fix}")
+        raise ArtifactError(
+            f"{label}: {json_path(parts, 'the payload')}={_show(read)} is not what certfsm writes for "
+            f"the value it decodes to ({_show(written)}; the artifact was modified after it was "
+            f"written); {fix}"
+        )
     if isinstance(read, dict):
         if written.keys() != read.keys():
             key = sorted(written.keys() ^ read.keys())[0]
-            raise ArtifactError(f"{label}: {json_path(parts + (key,), 'the payload')} is not what certfsm writes "
-                                f"(the artifact was modified after it was written); {fix}")
+            raise ArtifactError(
+                f"{label}: {json_path(parts + (key,), 'the payload')} is not what certfsm writes "
+                f"(the artifact was modified after it was written); {fix}"
+            )
         for key in sorted(read):
             _check_round_trip(written[key], read[key], label, fix, parts + (key,))
     elif isinstance(read, list):
         if len(written) != len(read):
-            raise ArtifactError(f"{label}: {json_path(parts, 'the payload')} has {len(read)} items where certfsm "
-                                f"writes {len(written)} (the artifact was modified after it was written); {fix}")
+            raise ArtifactError(
+                f"{label}: {json_path(parts, 'the payload')} has {len(read)} items where certfsm "
+                f"writes {len(written)} (the artifact was modified after it was written); {fix}"
+            )
         for index, (mine, theirs) in enumerate(zip(written, read)):
             _check_round_trip(mine, theirs, label, fix, parts + (index,))
 
@@ -421,8 +484,9 @@ def write_artifact(path: str | os.PathLike, payload: Mapping[str, Any]) -> str:
     """
     label = os.fspath(path)
     data, digest = _build(payload, f"{label} (not written)")
-    write_atomically(Path(label), data, what="artifact", fix="choose a writable path for the artifact",
-                     make_parents=True)
+    write_atomically(
+        Path(label), data, what="artifact", fix="choose a writable path for the artifact", make_parents=True
+    )
     return digest
 
 
@@ -461,6 +525,7 @@ def sign_artifact(path: str | os.PathLike, key) -> ArtifactSignature:
     signature = ArtifactSignature(private.public.key_id, ALGORITHM, private.sign(_canonical(payload)))
     signed = {name: value for name, value in document.items() if name != SIGNATURE_KEY}
     signed[SIGNATURE_KEY] = signature.to_json()
-    write_atomically(Path(label), _canonical(signed), what="signed artifact",
-                     fix="check that the artifact's folder is writable")
+    write_atomically(
+        Path(label), _canonical(signed), what="signed artifact", fix="check that the artifact's folder is writable"
+    )
     return signature

@@ -40,7 +40,11 @@ class ArtifactSignature:
     value: bytes
 
     def to_json(self) -> dict[str, str]:
-        return {"algorithm": self.algorithm, "key_id": self.key_id, "value": base64.b64encode(self.value).decode("ascii")}
+        return {
+            "algorithm": self.algorithm,
+            "key_id": self.key_id,
+            "value": base64.b64encode(self.value).decode("ascii"),
+        }
 
 
 def _resign(label: str) -> str:
@@ -55,15 +59,20 @@ def signature_of(document: Mapping[str, Any], label: str) -> ArtifactSignature |
     if not isinstance(entry, dict):
         raise ArtifactError(f"{label}: signature is {_kind(entry)}, not an object; {_resign(label)}")
     if sorted(entry) != list(_KEYS):
-        raise ArtifactError(f"{label}: signature has the keys {', '.join(sorted(entry)) or 'none'}, expected exactly "
-                            f"{', '.join(_KEYS)}; {_resign(label)}")
+        raise ArtifactError(
+            f"{label}: signature has the keys {', '.join(sorted(entry)) or 'none'}, expected exactly "
+            f"{', '.join(_KEYS)}; {_resign(label)}"
+        )
     algorithm, key_id, value = entry["algorithm"], entry["key_id"], entry["value"]
     if algorithm != ALGORITHM:
-        raise ArtifactError(f"{label}: signature.algorithm={_show(algorithm)} is not \"{ALGORITHM}\", the only "
-                            f"signature algorithm this certfsm reads; {_resign(label)}")
+        raise ArtifactError(
+            f'{label}: signature.algorithm={_show(algorithm)} is not "{ALGORITHM}", the only '
+            f"signature algorithm this certfsm reads; {_resign(label)}"
+        )
     if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
-        raise ArtifactError(f"{label}: signature.key_id={_show(key_id)} is not {KEY_ID_DIGITS} lowercase hex digits; "
-                            f"{_resign(label)}")
+        raise ArtifactError(
+            f"{label}: signature.key_id={_show(key_id)} is not {KEY_ID_DIGITS} lowercase hex digits; {_resign(label)}"
+        )
     raw = None
     if isinstance(value, str):
         try:
@@ -71,25 +80,34 @@ def signature_of(document: Mapping[str, Any], label: str) -> ArtifactSignature |
         except (binascii.Error, ValueError):
             raw = None
     if raw is None or len(raw) != SIGNATURE_BYTES or base64.b64encode(raw).decode("ascii") != value:
-        raise ArtifactError(f"{label}: signature.value={_show(value)[:40]} is not the standard base64 of a "
-                            f"{SIGNATURE_BYTES}-byte {ALGORITHM} signature; {_resign(label)}")
+        raise ArtifactError(
+            f"{label}: signature.value={_show(value)[:40]} is not the standard base64 of a "
+            f"{SIGNATURE_BYTES}-byte {ALGORITHM} signature; {_resign(label)}"
+        )
     return ArtifactSignature(key_id, algorithm, raw)
 
 
-def check_signature(signature: ArtifactSignature | None, body: bytes, trusted: Mapping[str, PublicKey],
-                    label: str) -> None:
+def check_signature(
+    signature: ArtifactSignature | None, body: bytes, trusted: Mapping[str, PublicKey], label: str
+) -> None:
     """Refuse unless `signature` is a trusted key's valid signature of `body` (the canonical payload bytes)."""
     ids = ", ".join(trusted)
     if signature is None:
-        raise ArtifactError(f"{label}: the artifact is unsigned, but trusted keys are configured (key id {ids}); "
-                            f"sign it with certfsm sign {label} --key KEY using a trusted private key")
+        raise ArtifactError(
+            f"{label}: the artifact is unsigned, but trusted keys are configured (key id {ids}); "
+            f"sign it with certfsm sign {label} --key KEY using a trusted private key"
+        )
     key = trusted.get(signature.key_id)
     if key is None:
-        raise ArtifactError(f"{label}: signed by key id {signature.key_id}, which is not a trusted key (trusted: key "
-                            f"id {ids}); re-sign it with certfsm sign {label} --key KEY using a trusted private key, "
-                            f"or trust {signature.key_id}'s public key if you mean to")
+        raise ArtifactError(
+            f"{label}: signed by key id {signature.key_id}, which is not a trusted key (trusted: key "
+            f"id {ids}); re-sign it with certfsm sign {label} --key KEY using a trusted private key, "
+            f"or trust {signature.key_id}'s public key if you mean to"
+        )
     if not key.verifies(signature.value, body):
-        raise ArtifactError(f"{label}: the signature by key id {signature.key_id} does not verify over the payload: "
-                            "the payload or the signature was changed after signing (a matching sha256 proves "
-                            "nothing, anyone can recompute it); do not run it, get the artifact again from its "
-                            "signer or re-sign a trusted copy with certfsm sign")
+        raise ArtifactError(
+            f"{label}: the signature by key id {signature.key_id} does not verify over the payload: "
+            "the payload or the signature was changed after signing (a matching sha256 proves "
+            "nothing, anyone can recompute it); do not run it, get the artifact again from its "
+            "signer or re-sign a trusted copy with certfsm sign"
+        )

@@ -62,8 +62,14 @@ from .machine import uniform_edges
 CELLS_EXACT = "cells-exact"
 TABLE_PROPERTIES = ("table-tokens", "table-masks", "table-codes")
 INVARIANT_QUERIES = ("invariant-initial", "invariant-inductive")
-MACHINE_PROPERTIES = ("output-legal", "output-allowed", "fallback-conservative", "switch-cooldown",
-                      "total-deterministic", "override-allowed")
+MACHINE_PROPERTIES = (
+    "output-legal",
+    "output-allowed",
+    "fallback-conservative",
+    "switch-cooldown",
+    "total-deterministic",
+    "override-allowed",
+)
 
 CELL_ENGINES = ("bounds", "check", "marabou", "z3")
 """What may prove an exact cell: sound bound propagation (``bounds``, vectorised in the distillation, or inside
@@ -72,12 +78,14 @@ whose UNSAT ``verify.check`` counts only when an exact method agrees: docs/seman
 and the witness search (``sampling``, ``falsify``) only ever show that a cell is NOT exact, and ``undecided``
 proves nothing."""
 
-_FAMILIES = (f"{CELLS_EXACT}, table-{{{','.join(n[6:] for n in TABLE_PROPERTIES)}}}, machine-{{invariant-initial,"
-             "invariant-inductive,<property>}, enumeration-<property>")
+_FAMILIES = (
+    f"{CELLS_EXACT}, table-{{{','.join(n[6:] for n in TABLE_PROPERTIES)}}}, machine-{{invariant-initial,"
+    "invariant-inductive,<property>}, enumeration-<property>"
+)
 
 _ENGINE_RULES = {
     "cells-": "'none' when no cell is exact, else the engines of the exact cells joined by '+', sorted, "
-              f"each one of {', '.join(CELL_ENGINES)}",
+    f"each one of {', '.join(CELL_ENGINES)}",
     "table-": "z3 only: the table's SMT-LIB query is unsat over exact arithmetic",
     "machine-": "z3 only: the machine's SMT-LIB query is unsat over exact arithmetic",
     "enumeration-": "explicit only: the complete explicit-state enumeration",
@@ -145,24 +153,37 @@ def certificate_problem(entries: Iterable, spec: Any, has_exact_cells: bool) -> 
         name = entry.property
         at = f"certificate[{index}] {name!r}"
         if name not in required:
-            return CertificateRefusal(index, f"{at} is not one of the {len(required)} properties certfsm distill "
-                                             f"proves ({_FAMILIES})", rerun)
+            return CertificateRefusal(
+                index, f"{at} is not one of the {len(required)} properties certfsm distill proves ({_FAMILIES})", rerun
+            )
         seen.add(name)
         if not entry.required:
-            return CertificateRefusal(index, f"{at} has required=false, but the runtime needs every property "
-                                             "certfsm distill proves", rerun)
+            return CertificateRefusal(
+                index, f"{at} has required=false, but the runtime needs every property certfsm distill proves", rerun
+            )
         if entry.verdict != "proved":
-            return CertificateRefusal(index, f"{at} has verdict {entry.verdict!r}, but the runtime needs it "
-                                             "proved", f"{rerun} or fix the spec")
+            return CertificateRefusal(
+                index,
+                f"{at} has verdict {entry.verdict!r}, but the runtime needs it proved",
+                f"{rerun} or fix the spec",
+            )
         why = engine_problem(name, entry.engine, has_exact_cells)
         if why is not None:
-            return CertificateRefusal(index, f"{at} names engine {entry.engine!r}, which cannot prove it"
-                                             f"{' ' + why if why else ''} (expected: {engine_rule(name)})", rerun)
+            return CertificateRefusal(
+                index,
+                f"{at} names engine {entry.engine!r}, which cannot prove it"
+                f"{' ' + why if why else ''} (expected: {engine_rule(name)})",
+                rerun,
+            )
     missing = [name for name in required if name not in seen]
     if missing:
-        return CertificateRefusal(None, f"the certificate has no entry for {missing[0]!r}"
-                                        f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}, but the "
-                                        "runtime needs every property certfsm distill proves", rerun)
+        return CertificateRefusal(
+            None,
+            f"the certificate has no entry for {missing[0]!r}"
+            f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}, but the "
+            "runtime needs every property certfsm distill proves",
+            rerun,
+        )
     return None
 
 
@@ -197,8 +218,9 @@ class SpecDerivation:
         c.text(item["name"], f"{where}.name")
         low, high = c.number(item["min"], f"{where}.min"), c.number(item["max"], f"{where}.max")
         if not float(low) < float(high):
-            raise c.fail(f"{where}.max={_show(high)} is not above {where}.min={_show(low)}; the envelope needs "
-                         "min < max")
+            raise c.fail(
+                f"{where}.max={_show(high)} is not above {where}.min={_show(low)}; the envelope needs min < max"
+            )
         if "edges" in item and "bins" in item:
             raise c.fail(f"{where} gives both edges and bins; a spec gives one of them")
         if "edges" not in item and "bins" in item:
@@ -208,11 +230,15 @@ class SpecDerivation:
         for k, value in enumerate(edges):
             c.number(value, f"{where}.edges[{k}]")
         if float(edges[0]) != float(low):
-            raise c.fail(f"{where}.edges[0]={_show(edges[0])} differs from {where}.min={_show(low)}; the first "
-                         "edge must equal min")
+            raise c.fail(
+                f"{where}.edges[0]={_show(edges[0])} differs from {where}.min={_show(low)}; the first "
+                "edge must equal min"
+            )
         if float(edges[-1]) != float(high):
-            raise c.fail(f"{where}.edges[{len(edges) - 1}]={_show(edges[-1])} differs from {where}.max="
-                         f"{_show(high)}; the last edge must equal max")
+            raise c.fail(
+                f"{where}.edges[{len(edges) - 1}]={_show(edges[-1])} differs from {where}.max="
+                f"{_show(high)}; the last edge must equal max"
+            )
         return edges
 
     def rules(self, spec: dict, inputs: list, names: list[str], conservative: int) -> tuple[RuleBox, ...]:
@@ -247,16 +273,20 @@ class SpecDerivation:
                 if a > b:
                     raise c.fail(f"{side_at}.min={_show(side['min'])} is above {side_at}.max={_show(side['max'])}")
                 if b < low[i] or a > high[i]:
-                    raise c.fail(f"{side_at}={_show(side)} misses the envelope [{low[i]:g}, {high[i]:g}] of "
-                                 f"payload.spec.inputs[{i}]")
+                    raise c.fail(
+                        f"{side_at}={_show(side)} misses the envelope [{low[i]:g}, {high[i]:g}] of "
+                        f"payload.spec.inputs[{i}]"
+                    )
                 lower[i], upper[i] = max(a, low[i]), min(b, high[i])
             forbidden = 0
             for k, forbid in enumerate(c.items(rule["forbid"], f"{where}.forbid")):
                 if not isinstance(forbid, str) or forbid not in token:
                     raise c.fail(f"{where}.forbid[{k}]={_show(forbid)} is not one of payload.spec.outputs")
                 if token[forbid] == conservative:
-                    raise c.fail(f"{where}.forbid[{k}]={_show(forbid)} is the conservative token, which must be "
-                                 "allowed in every cell")
+                    raise c.fail(
+                        f"{where}.forbid[{k}]={_show(forbid)} is the conservative token, which must be "
+                        "allowed in every cell"
+                    )
                 forbidden |= 1 << token[forbid]
             result.append(RuleBox(name, tuple(lower), tuple(upper), forbidden))
         return tuple(result)
@@ -284,6 +314,8 @@ class SpecDerivation:
             raise c.fail(f"{at}.probability={_show(gate['probability'])} is not strictly between 0 and 1")
         margin = margin_from_probability(probability, n_outputs)
         if not math.isfinite(margin) or margin < 0:
-            raise c.fail(f"{at}.probability={_show(gate['probability'])} gives the logit margin {margin:.6g} with "
-                         f"K={n_outputs} outputs; a gate needs a margin >= 0")
+            raise c.fail(
+                f"{at}.probability={_show(gate['probability'])} gives the logit margin {margin:.6g} with "
+                f"K={n_outputs} outputs; a gate needs a margin >= 0"
+            )
         return margin

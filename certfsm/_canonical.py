@@ -49,15 +49,19 @@ def _plain(value: Any, parts: tuple) -> Any:
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ArtifactError(f"cannot write canonical JSON: {json_path(parts, 'the value')}={value!r} is not a finite number "
-                                "(JSON has no NaN or Infinity); give a finite number")
+            raise ArtifactError(
+                f"cannot write canonical JSON: {json_path(parts, 'the value')}={value!r} is not a finite number "
+                "(JSON has no NaN or Infinity); give a finite number"
+            )
         return float(value)
     if isinstance(value, Mapping):
         result = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ArtifactError(f"cannot write canonical JSON: {json_path(parts, 'the value')} has the key {key!r} of type "
-                                    f"{type(key).__name__}; JSON object keys are strings, convert it")
+                raise ArtifactError(
+                    f"cannot write canonical JSON: {json_path(parts, 'the value')} has the key {key!r} of type "
+                    f"{type(key).__name__}; JSON object keys are strings, convert it"
+                )
             result[key] = _plain(item, parts + (key,))
         return result
     if isinstance(value, (list, tuple)):
@@ -65,5 +69,7 @@ def _plain(value: Any, parts: tuple) -> Any:
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         return _plain(tolist(), parts)
-    raise ArtifactError(f"cannot write canonical JSON: {json_path(parts, 'the value')} is of type {type(value).__name__}; "
-                        "give numbers, strings, booleans, None, lists or dicts")
+    raise ArtifactError(
+        f"cannot write canonical JSON: {json_path(parts, 'the value')} is of type {type(value).__name__}; "
+        "give numbers, strings, booleans, None, lists or dicts"
+    )

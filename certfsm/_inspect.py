@@ -19,8 +19,18 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from ._artifact import (_RERUN, Artifact, _check_canonical, _check_certificate, _check_hash, _check_signature,
-                        _checked, _envelope, _parse, _read)
+from ._artifact import (
+    _RERUN,
+    Artifact,
+    _check_canonical,
+    _check_certificate,
+    _check_hash,
+    _check_signature,
+    _checked,
+    _envelope,
+    _parse,
+    _read,
+)
 from ._artifact_signature import signature_of
 from ._artifact_checks import ARTIFACT_FORMAT_VERSION
 from ._artifact_trust import required_properties
@@ -47,8 +57,10 @@ class Smt2Check:
         if self.found is None:
             return f"certificate[{self.index}] {self.property!r}: {self.file} is missing"
         if not self.is_match:
-            return (f"certificate[{self.index}] {self.property!r}: {self.file} hashes to {self.found[:16]}... but "
-                    f"the certificate records {self.expected[:16]}...")
+            return (
+                f"certificate[{self.index}] {self.property!r}: {self.file} hashes to {self.found[:16]}... but "
+                f"the certificate records {self.expected[:16]}..."
+            )
         return f"certificate[{self.index}] {self.property!r}: {self.file} matches"
 
 
@@ -101,8 +113,9 @@ class Inspection:
         return iter(self.lines)
 
 
-def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | None = None,
-                     trusted_keys=None) -> Inspection:
+def inspect_artifact(
+    path: str | os.PathLike, *, report: str | os.PathLike | None = None, trusted_keys=None
+) -> Inspection:
     """Summarise the artifact at `path` and run every check that can run; never raises for a bad artifact.
 
     Unlike `load_artifact`, a failed hash or canonical-form check does not
@@ -134,30 +147,50 @@ def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | Non
     if ok:
         ok, document = attempt("JSON", lambda: _parse(data, label), "ASCII JSON, finite numbers, no repeated keys")
     if ok:
-        ok, envelope = attempt("format", lambda: _envelope(document, label),
-                               f"certfsm artifact format {ARTIFACT_FORMAT_VERSION}")
+        ok, envelope = attempt(
+            "format", lambda: _envelope(document, label), f"certfsm artifact format {ARTIFACT_FORMAT_VERSION}"
+        )
     if ok:
         recorded, payload = envelope
         attempt("sha256", lambda: _check_hash(recorded, payload, label), f"the payload hashes to {recorded}")
-        attempt("canonical form", lambda: _check_canonical(data, document, label),
-                "the bytes are exactly the canonical form of their content")
+        attempt(
+            "canonical form",
+            lambda: _check_canonical(data, document, label),
+            "the bytes are exactly the canonical form of their content",
+        )
         signature = signature_of(document, label)
         if trusted is not None:
-            attempt("signature", lambda: _check_signature(document, payload, label, trusted),
-                    lambda _: f"signed by {signature.key_id}, a trusted key; the {signature.algorithm} signature "
-                              "verifies over the payload")
+            attempt(
+                "signature",
+                lambda: _check_signature(document, payload, label, trusted),
+                lambda _: (
+                    f"signed by {signature.key_id}, a trusted key; the {signature.algorithm} signature "
+                    "verifies over the payload"
+                ),
+            )
         elif signature is not None:
             names.insert(names.index("structure"), "signature")
-            checks.append(Check("signature", True, f"signed by {signature.key_id} ({signature.algorithm}); not "
-                                                   "verified: check it against trusted public keys (KEY.pub) with "
-                                                   "trusted_keys="))
-        ok, artifact = attempt("structure", lambda: _checked(payload, label, _RERUN, recorded, Path(label),
-                                                             signature),
-                               "types, ranges, lengths and cross-references are consistent")
+            checks.append(
+                Check(
+                    "signature",
+                    True,
+                    f"signed by {signature.key_id} ({signature.algorithm}); not "
+                    "verified: check it against trusted public keys (KEY.pub) with "
+                    "trusted_keys=",
+                )
+            )
+        ok, artifact = attempt(
+            "structure",
+            lambda: _checked(payload, label, _RERUN, recorded, Path(label), signature),
+            "types, ranges, lengths and cross-references are consistent",
+        )
     if ok:
-        attempt("certificate", lambda: _check_certificate(artifact, label),
-                f"exactly the {len(required_properties(artifact.spec))} properties certfsm distill proves, each "
-                "required and proved by an engine that can prove it")
+        attempt(
+            "certificate",
+            lambda: _check_certificate(artifact, label),
+            f"exactly the {len(required_properties(artifact.spec))} properties certfsm distill proves, each "
+            "required and proved by an engine that can prove it",
+        )
     if report is not None:
         names.append("smt2 files")
         if artifact is not None:
@@ -167,8 +200,9 @@ def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | Non
                 checks.append(Check("smt2 files", False, str(error)))
             else:
                 bad = [f for f in files if not f.is_match]
-                text = (f"{len(files) - len(bad)} of {len(files)} .smt2 files in {os.fspath(report)} match the "
-                        "certificate")
+                text = (
+                    f"{len(files) - len(bad)} of {len(files)} .smt2 files in {os.fspath(report)} match the certificate"
+                )
                 checks.append(Check("smt2 files", not bad, text + (f"; {bad[0].describe()}" if bad else "")))
                 extra = [f"  {f.describe()}" for f in files]
     done = {check.name for check in checks}
@@ -180,8 +214,11 @@ def inspect_artifact(path: str | os.PathLike, *, report: str | os.PathLike | Non
     marks = {True: "ok", False: "FAILED", None: "not run"}
     lines += [f"  {marks[check.passed]:<8}{check.name}: {check.detail}" for check in checks]
     failed = next((check.name for check in checks if not check.passed), None)
-    lines.append("verdict: ok: every check passed, the artifact is certified" if failed is None
-                 else f"verdict: FAILED: the {failed} check did not pass")
+    lines.append(
+        "verdict: ok: every check passed, the artifact is certified"
+        if failed is None
+        else f"verdict: FAILED: the {failed} check did not pass"
+    )
     return Inspection(tuple(lines), tuple(checks), artifact)
 
 
@@ -191,35 +228,55 @@ def _number(value: float) -> str:
 
 def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
     spec, names = artifact.spec, artifact.token_names
-    lines = [f"artifact: {label} ({size} bytes, format {ARTIFACT_FORMAT_VERSION}, written by {artifact.created_by})",
-             f"controller: {spec['name']}, decision {spec.get('decision', 'not stated')}",
-             f"model sha256: {artifact.model_sha256}", f"payload sha256: {artifact.sha256}",
-             "signature: unsigned" if artifact.signature is None
-             else f"signature: signed by {artifact.signature.key_id} ({artifact.signature.algorithm})",
-             f"inputs ({artifact.n_inputs}):"]
+    lines = [
+        f"artifact: {label} ({size} bytes, format {ARTIFACT_FORMAT_VERSION}, written by {artifact.created_by})",
+        f"controller: {spec['name']}, decision {spec.get('decision', 'not stated')}",
+        f"model sha256: {artifact.model_sha256}",
+        f"payload sha256: {artifact.sha256}",
+        "signature: unsigned"
+        if artifact.signature is None
+        else f"signature: signed by {artifact.signature.key_id} ({artifact.signature.algorithm})",
+        f"inputs ({artifact.n_inputs}):",
+    ]
     for i, (edges, bits) in enumerate(zip(artifact.edges, artifact.frac_bits)):
         item = spec["inputs"][i]
         name = item.get("name", f"X_{i}") if isinstance(item, Mapping) else f"X_{i}"
         fixed = "" if bits is None else f", frac_bits {bits}"
         lines.append(f"  {name}: {len(edges) - 1} bins over [{_number(edges[0])}, {_number(edges[-1])}]{fixed}")
     n_cells, n_exact = artifact.n_cells, int(artifact.exact.sum())
-    lines.append(f"grid: {' x '.join(map(str, artifact.shape))} = {n_cells} cells: {n_exact} exact "
-                 f"({100 * n_exact / n_cells:.1f}%), {n_cells - n_exact} conservative")
+    lines.append(
+        f"grid: {' x '.join(map(str, artifact.shape))} = {n_cells} cells: {n_exact} exact "
+        f"({100 * n_exact / n_cells:.1f}%), {n_cells - n_exact} conservative"
+    )
     proposed = np.bincount(artifact.proposal.reshape(-1), minlength=artifact.n_outputs)
     legal = set(spec["legal_tokens"])
     lines.append("outputs (index: token = 4-bit code):")
     for k, name in enumerate(names):
-        tags = [tag for tag, holds in (("conservative", k == artifact.conservative),
-                                       ("overridable", k in artifact.overridable),
-                                       ("not legal", name not in legal)) if holds]
-        lines.append(f"  {k}: {name} = {artifact.codes[k]}{' (' + ', '.join(tags) + ')' if tags else ''}, "
-                     f"proposed in {int(proposed[k])} cells")
-    lines.append(f"machine: confirm {artifact.confirm_cycles} cycles, cooldown {artifact.cooldown_cycles} cycles, "
-                 f"overridable: {', '.join(names[k] for k in artifact.overridable) or 'none'}")
-    lines.append(f"certificate ({len(artifact.certificate)} {'entry' if len(artifact.certificate) == 1 else 'entries'}"
-                 f", {sum(e.required for e in artifact.certificate)} required):")
+        tags = [
+            tag
+            for tag, holds in (
+                ("conservative", k == artifact.conservative),
+                ("overridable", k in artifact.overridable),
+                ("not legal", name not in legal),
+            )
+            if holds
+        ]
+        lines.append(
+            f"  {k}: {name} = {artifact.codes[k]}{' (' + ', '.join(tags) + ')' if tags else ''}, "
+            f"proposed in {int(proposed[k])} cells"
+        )
+    lines.append(
+        f"machine: confirm {artifact.confirm_cycles} cycles, cooldown {artifact.cooldown_cycles} cycles, "
+        f"overridable: {', '.join(names[k] for k in artifact.overridable) or 'none'}"
+    )
+    lines.append(
+        f"certificate ({len(artifact.certificate)} {'entry' if len(artifact.certificate) == 1 else 'entries'}"
+        f", {sum(e.required for e in artifact.certificate)} required):"
+    )
     for j, entry in enumerate(artifact.certificate):
         where = f", {entry.smt2} (sha256 {entry.smt2_sha256[:16]}...)" if entry.smt2 else ", no SMT-LIB file"
-        lines.append(f"  [{j}] {entry.property}: {entry.verdict} by {entry.engine}"
-                     f"{', required' if entry.required else ''}{where}")
+        lines.append(
+            f"  [{j}] {entry.property}: {entry.verdict} by {entry.engine}"
+            f"{', required' if entry.required else ''}{where}"
+        )
     return lines

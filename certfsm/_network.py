@@ -44,15 +44,16 @@ class AffineLayer:
         weight = frozen_array(self.weight, np.float64)
         bias = frozen_array(self.bias, np.float64).reshape(-1)
         if weight.ndim != 2 or weight.shape[0] != bias.shape[0]:
-            raise ValueError(
-                f"{self.source}: weight shape {weight.shape} does not match bias shape {bias.shape}"
-            )
+            raise ValueError(f"{self.source}: weight shape {weight.shape} does not match bias shape {bias.shape}")
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
         if self.exact is not None:
             rows, constants = self.exact
-            if len(rows) != weight.shape[0] or any(len(row) != weight.shape[1] for row in rows) \
-                    or len(constants) != bias.shape[0]:
+            if (
+                len(rows) != weight.shape[0]
+                or any(len(row) != weight.shape[1] for row in rows)
+                or len(constants) != bias.shape[0]
+            ):
                 raise ValueError(f"{self.source}: exact weights do not have the shape {weight.shape}")
         object.__setattr__(self, "_error", self._measured_error())
 
@@ -81,10 +82,14 @@ class AffineLayer:
         if self.exact is None:
             return None
         rows, constants = self.exact
-        weight = np.array([[float_at_least(abs(e - Fraction(float(w)))) for e, w in zip(row, floats)] for row, floats in zip(rows, self.weight)])
+        weight = np.array(
+            [
+                [float_at_least(abs(e - Fraction(float(w)))) for e, w in zip(row, floats)]
+                for row, floats in zip(rows, self.weight)
+            ]
+        )
         bias = np.array([float_at_least(abs(e - Fraction(float(b)))) for e, b in zip(constants, self.bias)])
         return weight.reshape(self.weight.shape), bias
-
 
     @property
     def n_in(self) -> int:

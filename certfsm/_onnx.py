@@ -79,9 +79,16 @@ def to_onnx(network: Network) -> bytes:
         initializers.append(numpy_helper.from_array(layer.weight.astype(np.float32), weight))
         initializers.append(numpy_helper.from_array(layer.bias.astype(np.float32), bias))
         output = "certfsm_output" if index == last else f"certfsm_gemm{index}"
-        nodes.append(helper.make_node(
-            "Gemm", [current, weight, bias], [output], name=f"layer{index}", doc_string=layer.source, transB=1,
-        ))
+        nodes.append(
+            helper.make_node(
+                "Gemm",
+                [current, weight, bias],
+                [output],
+                name=f"layer{index}",
+                doc_string=layer.source,
+                transB=1,
+            )
+        )
         current = output
         if index < last:
             nodes.append(helper.make_node("Relu", [current], [f"certfsm_relu{index}"], name=f"relu{index}"))
@@ -93,9 +100,7 @@ def to_onnx(network: Network) -> bytes:
         [helper.make_tensor_value_info("certfsm_output", TensorProto.FLOAT, ["batch", network.n_outputs])],
         initializers,
     )
-    model = helper.make_model(
-        graph, producer_name="certfsm", opset_imports=[helper.make_opsetid("", _EXPORT_OPSET)]
-    )
+    model = helper.make_model(graph, producer_name="certfsm", opset_imports=[helper.make_opsetid("", _EXPORT_OPSET)])
     model.ir_version = _EXPORT_IR_VERSION
     onnx.checker.check_model(model)
     return model.SerializeToString()

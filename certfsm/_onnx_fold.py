@@ -71,8 +71,10 @@ class Chain:
     def _close(self, fallback: str) -> None:
         source = "+".join(self.sources) or fallback
         if self.weight.shape[0] == 0:
-            raise ModelError(f"{self.where}: {source} gives 0 values, so the network would have a layer without "
-                             "neurons or no outputs; fix the model's weight shapes")
+            raise ModelError(
+                f"{self.where}: {source} gives 0 values, so the network would have a layer without "
+                "neurons or no outputs; fix the model's weight shapes"
+            )
         if not (np.all(np.isfinite(self.weight)) and np.all(np.isfinite(self.bias))):
             raise ModelError(f"{self.where}: folding {source} overflows float64; check the model's constants")
         exact = None
@@ -129,8 +131,10 @@ class Chain:
     def _check_width(self, width: int, label: str) -> None:
         """Refuse a matrix product that would give more than MAX_FEATURES values, before it is computed."""
         if width > MAX_FEATURES:
-            raise ModelError(f"{self.where}: {label} gives {width} values, more than the {MAX_FEATURES} a layer may "
-                             "have in certfsm (it verifies small controller networks); use a narrower network")
+            raise ModelError(
+                f"{self.where}: {label} gives {width} values, more than the {MAX_FEATURES} a layer may "
+                "have in certfsm (it verifies small controller networks); use a narrower network"
+            )
 
     def _constant_operand(self, node, label: str, constants: dict) -> tuple[np.ndarray, bool]:
         """The constant operand of a binary op and whether the data is the first operand."""
@@ -228,8 +232,12 @@ class Chain:
         self._check_width(matrix.shape[1], label)
         alpha, beta = float(attributes.get("alpha", 1.0)), float(attributes.get("beta", 1.0))
         scale = np.array(alpha)
-        self._fold(lambda w, b, m, a: (a * _dot(m.T, w), a * _dot(b, m)), matrix, scale,
-                   exact_in_floats=self.is_fresh and alpha == 1.0)
+        self._fold(
+            lambda w, b, m, a: (a * _dot(m.T, w), a * _dot(b, m)),
+            matrix,
+            scale,
+            exact_in_floats=self.is_fresh and alpha == 1.0,
+        )
         self.shape = (1, matrix.shape[1])
         if len(node.input) > 2 and node.input[2]:
             offset = self._per_feature(constants[node.input[2]].weights(self.where, label), label, "Gemm")

@@ -30,13 +30,32 @@ from ._network import Network
 from ._onnx_fold import MAX_FEATURES, SHAPE_OPS, Chain, reshaped
 
 SUPPORTED_OPS = (
-    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu",
-    "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Constant",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Relu",
+    "Flatten",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Identity",
+    "Constant",
 )
 _FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
 # Weights are floats; shape operands (Reshape's shape, Squeeze's axes) are integers.
-_READABLE_TYPES = _FLOAT_TYPES + (TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8,
-                                  TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
+_READABLE_TYPES = _FLOAT_TYPES + (
+    TensorProto.INT64,
+    TensorProto.INT32,
+    TensorProto.INT16,
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.UINT16,
+    TensorProto.UINT32,
+    TensorProto.UINT64,
+)
 
 
 def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
@@ -106,16 +125,28 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
 
 def _check_names(graph: onnx.GraphProto, where: str) -> None:
     """Refuse a name that is not UTF-8 text (protobuf returns it as bytes, which no message or lookup expects)."""
-    places = [(f"node #{index}", node.name, node.op_type, node.domain, *node.input, *node.output,
-               *(attribute.name for attribute in node.attribute)) for index, node in enumerate(graph.node)]
+    places = [
+        (
+            f"node #{index}",
+            node.name,
+            node.op_type,
+            node.domain,
+            *node.input,
+            *node.output,
+            *(attribute.name for attribute in node.attribute),
+        )
+        for index, node in enumerate(graph.node)
+    ]
     places += [(f"initializer #{index}", tensor.name) for index, tensor in enumerate(graph.initializer)]
     places += [(f"graph input #{index}", value.name) for index, value in enumerate(graph.input)]
     places += [(f"graph output #{index}", value.name) for index, value in enumerate(graph.output)]
     for place, *names in places:
         for name in names:
             if isinstance(name, bytes):
-                raise ModelError(f"{where}: {place} has the name {name[:40]!r}, which is not UTF-8 text (ONNX names "
-                                 "are UTF-8); the file is damaged or was written by a broken exporter, re-export it")
+                raise ModelError(
+                    f"{where}: {place} has the name {name[:40]!r}, which is not UTF-8 text (ONNX names "
+                    "are UTF-8); the file is damaged or was written by a broken exporter, re-export it"
+                )
 
 
 class _Constant:

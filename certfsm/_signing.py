@@ -40,8 +40,7 @@ def _crypto(what: str):
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
-        raise SigningError(f"{what} needs the cryptography package, which is not installed; "
-                           f"run {INSTALL}") from None
+        raise SigningError(f"{what} needs the cryptography package, which is not installed; run {INSTALL}") from None
     return serialization, ed25519, InvalidSignature
 
 
@@ -98,8 +97,11 @@ def load_private_key(path) -> PrivateKey:
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
-        what = "a public key, not a private key" if b"PUBLIC KEY" in data else \
-            "not an unencrypted PEM private key (PKCS8), or a damaged one"
+        what = (
+            "a public key, not a private key"
+            if b"PUBLIC KEY" in data
+            else "not an unencrypted PEM private key (PKCS8), or a damaged one"
+        )
         raise SigningError(f"{label}: {what}; {fix}") from None
     except Exception as error:  # cryptography raises its own types for unsupported algorithms
         raise SigningError(f"{label}: not a usable PEM private key ({type(error).__name__}); {fix}") from None
@@ -116,8 +118,10 @@ def load_public_key(path) -> PublicKey:
     fix = "give the public key file KEY.pub written by certfsm keygen --out KEY"
     data = _read_key_file(path, "public", fix)
     if b"PRIVATE KEY" in data:
-        raise SigningError(f"{label}: holds a private key, but a trusted key is a public key; {fix} "
-                           "(and keep the private key off the target)")
+        raise SigningError(
+            f"{label}: holds a private key, but a trusted key is a public key; {fix} "
+            "(and keep the private key off the target)"
+        )
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError):
@@ -140,8 +144,10 @@ def trusted_key_set(trusted_keys) -> dict[str, PublicKey]:
         trusted_keys = [trusted_keys]
     keys = [key if isinstance(key, PublicKey) else load_public_key(key) for key in trusted_keys]
     if not keys:
-        raise SigningError("trusted_keys is empty; give at least one public key file (KEY.pub), or None to load "
-                           "without a signature check")
+        raise SigningError(
+            "trusted_keys is empty; give at least one public key file (KEY.pub), or None to load "
+            "without a signature check"
+        )
     return {key.key_id: key for key in keys}
 
 
@@ -159,8 +165,9 @@ def generate_key_pair(out) -> PublicKey:
         if os.path.lexists(path):
             raise SigningError(_exists(path))
     key = ed25519.Ed25519PrivateKey.generate()
-    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     public = key.public_key()
     public_pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -174,8 +181,10 @@ def generate_key_pair(out) -> PublicKey:
 
 
 def _exists(path: Path) -> str:
-    return (f"{path}: already exists; certfsm keygen never overwrites a key, choose another out= or remove the old "
-            "key on purpose")
+    return (
+        f"{path}: already exists; certfsm keygen never overwrites a key, choose another out= or remove the old "
+        "key on purpose"
+    )
 
 
 def _create(path: Path, data: bytes, mode: int) -> None:
@@ -184,8 +193,9 @@ def _create(path: Path, data: bytes, mode: int) -> None:
     except FileExistsError:
         raise SigningError(_exists(path)) from None
     except OSError as error:
-        raise SigningError(f"{path}: cannot create the key file ({error.strerror or error}); "
-                           "choose a writable out= path") from None
+        raise SigningError(
+            f"{path}: cannot create the key file ({error.strerror or error}); choose a writable out= path"
+        ) from None
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)

@@ -33,4 +33,3 @@ class SlaPath:
     recovery_cycles: int
     tokens: tuple[str, ...] | None = None
     statistic: str = "value"
-

@@ -216,8 +216,13 @@ class ControllerSpec:
 
 
 def _input_json(item: InputSpec) -> dict[str, Any]:
-    document: dict[str, Any] = {"name": item.name, "unit": item.unit, "min": item.min, "max": item.max,
-                                "edges": list(item.edges)}
+    document: dict[str, Any] = {
+        "name": item.name,
+        "unit": item.unit,
+        "min": item.min,
+        "max": item.max,
+        "edges": list(item.edges),
+    }
     if item.frac_bits is not None:
         document["frac_bits"] = item.frac_bits
     return document
@@ -229,8 +234,14 @@ def _sla_json(path: SlaPath) -> dict[str, Any]:
     Leaving the defaults out keeps the bytes, and so the hash, of every
     artifact distilled before `tokens` and `statistic` existed.
     """
-    document: dict[str, Any] = {"name": path.name, "metric": path.metric, "limit": path.limit, "window": path.window,
-                                "max_violations": path.max_violations, "recovery_cycles": path.recovery_cycles}
+    document: dict[str, Any] = {
+        "name": path.name,
+        "metric": path.metric,
+        "limit": path.limit,
+        "window": path.window,
+        "max_violations": path.max_violations,
+        "recovery_cycles": path.recovery_cycles,
+    }
     if path.tokens is not None:
         document["tokens"] = list(path.tokens)
     if path.statistic != "value":
@@ -244,12 +255,17 @@ def describe_spec(spec: ControllerSpec) -> list[str]:
     for item in spec.inputs:
         unit = f" [{item.unit}]" if item.unit else ""
         fixed = f", frac_bits {item.frac_bits}" if item.frac_bits is not None else ""
-        lines.append(f"  {item.name}{unit}: {show_number(item.min)} .. {show_number(item.max)}, {item.n_bins} bins "
-                     f"(edges {', '.join(show_number(e) for e in item.edges)}){fixed}")
+        lines.append(
+            f"  {item.name}{unit}: {show_number(item.min)} .. {show_number(item.max)}, {item.n_bins} bins "
+            f"(edges {', '.join(show_number(e) for e in item.edges)}){fixed}"
+        )
     lines.append(f"outputs ({spec.n_outputs}), decision {spec.decision}:")
     for token in spec.outputs:
-        status = "conservative" if token == spec.conservative_token else (
-            "legal" if token in spec.legal_tokens else "NOT legal: must provably never win")
+        status = (
+            "conservative"
+            if token == spec.conservative_token
+            else ("legal" if token in spec.legal_tokens else "NOT legal: must provably never win")
+        )
         lines.append(f"  {spec.output_index(token)}: {token} = code {spec.tokens[token]} ({status})")
     if spec.probability is not None:
         lines.append(f"confidence gate: probability {spec.probability:g} -> logit margin {spec.margin:.6g}")
@@ -259,16 +275,21 @@ def describe_spec(spec: ControllerSpec) -> list[str]:
         lines.append("confidence gate: none")
     lines.append(f"legality rules ({len(spec.rules)}):")
     for rule in spec.rules:
-        box = [f"{item.name} in [{show_number(lo)}, {show_number(hi)}]"
-               for item, lo, hi in zip(spec.inputs, rule.lower, rule.upper) if (lo, hi) != (item.min, item.max)]
+        box = [
+            f"{item.name} in [{show_number(lo)}, {show_number(hi)}]"
+            for item, lo, hi in zip(spec.inputs, rule.lower, rule.upper)
+            if (lo, hi) != (item.min, item.max)
+        ]
         lines.append(f"  {rule.name}: forbid {', '.join(rule.forbid)} where {' and '.join(box) or 'anywhere'}")
     lines.append(f"hysteresis: confirm {spec.confirm_cycles} cycles, cooldown {spec.cooldown_cycles} cycles")
     lines.append(f"SLA paths ({len(spec.sla_paths)}):")
     for sla in spec.sla_paths:
         measured = sla.metric if sla.statistic == "value" else f"{sla.statistic}({sla.metric})"
         scope = "" if sla.tokens is None else f", on {', '.join(sla.tokens)} only"
-        lines.append(f"  {sla.name}: {measured} <= {show_number(sla.limit)}, at most {sla.max_violations} violations "
-                     f"per {sla.window} cycles, recovery {sla.recovery_cycles} cycles{scope}")
+        lines.append(
+            f"  {sla.name}: {measured} <= {show_number(sla.limit)}, at most {sla.max_violations} violations "
+            f"per {sla.window} cycles, recovery {sla.recovery_cycles} cycles{scope}"
+        )
     lines.append(f"overridable: {', '.join(spec.overridable) or 'none'}")
     cells = math.prod(item.n_bins for item in spec.inputs)
     lines.append(f"grid: {' x '.join(str(item.n_bins) for item in spec.inputs)} = {cells} cells")

@@ -48,20 +48,32 @@ class SpecBuilder:
         conservative = data["conservative_token"]
         self.require_known("conservative_token", conservative, outputs, known)
         if conservative not in legal:
-            raise self.fail(f"conservative_token={conservative!r} is not in legal_tokens ({', '.join(legal)}); "
-                            "pick a legal fallback token or add it to legal_tokens")
+            raise self.fail(
+                f"conservative_token={conservative!r} is not in legal_tokens ({', '.join(legal)}); "
+                "pick a legal fallback token or add it to legal_tokens"
+            )
         margin, probability = self.gate(len(outputs))
         rules = self.rules(inputs, outputs, conservative, known)
         hysteresis = data.get("hysteresis", {})
         overridable = self.overridable(outputs, legal, known)
         return ControllerSpec(
-            name=data["name"], description=data.get("description", ""), path=self.path,
-            model_path=self.model(require_model), inputs=inputs, outputs=outputs, tokens=tokens,
-            legal_tokens=legal, decision=data["decision"], conservative_token=conservative,
-            margin=margin, probability=probability, rules=rules,
+            name=data["name"],
+            description=data.get("description", ""),
+            path=self.path,
+            model_path=self.model(require_model),
+            inputs=inputs,
+            outputs=outputs,
+            tokens=tokens,
+            legal_tokens=legal,
+            decision=data["decision"],
+            conservative_token=conservative,
+            margin=margin,
+            probability=probability,
+            rules=rules,
             confirm_cycles=int(hysteresis.get("confirm_cycles", 1)),
             cooldown_cycles=int(hysteresis.get("cooldown_cycles", 0)),
-            sla_paths=self.sla_paths(outputs, legal, known), overridable=overridable,
+            sla_paths=self.sla_paths(outputs, legal, known),
+            overridable=overridable,
         )
 
     def require_known(self, where: str, token: str, outputs: tuple[str, ...], known: str) -> None:
@@ -80,15 +92,20 @@ class SpecBuilder:
             self.require_unique(f"{at}.name", item["name"], seen)
             low, high = float(item["min"]), float(item["max"])
             if high < low:
-                raise self.fail(f"{at}.max={show_value(item['max'])} is below {at}.min={show_value(item['min'])}; "
-                                "swap them or fix the range")
+                raise self.fail(
+                    f"{at}.max={show_value(item['max'])} is below {at}.min={show_value(item['min'])}; "
+                    "swap them or fix the range"
+                )
             if high == low:
-                raise self.fail(f"{at}.max={show_value(item['max'])} equals {at}.min={show_value(item['min'])}; "
-                                "the envelope needs min < max, widen the range")
+                raise self.fail(
+                    f"{at}.max={show_value(item['max'])} equals {at}.min={show_value(item['min'])}; "
+                    "the envelope needs min < max, widen the range"
+                )
             edges = self.edges(at, item, low, high)
             frac_bits = item.get("frac_bits")
-            result.append(InputSpec(item["name"], item["unit"], low, high, edges,
-                                    None if frac_bits is None else int(frac_bits)))
+            result.append(
+                InputSpec(item["name"], item["unit"], low, high, edges, None if frac_bits is None else int(frac_bits))
+            )
         return tuple(result)
 
     def edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
@@ -98,23 +115,29 @@ class SpecBuilder:
             if not thresholds[k] < thresholds[k + 1]:
                 if "bins" in item:  # the user gave no edges to drop: the count is what to change
                     raise self.fail(self.too_many_bins(at, int(item["bins"]), low, high))
-                raise self.fail(f"{at}: the bin [{show_number(edges[k])}, {show_number(edges[k + 1])}] holds no "
-                                "float64 reading (its edges lie between the same two float64 values); widen it or "
-                                "drop one of its edges")
+                raise self.fail(
+                    f"{at}: the bin [{show_number(edges[k])}, {show_number(edges[k + 1])}] holds no "
+                    "float64 reading (its edges lie between the same two float64 values); widen it or "
+                    "drop one of its edges"
+                )
         return edges
 
     @staticmethod
     def too_many_bins(at: str, bins: int, low: float, high: float) -> str:
-        return (f"{at}.bins={bins} gives bins that hold no float64 reading over [{show_number(low)}, "
-                f"{show_number(high)}] (the range is too narrow for that many); use fewer bins or a wider range")
+        return (
+            f"{at}.bins={bins} gives bins that hold no float64 reading over [{show_number(low)}, "
+            f"{show_number(high)}] (the range is too narrow for that many); use fewer bins or a wider range"
+        )
 
     def given_edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
         if "bins" in item:
             bins = int(item["bins"])
             if bins > 1 and not math.isfinite(high - low):
-                raise self.fail(f"{at}.bins={bins}: max - min over [{show_number(low)}, {show_number(high)}] "
-                                "overflows float64, so the bins' edges cannot be computed; narrow the range or give "
-                                "edges")
+                raise self.fail(
+                    f"{at}.bins={bins}: max - min over [{show_number(low)}, {show_number(high)}] "
+                    "overflows float64, so the bins' edges cannot be computed; narrow the range or give "
+                    "edges"
+                )
             edges = uniform_edges(low, high, bins)
             if not all(a < b for a, b in zip(edges, edges[1:])):
                 raise self.fail(self.too_many_bins(at, bins, low, high))
@@ -123,15 +146,21 @@ class SpecBuilder:
         edges = tuple(float(e) for e in raw)
         last = len(raw) - 1
         if edges[0] != low:
-            raise self.fail(f"{at}.edges[0]={show_value(raw[0])} differs from {at}.min={show_value(item['min'])}; "
-                            "the first edge must equal min")
+            raise self.fail(
+                f"{at}.edges[0]={show_value(raw[0])} differs from {at}.min={show_value(item['min'])}; "
+                "the first edge must equal min"
+            )
         if edges[-1] != high:
-            raise self.fail(f"{at}.edges[{last}]={show_value(raw[-1])} differs from "
-                            f"{at}.max={show_value(item['max'])}; the last edge must equal max")
+            raise self.fail(
+                f"{at}.edges[{last}]={show_value(raw[-1])} differs from "
+                f"{at}.max={show_value(item['max'])}; the last edge must equal max"
+            )
         for k in range(1, len(edges)):
             if not edges[k] > edges[k - 1]:
-                raise self.fail(f"{at}.edges[{k}]={show_value(raw[k])} is not above {at}.edges[{k - 1}]="
-                                f"{show_value(raw[k - 1])}; edges must be strictly increasing")
+                raise self.fail(
+                    f"{at}.edges[{k}]={show_value(raw[k])} is not above {at}.edges[{k - 1}]="
+                    f"{show_value(raw[k - 1])}; edges must be strictly increasing"
+                )
         return edges
 
     def outputs(self) -> tuple[str, ...]:
@@ -144,19 +173,22 @@ class SpecBuilder:
         codes = self.data["tokens"]
         for k, token in enumerate(outputs):
             if token not in codes:
-                raise self.fail(f"tokens has no code for outputs[{k}]={token!r}; "
-                                f"add \"{token}\": <code 0..15> to tokens")
+                raise self.fail(f'tokens has no code for outputs[{k}]={token!r}; add "{token}": <code 0..15> to tokens')
         for token in codes:
             if token not in outputs:
-                raise self.fail(f"tokens.{token} names no output (outputs: {', '.join(outputs)}); "
-                                f"remove it or add {token!r} to outputs")
+                raise self.fail(
+                    f"tokens.{token} names no output (outputs: {', '.join(outputs)}); "
+                    f"remove it or add {token!r} to outputs"
+                )
         owner: dict[int, str] = {}
         for token in outputs:
             code = int(codes[token])
             if code in owner:
                 free = ", ".join(str(c) for c in range(16) if c not in {int(v) for v in codes.values()})
-                raise self.fail(f"tokens.{token}={code} repeats the code of tokens.{owner[code]}; "
-                                f"give each token its own 4-bit code (unused: {free})")
+                raise self.fail(
+                    f"tokens.{token}={code} repeats the code of tokens.{owner[code]}; "
+                    f"give each token its own 4-bit code (unused: {free})"
+                )
             owner[code] = token
         return {token: int(codes[token]) for token in outputs}
 
@@ -169,9 +201,11 @@ class SpecBuilder:
         probability = float(gate["probability"])
         margin = margin_from_probability(probability, n_outputs)
         if margin < 0:
-            raise self.fail(f"confidence_gate.probability={show_value(gate['probability'])} gives the negative logit "
-                            f"margin {margin:.6g}: with K={n_outputs} outputs the top softmax probability is "
-                            f"always at least 1/K={1 / n_outputs:.6g}; use a probability above 1/K or drop the gate")
+            raise self.fail(
+                f"confidence_gate.probability={show_value(gate['probability'])} gives the negative logit "
+                f"margin {margin:.6g}: with K={n_outputs} outputs the top softmax probability is "
+                f"always at least 1/K={1 / n_outputs:.6g}; use a probability above 1/K or drop the gate"
+            )
         return margin, probability
 
     def rules(self, inputs, outputs, conservative: str, known: str) -> tuple[LegalityRule, ...]:
@@ -189,18 +223,24 @@ class SpecBuilder:
                 i = index[name]
                 low, high = float(side.get("min", lower[i])), float(side.get("max", upper[i]))
                 if "min" in side and "max" in side and low > high:
-                    raise self.fail(f"{where}.min={show_value(side['min'])} is above "
-                                    f"{where}.max={show_value(side['max'])}; swap them")
+                    raise self.fail(
+                        f"{where}.min={show_value(side['min'])} is above "
+                        f"{where}.max={show_value(side['max'])}; swap them"
+                    )
                 if high < inputs[i].min or low > inputs[i].max:
-                    raise self.fail(f"{where}={json.dumps(side)} misses the envelope "
-                                    f"[{show_number(inputs[i].min)}, {show_number(inputs[i].max)}] of inputs[{i}]; "
-                                    "the rule could never apply, fix the range or delete the rule")
+                    raise self.fail(
+                        f"{where}={json.dumps(side)} misses the envelope "
+                        f"[{show_number(inputs[i].min)}, {show_number(inputs[i].max)}] of inputs[{i}]; "
+                        "the rule could never apply, fix the range or delete the rule"
+                    )
                 lower[i], upper[i] = max(low, inputs[i].min), min(high, inputs[i].max)
             for k, token in enumerate(rule["forbid"]):
                 self.require_known(f"{at}.forbid[{k}]", token, outputs, known)
                 if token == conservative:
-                    raise self.fail(f"{at}.forbid[{k}]={token!r} is the conservative_token, which the state machine "
-                                    "falls back to; remove it from forbid or choose another conservative_token")
+                    raise self.fail(
+                        f"{at}.forbid[{k}]={token!r} is the conservative_token, which the state machine "
+                        "falls back to; remove it from forbid or choose another conservative_token"
+                    )
             forbid = tuple(t for t in outputs if t in rule["forbid"])
             result.append(LegalityRule(rule["name"], tuple(lower), tuple(upper), forbid))
         return tuple(result)
@@ -211,21 +251,33 @@ class SpecBuilder:
             at = f"sla.paths[{j}]"
             self.require_unique(f"{at}.name", item["name"], seen)
             if item["max_violations"] >= item["window"]:
-                raise self.fail(f"{at}.max_violations={item['max_violations']} is not below {at}.window="
-                                f"{item['window']}, so the path could never be violated; lower max_violations "
-                                "or widen the window")
+                raise self.fail(
+                    f"{at}.max_violations={item['max_violations']} is not below {at}.window="
+                    f"{item['window']}, so the path could never be violated; lower max_violations "
+                    "or widen the window"
+                )
             tokens = None
             if "tokens" in item:
                 for k, token in enumerate(item["tokens"]):
                     self.require_known(f"{at}.tokens[{k}]", token, outputs, known)
                     if token not in legal:
-                        raise self.fail(f"{at}.tokens[{k}]={token!r} is not in legal_tokens ({', '.join(legal)}), "
-                                        "so the path would never apply; name tokens the machine can emit")
+                        raise self.fail(
+                            f"{at}.tokens[{k}]={token!r} is not in legal_tokens ({', '.join(legal)}), "
+                            "so the path would never apply; name tokens the machine can emit"
+                        )
                 tokens = tuple(t for t in outputs if t in item["tokens"])
-            result.append(SlaPath(item["name"], item["metric"], float(item["limit"]), int(item["window"]),
-                                  int(item["max_violations"]), int(item["recovery_cycles"]),
-                                  tokens=None if tokens == legal else tokens,
-                                  statistic=item.get("statistic", "value")))
+            result.append(
+                SlaPath(
+                    item["name"],
+                    item["metric"],
+                    float(item["limit"]),
+                    int(item["window"]),
+                    int(item["max_violations"]),
+                    int(item["recovery_cycles"]),
+                    tokens=None if tokens == legal else tokens,
+                    statistic=item.get("statistic", "value"),
+                )
+            )
         return tuple(result)
 
     def overridable(self, outputs, legal, known: str) -> tuple[str, ...]:
@@ -234,8 +286,10 @@ class SpecBuilder:
             where = f"overrides.overridable[{k}]"
             self.require_known(where, token, outputs, known)
             if token not in legal:
-                raise self.fail(f"{where}={token!r} is not in legal_tokens ({', '.join(legal)}); "
-                                "an override may force only legal tokens")
+                raise self.fail(
+                    f"{where}={token!r} is not in legal_tokens ({', '.join(legal)}); "
+                    "an override may force only legal tokens"
+                )
         return tuple(t for t in outputs if t in given)
 
     def model(self, require_model: bool) -> Path:
@@ -245,13 +299,16 @@ class SpecBuilder:
             is_file = model_path.is_file()
             exists = is_file or model_path.exists()
         except OSError as error:  # a name too long for the file system, a path through a file, ...
-            raise self.fail(f"model={given[:80]!r} cannot be looked up ({error.strerror}); "
-                            "give the path of an ONNX file") from None
+            raise self.fail(
+                f"model={given[:80]!r} cannot be looked up ({error.strerror}); give the path of an ONNX file"
+            ) from None
         if require_model and not is_file:
             reason = "is not a file" if exists else "does not exist"
-            raise self.fail(f"model={given!r} resolves to {_printable(model_path)}, which {reason}; put the ONNX file "
-                            "there or fix the model path (a relative path starts at the spec file's folder "
-                            f"{_printable(self.path.parent)})")
+            raise self.fail(
+                f"model={given!r} resolves to {_printable(model_path)}, which {reason}; put the ONNX file "
+                "there or fix the model path (a relative path starts at the spec file's folder "
+                f"{_printable(self.path.parent)})"
+            )
         return model_path
 
 

@@ -48,7 +48,7 @@ MAX_VALUES = 10_000
 # float64's largest value has 309 digits; longer integers are kept as text and refused by check_plain_json.
 MAX_INTEGER_DIGITS = 400
 # Every integer up to 2^53 is a float64 that writes back as itself; larger ones are checked one by one.
-_EXACT_INTEGERS = 2 ** 53
+_EXACT_INTEGERS = 2**53
 _BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 
 
@@ -89,9 +89,11 @@ def _integer(text: str) -> int | _OutOfRange:
 
 def _not_kept_message(where: str, text: str) -> str:
     shown = text if len(text) <= 60 else text[:57] + "..."
-    return (f"{where}: {shown} has more digits than certfsm keeps exactly (a float64 holds it as "
-            f"{float(text)!r}, another number); write the decimal you mean with at most 17 significant digits, "
-            f"e.g. {float(text)!r}")
+    return (
+        f"{where}: {shown} has more digits than certfsm keeps exactly (a float64 holds it as "
+        f"{float(text)!r}, another number); write the decimal you mean with at most 17 significant digits, "
+        f"e.g. {float(text)!r}"
+    )
 
 
 class _NotKept(str):
@@ -120,8 +122,10 @@ def _check_depth(text: str, label: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 line = text.count("\n", 0, match.start()) + 1
-                raise SpecError(f"{label}: line {line}: nesting deeper than {MAX_DEPTH} levels; a controller spec "
-                                "nests 5 levels, remove the extra brackets")
+                raise SpecError(
+                    f"{label}: line {line}: nesting deeper than {MAX_DEPTH} levels; a controller spec "
+                    "nests 5 levels, remove the extra brackets"
+                )
         elif token in "]}":
             depth -= 1
 
@@ -148,19 +152,22 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         text = Path(label).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(f"{label}: no such file (looked for {os.path.abspath(label)}); "
-                        "give the path of a controller spec JSON file") from None
+        raise SpecError(
+            f"{label}: no such file (looked for {os.path.abspath(label)}); give the path of a controller spec JSON file"
+        ) from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{label}: byte {exc.start} is not UTF-8 text; save the spec as UTF-8 JSON") from None
     except OSError as exc:
-        raise SpecError(f"{label}: cannot read the spec file ({exc.strerror or exc}); "
-                        "check that the path names a readable file") from None
+        raise SpecError(
+            f"{label}: cannot read the spec file ({exc.strerror or exc}); check that the path names a readable file"
+        ) from None
     _check_depth(text, label)
     try:
         return json.loads(text, object_pairs_hook=_object_from_pairs, parse_int=_integer, parse_float=_real)
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{label}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); "
-                        "fix the JSON syntax there") from None
+        raise SpecError(
+            f"{label}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); fix the JSON syntax there"
+        ) from None
 
 
 def check_plain_json(data: Any, label: str) -> None:
@@ -178,15 +185,21 @@ def check_plain_json(data: Any, label: str) -> None:
         count += 1
         where = json_path(parts, "top level")
         if count > MAX_VALUES:
-            raise SpecError(f"{label}: {where}: value number {count} of the spec, more than the {MAX_VALUES} a "
-                            "controller spec may hold; shorten its long lists or objects ('bins' replaces long edges)")
+            raise SpecError(
+                f"{label}: {where}: value number {count} of the spec, more than the {MAX_VALUES} a "
+                "controller spec may hold; shorten its long lists or objects ('bins' replaces long edges)"
+            )
         if len(parts) > MAX_DEPTH:
-            raise SpecError(f"{label}: {where}: nesting deeper than {MAX_DEPTH} levels; a controller spec nests "
-                            "5 levels, remove the extra brackets")
+            raise SpecError(
+                f"{label}: {where}: nesting deeper than {MAX_DEPTH} levels; a controller spec nests "
+                "5 levels, remove the extra brackets"
+            )
         if isinstance(data, _RepeatedKeys):
             key = data.repeated[0]
-            raise SpecError(f"{label}: {json_path(parts + (key,), 'top level')}: key {key!r} appears more than once "
-                            "in the same object (JSON keeps only the last); keep one")
+            raise SpecError(
+                f"{label}: {json_path(parts + (key,), 'top level')}: key {key!r} appears more than once "
+                "in the same object (JSON keeps only the last); keep one"
+            )
         if isinstance(data, dict):
             for key, value in data.items():
                 check(value, parts + (key,))
@@ -199,12 +212,17 @@ def check_plain_json(data: Any, label: str) -> None:
         elif isinstance(data, _NotKept):
             raise SpecError(f"{label}: {_not_kept_message(where, data)}")
         elif isinstance(data, float) and not math.isfinite(data):
-            raise SpecError(f"{label}: {where}: {data!r} is not a finite number "
-                            "(JSON has no NaN or Infinity); give a finite number")
+            raise SpecError(
+                f"{label}: {where}: {data!r} is not a finite number (JSON has no NaN or Infinity); give a finite number"
+            )
         elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > sys.float_info.max:
             raise SpecError(f"{label}: {where}: {show_value(data)} is too large for a float64; give a smaller number")
-        elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > _EXACT_INTEGERS \
-                and not is_spec_decimal(str(data)):
+        elif (
+            isinstance(data, int)
+            and not isinstance(data, bool)
+            and abs(data) > _EXACT_INTEGERS
+            and not is_spec_decimal(str(data))
+        ):
             raise SpecError(f"{label}: {_not_kept_message(where, str(data))}")
 
     check(data, ())
@@ -218,9 +236,15 @@ def check_schema(data: Any, label: str) -> None:
     """Raise on the first schema error: first in document order, then by keyword priority and message."""
     errors = list(_validator().iter_errors(data))
     if errors:
-        first = min(errors, key=lambda e: (_document_order(data, e.absolute_path),
-                                           _KEYWORD_PRIORITY.get(e.validator, len(_KEYWORD_PRIORITY)),
-                                           e.validator, e.message))
+        first = min(
+            errors,
+            key=lambda e: (
+                _document_order(data, e.absolute_path),
+                _KEYWORD_PRIORITY.get(e.validator, len(_KEYWORD_PRIORITY)),
+                e.validator,
+                e.message,
+            ),
+        )
         raise SpecError(f"{label}: {_schema_message(first)}")
 
 
@@ -244,20 +268,29 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         allowed = list(schema.get("properties", {}))
         unknown = next(key for key in instance if key not in allowed)
-        return (f"{json_path(parts + [unknown], 'top level')}: unknown field; remove it or fix the spelling "
-                f"(allowed here: {', '.join(allowed)})")
-    if error.validator == "oneOf" and isinstance(instance, dict) and all(
-            list(option) == ["required"] for option in error.validator_value):
+        return (
+            f"{json_path(parts + [unknown], 'top level')}: unknown field; remove it or fix the spelling "
+            f"(allowed here: {', '.join(allowed)})"
+        )
+    if (
+        error.validator == "oneOf"
+        and isinstance(instance, dict)
+        and all(list(option) == ["required"] for option in error.validator_value)
+    ):
         names = [option["required"][0] for option in error.validator_value]
         given = [name for name in names if name in instance]
-        what = f"gives both {' and '.join(map(repr, given))}" if given else f"gives none of {', '.join(map(repr, names))}"
+        what = (
+            f"gives both {' and '.join(map(repr, given))}" if given else f"gives none of {', '.join(map(repr, names))}"
+        )
         return f"{json_path(parts, 'top level')}: {what}; give exactly one of {' or '.join(map(repr, names))}"
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
         return f"{json_path(parts, 'top level')}: {show_value(instance)} is not of type {wanted!r}; {expected}"
     if error.validator == "minItems":
-        return (f"{json_path(parts, 'top level')}: needs at least {error.validator_value} entries, got {len(instance)}; "
-                f"{expected}")
+        return (
+            f"{json_path(parts, 'top level')}: needs at least {error.validator_value} entries, got {len(instance)}; "
+            f"{expected}"
+        )
     if error.validator == "uniqueItems":
         repeated = _first_repeat(instance)
         return f"{json_path(parts, 'top level')}: {show_value(repeated)} appears more than once; list each entry once"

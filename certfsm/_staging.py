@@ -33,8 +33,9 @@ def staged_folder(folder, *, parameter: str = "folder") -> Iterator[Path]:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
     except OSError as error:
-        raise ReportError(f"{folder}: cannot create the report folder ({error.strerror}); "
-                          f"choose a writable {parameter}= path") from error
+        raise ReportError(
+            f"{folder}: cannot create the report folder ({error.strerror}); choose a writable {parameter}= path"
+        ) from error
     try:
         yield staging
         os.chmod(staging, _shared_folder_mode())

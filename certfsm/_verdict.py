@@ -72,8 +72,14 @@ class VerdictRecord:
 
     def certificate_entry(self) -> dict[str, Any]:
         """This record as an artifact's certificate entry (`CERTIFICATE_ENTRY_KEYS`): no time, no reason."""
-        return {"property": self.property, "engine": self.engine, "verdict": self.verdict, "smt2": self.smt2,
-                "smt2_sha256": self.smt2_sha256, "required": self.required}
+        return {
+            "property": self.property,
+            "engine": self.engine,
+            "verdict": self.verdict,
+            "smt2": self.smt2,
+            "smt2_sha256": self.smt2_sha256,
+            "required": self.required,
+        }
 
     def report_entry(self) -> dict[str, Any]:
         """This record for a report (summary.json): the certificate entry plus the run facts."""

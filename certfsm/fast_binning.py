@@ -62,8 +62,9 @@ def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int,
 
 def _tables(edges, shape) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
     n_cells = math.prod(shape)
-    return [(reading_thresholds(e), _offsets(n_cells, len(e), stride))
-            for e, stride in zip(edges, c_order_strides(shape))]
+    return [
+        (reading_thresholds(e), _offsets(n_cells, len(e), stride)) for e, stride in zip(edges, c_order_strides(shape))
+    ]
 
 
 class RowBinning:
@@ -80,8 +81,10 @@ class RowBinning:
         import numpy as np
 
         self._np = np
-        self._columns = [(np.asarray(keys, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
-                         for keys, offsets in _tables(edges, shape)]
+        self._columns = [
+            (np.asarray(keys, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
+            for keys, offsets in _tables(edges, shape)
+        ]
 
     def cells(self, rows):
         """Flat cell per row of a (m, n_inputs) float64 array (int64), OUT_OF_ENVELOPE outside [min, max],
@@ -89,12 +92,12 @@ class RowBinning:
         np = self._np
         cells = np.empty(rows.shape[0], dtype=np.int64)
         for start in range(0, rows.shape[0], ROWS_PER_PASS):
-            part = rows[start:start + ROWS_PER_PASS]
+            part = rows[start : start + ROWS_PER_PASS]
             flat = np.zeros(part.shape[0], dtype=np.int64)
             for column, (keys, offsets) in zip(part.T, self._columns):
                 flat += offsets.take(np.searchsorted(keys, column, side="right"))
             np.maximum(flat, OUT_OF_ENVELOPE, out=flat)
-            cells[start:start + ROWS_PER_PASS] = flat
+            cells[start : start + ROWS_PER_PASS] = flat
         return cells
 
 
@@ -120,27 +123,33 @@ def _offsets(n_cells: int, n_keys: int, stride: int) -> tuple[int, ...]:
 
 
 def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
-    namespace = {"bisect_right": bisect_right, "number": number, "OUT_OF_ENVELOPE": OUT_OF_ENVELOPE,
-                 "SEQUENCES": (list, tuple)}
+    namespace = {
+        "bisect_right": bisect_right,
+        "number": number,
+        "OUT_OF_ENVELOPE": OUT_OF_ENVELOPE,
+        "SEQUENCES": (list, tuple),
+    }
     for i, (key, stride) in enumerate(zip(keys, machine.strides)):
         namespace[f"k{i}"] = tuple(key)
         namespace[f"o{i}"] = _offsets(machine.n_cells, len(key), stride)
     xs = [f"x{i}" for i in range(machine.n_inputs)]
-    source = "\n".join([
-        "def cell_of(reading):",
-        f'    """Flat cell of a list or tuple of {machine.n_inputs} {type_name}s, OUT_OF_ENVELOPE, or None: '
-        f'{", ".join(machine.names)}."""',
-        "    if type(reading) not in SEQUENCES:",
-        "        return None",
-        "    try:",
-        f"        {', '.join(xs)}, = reading",
-        f"    except ValueError:  # not {machine.n_inputs} values",
-        "        return None",
-        f"    if {' and '.join(f'type({x}) is number' for x in xs)}:",
-        f"        cell = {' + '.join(f'o{i}[bisect_right(k{i}, {x})]' for i, x in enumerate(xs))}",
-        "        return cell if cell >= 0 else OUT_OF_ENVELOPE",
-        "    return None",
-    ])
+    source = "\n".join(
+        [
+            "def cell_of(reading):",
+            f'    """Flat cell of a list or tuple of {machine.n_inputs} {type_name}s, OUT_OF_ENVELOPE, or None: '
+            f'{", ".join(machine.names)}."""',
+            "    if type(reading) not in SEQUENCES:",
+            "        return None",
+            "    try:",
+            f"        {', '.join(xs)}, = reading",
+            f"    except ValueError:  # not {machine.n_inputs} values",
+            "        return None",
+            f"    if {' and '.join(f'type({x}) is number' for x in xs)}:",
+            f"        cell = {' + '.join(f'o{i}[bisect_right(k{i}, {x})]' for i, x in enumerate(xs))}",
+            "        return cell if cell >= 0 else OUT_OF_ENVELOPE",
+            "    return None",
+        ]
+    )
     exec(compile(source, f"<certfsm binning of {machine.artifact_sha256[:12] or 'a machine'}>", "exec"), namespace)
     function = namespace["cell_of"]
     function.source = source

@@ -82,11 +82,13 @@ def exact_reading_value(name: str, value, what: str):
         return float(value)
     if isinstance(value, numbers.Integral):
         value = int(value)
-        return float(value) if abs(value) <= 2 ** 53 else Fraction(value)
+        return float(value) if abs(value) <= 2**53 else Fraction(value)
     ratio = getattr(value, "as_integer_ratio", None)
     if ratio is None:
-        raise TypeError(f"{what}: input {name} = {value!r:.40} is a {type(value).__name__}, which certfsm cannot "
-                        "compare exactly with the edges; pass a float, an int, a Fraction or a Decimal")
+        raise TypeError(
+            f"{what}: input {name} = {value!r:.40} is a {type(value).__name__}, which certfsm cannot "
+            "compare exactly with the edges; pass a float, an int, a Fraction or a Decimal"
+        )
     try:
         exact = Fraction(*ratio())
     except (ValueError, OverflowError):  # NaN or an infinity: no finite value
@@ -148,18 +150,26 @@ class MachineParams:
             problems.append(f"confirm_cycles={self.confirm_cycles} is below 1")
         if self.cooldown_cycles < 0:
             problems.append(f"cooldown_cycles={self.cooldown_cycles} is negative")
-        if (len(self.codes) != self.n_tokens or len(set(self.codes)) != len(self.codes)
-                or not all(0 <= c <= 15 for c in self.codes)):
+        if (
+            len(self.codes) != self.n_tokens
+            or len(set(self.codes)) != len(self.codes)
+            or not all(0 <= c <= 15 for c in self.codes)
+        ):
             problems.append(f"codes={list(self.codes)} is not one distinct 4-bit code per token")
         if problems:
             raise SpecError(f"MachineParams: {problems[0]}; build the parameters with MachineParams.from_spec")
 
     @classmethod
     def from_spec(cls, spec) -> "MachineParams":
-        return cls(n_tokens=spec.n_outputs, conservative=spec.conservative_index,
-                   confirm_cycles=spec.confirm_cycles, cooldown_cycles=spec.cooldown_cycles,
-                   overridable=frozenset(spec.output_index(t) for t in spec.overridable),
-                   codes=tuple(spec.tokens[t] for t in spec.outputs), legal=frozenset(spec.legal_indices))
+        return cls(
+            n_tokens=spec.n_outputs,
+            conservative=spec.conservative_index,
+            confirm_cycles=spec.confirm_cycles,
+            cooldown_cycles=spec.cooldown_cycles,
+            overridable=frozenset(spec.output_index(t) for t in spec.overridable),
+            codes=tuple(spec.tokens[t] for t in spec.outputs),
+            legal=frozenset(spec.legal_indices),
+        )
 
     @functools.cached_property
     def legal_codes(self) -> frozenset[int]:
@@ -167,9 +177,11 @@ class MachineParams:
 
     def describe(self) -> str:
         """One line naming every parameter (for SMT-LIB headers and reports)."""
-        return (f"n_tokens={self.n_tokens} conservative={self.conservative} legal={sorted(self.legal)} "
-                f"overridable={sorted(self.overridable)} confirm_cycles={self.confirm_cycles} "
-                f"cooldown_cycles={self.cooldown_cycles} codes={list(self.codes)}")
+        return (
+            f"n_tokens={self.n_tokens} conservative={self.conservative} legal={sorted(self.legal)} "
+            f"overridable={sorted(self.overridable)} confirm_cycles={self.confirm_cycles} "
+            f"cooldown_cycles={self.cooldown_cycles} codes={list(self.codes)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +203,9 @@ def initial_state(params: MachineParams) -> State:
     return State(params.conservative, NO_CANDIDATE, 0, 0)
 
 
-def step(params: MachineParams, state: State, proposal, allowed_row, in_envelope: bool, sla_ok: bool,
-         override=None) -> tuple[State, int, Reason]:
+def step(
+    params: MachineParams, state: State, proposal, allowed_row, in_envelope: bool, sla_ok: bool, override=None
+) -> tuple[State, int, Reason]:
     """One cycle: (next state, emitted token index, reason). Pure and total.
 
     `proposal` and `allowed_row` (indexable by token, truthy where the
@@ -270,8 +283,9 @@ def uniform_edges(low: float, high: float, bins: int) -> tuple[float, ...]:
     """
     delta = high - low
     step = delta / bins
-    interior = ([k * step + low for k in range(1, bins)] if step != 0 else
-                [k / bins * delta + low for k in range(1, bins)])
+    interior = (
+        [k * step + low for k in range(1, bins)] if step != 0 else [k / bins * delta + low for k in range(1, bins)]
+    )
     return (low, *interior, high)
 
 
@@ -315,9 +329,11 @@ def off_grid_edge(edges, frac_bits: int) -> str | None:
         scaled = decimal_value(edge) * scale
         if scaled.denominator != 1:
             below, above = math.floor(scaled), math.ceil(scaled)
-            return (f"edges[{k}]={edge!r} is not a multiple of 2^-{frac_bits} (the nearest are "
-                    f"{_grid_value(below, frac_bits)} and {_grid_value(above, frac_bits)}), so a reading rounded "
-                    "to the fixed-point grid could change cell; move the edge onto the grid or raise frac_bits")
+            return (
+                f"edges[{k}]={edge!r} is not a multiple of 2^-{frac_bits} (the nearest are "
+                f"{_grid_value(below, frac_bits)} and {_grid_value(above, frac_bits)}), so a reading rounded "
+                "to the fixed-point grid could change cell; move the edge onto the grid or raise frac_bits"
+            )
     return None
 
 
@@ -373,17 +389,26 @@ class Machine:
         """Decode a loaded (checked) `Artifact`: the one place an artifact becomes a machine."""
         spec = artifact.spec
         legal = frozenset(spec["outputs"].index(t) for t in spec["legal_tokens"])
-        params = MachineParams(n_tokens=artifact.n_outputs, conservative=artifact.conservative,
-                               confirm_cycles=artifact.confirm_cycles, cooldown_cycles=artifact.cooldown_cycles,
-                               overridable=frozenset(artifact.overridable), codes=tuple(artifact.codes),
-                               legal=legal)
-        return cls(names=tuple(item["name"] for item in spec["inputs"]),
-                   edges=tuple(tuple(float(e) for e in edges) for edges in artifact.edges),
-                   frac_bits=tuple(artifact.frac_bits), tokens=tuple(spec["outputs"]),
-                   proposal=tuple(int(p) for p in artifact.proposal.reshape(-1)),
-                   exact=tuple(bool(e) for e in artifact.exact.reshape(-1)),
-                   allowed=tuple(int(a) for a in artifact.allowed.reshape(-1)),
-                   params=params, artifact_sha256=artifact.sha256)
+        params = MachineParams(
+            n_tokens=artifact.n_outputs,
+            conservative=artifact.conservative,
+            confirm_cycles=artifact.confirm_cycles,
+            cooldown_cycles=artifact.cooldown_cycles,
+            overridable=frozenset(artifact.overridable),
+            codes=tuple(artifact.codes),
+            legal=legal,
+        )
+        return cls(
+            names=tuple(item["name"] for item in spec["inputs"]),
+            edges=tuple(tuple(float(e) for e in edges) for edges in artifact.edges),
+            frac_bits=tuple(artifact.frac_bits),
+            tokens=tuple(spec["outputs"]),
+            proposal=tuple(int(p) for p in artifact.proposal.reshape(-1)),
+            exact=tuple(bool(e) for e in artifact.exact.reshape(-1)),
+            allowed=tuple(int(a) for a in artifact.allowed.reshape(-1)),
+            params=params,
+            artifact_sha256=artifact.sha256,
+        )
 
     @property
     def n_inputs(self) -> int:
@@ -432,14 +457,18 @@ class Machine:
     @functools.cached_property
     def _bins(self) -> tuple[tuple[float, float, tuple[float, ...], int], ...]:
         """Per input: (low, high, interior keys, stride) of `reading_keys`, the one table `cell_of` walks."""
-        return tuple((low, high, interior, stride)
-                     for (low, interior, high), stride in zip(map(reading_keys, self.edges), self.strides))
+        return tuple(
+            (low, high, interior, stride)
+            for (low, interior, high), stride in zip(map(reading_keys, self.edges), self.strides)
+        )
 
     @functools.cached_property
     def _exact_bins(self) -> tuple[tuple[Fraction, Fraction, tuple[Fraction, ...], int], ...]:
         """Per input: (min, max, interior edges, stride) as the edges' exact decimals."""
-        return tuple((decimal_value(e[0]), decimal_value(e[-1]), tuple(decimal_value(v) for v in e[1:-1]), stride)
-                     for e, stride in zip(self.edges, self.strides))
+        return tuple(
+            (decimal_value(e[0]), decimal_value(e[-1]), tuple(decimal_value(v) for v in e[1:-1]), stride)
+            for e, stride in zip(self.edges, self.strides)
+        )
 
     def _cell_exactly(self, values) -> int:
         """`cell_of` for checked values that include exact rationals: every comparison in rational arithmetic."""
@@ -464,7 +493,8 @@ class Machine:
         """
         result = []
         for value, (low, high, interior, _), (exact_low, exact_high, exact_interior, _) in zip(
-                self._checked(reading, "reading"), self._bins, self._exact_bins):
+            self._checked(reading, "reading"), self._bins, self._exact_bins
+        ):
             if type(value) is float:
                 result.append(value)
                 continue
@@ -490,11 +520,14 @@ class Machine:
         try:
             values = tuple(reading)
         except TypeError:
-            raise TypeError(f"{what} {reading!r:.60} is not a sequence; give one value per input "
-                            f"({', '.join(self.names)})") from None
+            raise TypeError(
+                f"{what} {reading!r:.60} is not a sequence; give one value per input ({', '.join(self.names)})"
+            ) from None
         if len(values) != self.n_inputs:
-            raise ValueError(f"{what} has {len(values)} values but the machine has {self.n_inputs} inputs "
-                             f"({', '.join(self.names)}); give one value per input, in that order")
+            raise ValueError(
+                f"{what} has {len(values)} values but the machine has {self.n_inputs} inputs "
+                f"({', '.join(self.names)}); give one value per input, in that order"
+            )
         checked = []
         for name, value in zip(self.names, values):
             if value is None and not integers:
@@ -503,8 +536,10 @@ class Machine:
                 raise TypeError(f"{what}: input {name} = {value!r:.40} is not a number")
             elif integers:
                 if not isinstance(value, numbers.Integral):
-                    raise TypeError(f"{what}: input {name} = {value!r:.40} is not an integer; the fixed-point path "
-                                    "takes integers v meaning v * 2^-frac_bits")
+                    raise TypeError(
+                        f"{what}: input {name} = {value!r:.40} is not an integer; the fixed-point path "
+                        "takes integers v meaning v * 2^-frac_bits"
+                    )
                 checked.append(int(value))
             else:
                 checked.append(exact_reading_value(name, value, what))
@@ -516,8 +551,10 @@ class Machine:
         tables = []
         for index, (name, edges, bits) in enumerate(zip(self.names, self.edges, self.frac_bits)):
             if bits is None:
-                raise SpecError(f"inputs[{index}] ({name}) has no frac_bits, so the machine has no fixed-point "
-                                "path; add frac_bits (0..24) to that input in the spec")
+                raise SpecError(
+                    f"inputs[{index}] ({name}) has no frac_bits, so the machine has no fixed-point "
+                    "path; add frac_bits (0..24) to that input in the spec"
+                )
             problem = off_grid_edge(edges, bits)
             if problem:
                 raise SpecError(f"inputs[{index}] ({name}): {problem}")
@@ -543,8 +580,9 @@ class Machine:
     def _rows(self) -> tuple[tuple[bool, ...], ...]:
         return tuple(self.allowed_row(cell) for cell in range(self.n_cells))
 
-    def step(self, state: State, cell: int, sla_ok: bool = True, override: int | None = None
-             ) -> tuple[State, int, Reason]:
+    def step(
+        self, state: State, cell: int, sla_ok: bool = True, override: int | None = None
+    ) -> tuple[State, int, Reason]:
         """One cycle of `step` on this machine's table: (next state, token index, reason)."""
         if cell == OUT_OF_ENVELOPE:
             return step(self.params, state, None, None, False, sla_ok, override)
@@ -563,9 +601,10 @@ class Machine:
     def describe_cell(self, cell: int) -> str:
         """Human-readable bounds of a cell, e.g. ``temperature in [85, 95)``."""
         lower, upper = self.cell_bounds(cell)
-        return ", ".join(f"{name} in [{lo:g}, {hi:g}{']' if hi == e[-1] else ')'}"
-                         for name, lo, hi, e in zip(self.names, lower, upper, self.edges))
-
+        return ", ".join(
+            f"{name} in [{lo:g}, {hi:g}{']' if hi == e[-1] else ')'}"
+            for name, lo, hi, e in zip(self.names, lower, upper, self.edges)
+        )
 
 
 # ------------------------------------------------------------- legality rules against cells

@@ -28,8 +28,12 @@ ENGINE_HELP = "auto | marabou | z3 | both | bounds"
 """--engine's help, written out so that the CLI starts without importing the verifier; a test holds it to
 certfsm.verify.ENGINE_REGISTRY."""
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="certfsm: prove a neural controller safe, distil it into a certified state machine, run it.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="certfsm: prove a neural controller safe, distil it into a certified state machine, run it.",
+)
 spec_app = typer.Typer(no_args_is_help=True, help="Work with controller spec files.")
 app.add_typer(spec_app, name="spec")
 audit_app = typer.Typer(no_args_is_help=True, help="Check and export audit logs written by certfsm run.")
@@ -49,8 +53,9 @@ def _show_version(value: bool) -> None:
 @app.callback()
 def _options(
     debug: bool = typer.Option(False, "--debug", help="Show a full traceback on errors."),
-    show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
-                                      help="Print the certfsm version and exit."),
+    show_version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the certfsm version and exit."
+    ),
 ) -> None:
     _state["debug"] = debug
 
@@ -60,8 +65,10 @@ def _jobs(jobs: Optional[int]) -> int:
     if jobs is None:
         return os.cpu_count() or 1
     if jobs < 1:
-        raise UsageError(f"--jobs {jobs} is not a number of worker processes; give --jobs 1 or more, "
-                         "or leave it out to use every core")
+        raise UsageError(
+            f"--jobs {jobs} is not a number of worker processes; give --jobs 1 or more, "
+            "or leave it out to use every core"
+        )
     return jobs
 
 
@@ -82,14 +89,16 @@ def _flag_words(text: str, flags: dict[str, str]) -> str:
     """
     if not flags:
         return text
-    named = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, flags)) + r")="
-                       r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")?")
+    named = re.compile(
+        r"(?<![\w.])(" + "|".join(map(re.escape, flags)) + r")="
+        r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")?"
+    )
 
     def as_flag(match: re.Match) -> str:
         name, quoted = match.groups()
         if quoted is not None:
             return f"{flags[name]} {shlex.quote(ast.literal_eval(quoted))}"
-        after = text[match.end():match.end() + 1]
+        after = text[match.end() : match.end() + 1]
         return flags[name] + (" " if after and not after.isspace() and after not in ",;)" else "")
 
     return named.sub(as_flag, text)
@@ -124,8 +133,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.fields[note]}"),
-                                TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+            self.bar = Progress(
+                TextColumn("{task.description:<34}"),
+                BarColumn(),
+                TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
             self.bar.__enter__()
             for index, label in enumerate(self.labels):
                 self.tasks[index] = self.bar.add_task(label[:34], total=1.0, note="waiting")
@@ -163,9 +178,16 @@ def verify(
     with _Progress(labels, progress and sys.stderr.isatty()) as bar:
         run = verify_spec(controller, engine=engine, timeout=timeout, jobs=_jobs(jobs), on_progress=bar.update)
     with _in_flags(folder="--report"):
-        summary = write_report(report, title=controller.name, network=run.network, properties=run.properties,
-                               results=run.results, naming=InputNaming.from_spec(controller), spec_path=spec_path,
-                               settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
+        summary = write_report(
+            report,
+            title=controller.name,
+            network=run.network,
+            properties=run.properties,
+            results=run.results,
+            naming=InputNaming.from_spec(controller),
+            spec_path=spec_path,
+            settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)},
+        )
     _print_results(run)
     typer.echo(f"overall: {summary['overall']}; report written to {report}/")
     raise typer.Exit(EXIT_OK if summary["overall"] == "proved" else EXIT_FAILED)
@@ -178,11 +200,15 @@ def _distill_flags(out: Path, samples: int) -> None:
     from certfsm.fsm import CROSS_CHECK_SAMPLES
 
     if out.suffix != ARTIFACT_SUFFIX:
-        raise UsageError(f"--out {out}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
-                         f"--out {out.with_suffix(ARTIFACT_SUFFIX).name}")
+        raise UsageError(
+            f"--out {out}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
+            f"--out {out.with_suffix(ARTIFACT_SUFFIX).name}"
+        )
     if samples < CROSS_CHECK_SAMPLES:
-        raise UsageError(f"--samples {samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random "
-                         f"inputs; give --samples {CROSS_CHECK_SAMPLES} or more")
+        raise UsageError(
+            f"--samples {samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random "
+            f"inputs; give --samples {CROSS_CHECK_SAMPLES} or more"
+        )
 
 
 def _spec_argument(spec: Optional[Path], example: bool, example_name: str) -> Path:
@@ -193,8 +219,10 @@ def _spec_argument(spec: Optional[Path], example: bool, example_name: str) -> Pa
     if spec is None:
         raise UsageError("missing SPEC; give a controller spec file or --example")
     if spec.suffix.lower() == ".onnx":
-        raise UsageError(f"SPEC {spec} is an ONNX model, not a controller spec; give the spec JSON whose "
-                         "\"model\" field names it (see certfsm/examples/*.spec.json), or --example")
+        raise UsageError(
+            f"SPEC {spec} is an ONNX model, not a controller spec; give the spec JSON whose "
+            '"model" field names it (see certfsm/examples/*.spec.json), or --example'
+        )
     return spec
 
 
@@ -235,23 +263,40 @@ def vnnlib(
     _check_engine(engine)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     with _Progress([prop.stem], progress and sys.stderr.isatty()) as bar:
-        run = verify_vnnlib(network, prop, engine=engine, timeout=timeout, jobs=_jobs(jobs),
-                            on_progress=lambda box, fraction, message: bar.update(0, fraction, message))
+        run = verify_vnnlib(
+            network,
+            prop,
+            engine=engine,
+            timeout=timeout,
+            jobs=_jobs(jobs),
+            on_progress=lambda box, fraction, message: bar.update(0, fraction, message),
+        )
     answer = vnncomp_answer(run.results)
     witness = next((r for r in run.results if r.verdict == "violated"), None)
-    text = format_vnncomp_result(answer, witness.counterexample if witness else None,
-                                 witness.outputs if witness else None)
+    text = format_vnncomp_result(
+        answer, witness.counterexample if witness else None, witness.outputs if witness else None
+    )
     if out is not None:
         from certfsm import write_atomically
 
-        write_atomically(out, (text if text.endswith("\n") else text + "\n").encode(), what="result",
-                         fix="choose a writable --out path", make_parents=True)
+        write_atomically(
+            out,
+            (text if text.endswith("\n") else text + "\n").encode(),
+            what="result",
+            fix="choose a writable --out path",
+            make_parents=True,
+        )
     if report is not None:
         with _in_flags(folder="--report"):
-            write_report(report, title=f"{network.name} / {prop.name}", network=run.network,
-                         properties=run.properties, results=run.results,
-                         naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
-                         settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)})
+            write_report(
+                report,
+                title=f"{network.name} / {prop.name}",
+                network=run.network,
+                properties=run.properties,
+                results=run.results,
+                naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
+                settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)},
+            )
     typer.echo(text.rstrip("\n"))
     for prop_box, result in zip(run.properties, run.results):
         if result.verdict == "unknown" or result.stats.get("cross_checked") is False:
@@ -271,8 +316,10 @@ def recheck(
     with _in_flags(solver="--solver", timeout="--timeout"):
         rows = recheck_folder(folder, solver=solver, timeout=_seconds("--timeout", timeout))
     for row in rows:
-        typer.echo(f"{row.file:<48} recorded {row.recorded_status:<8} {solver} {row.answer:<8} "
-                   f"{row.seconds:7.2f} s  {'ok' if row.ok else 'MISMATCH'}" + (f"  ({row.note})" if row.note else ""))
+        typer.echo(
+            f"{row.file:<48} recorded {row.recorded_status:<8} {solver} {row.answer:<8} "
+            f"{row.seconds:7.2f} s  {'ok' if row.ok else 'MISMATCH'}" + (f"  ({row.note})" if row.note else "")
+        )
     confirmed = sum(row.ok for row in rows)
     typer.echo(f"{confirmed} of {len(rows)} files confirmed by {solver}")
     raise typer.Exit(EXIT_OK if rows and confirmed == len(rows) else EXIT_FAILED)
@@ -286,16 +333,21 @@ def distill(
     example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
     example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
-    timeout: float = typer.Option(120.0, help="Wall-clock guard per cell (work counts decide; when the guard fires "
-                                              "first the run stops and writes nothing)."),
+    timeout: float = typer.Option(
+        120.0,
+        help="Wall-clock guard per cell (work counts decide; when the guard fires "
+        "first the run stops and writes nothing).",
+    ),
     checkpoint: Optional[Path] = typer.Option(None, help="Resume from and append to this checkpoint file."),
     seed: int = typer.Option(0, help="Seed of the samples, the falsifiers and the cross-check."),
     samples: int = typer.Option(100_000, help="Random inputs of the cross-check (at least 100000)."),
-    decision_map: Optional[list[str]] = typer.Option(None, "--map", metavar="X,Y",
-                                                     help="Draw the decision map over inputs X and Y (repeatable)."),
+    decision_map: Optional[list[str]] = typer.Option(
+        None, "--map", metavar="X,Y", help="Draw the decision map over inputs X and Y (repeatable)."
+    ),
     progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
-    sign: Optional[Path] = typer.Option(None, "--sign", metavar="KEY",
-                                        help="Sign the artifact with this private key (from certfsm keygen)."),
+    sign: Optional[Path] = typer.Option(
+        None, "--sign", metavar="KEY", help="Sign the artifact with this private key (from certfsm keygen)."
+    ),
 ) -> None:
     """Distil the network into a certified lookup-table state machine: artifact plus report folder."""
     from certfsm import load_spec
@@ -311,21 +363,38 @@ def distill(
     _distill_flags(out, samples)
     controller = load_spec(spec_path)
     pairs = tuple(_input_pair(text) for text in decision_map or ())
-    with (_in_flags(out="--out", report="--report", checkpoint="--checkpoint", per_cell_timeout="--timeout",
-                    samples="--samples"),
-          _CellProgress(progress and sys.stderr.isatty()) as bar):
-        run = distill_controller(controller, out=out, report=report, jobs=_jobs(jobs), per_cell_timeout=timeout,
-                                 checkpoint=checkpoint, seed=seed, samples=samples, maps=pairs or None,
-                                 progress=bar.update, stage=bar.stage)
+    with (
+        _in_flags(
+            out="--out", report="--report", checkpoint="--checkpoint", per_cell_timeout="--timeout", samples="--samples"
+        ),
+        _CellProgress(progress and sys.stderr.isatty()) as bar,
+    ):
+        run = distill_controller(
+            controller,
+            out=out,
+            report=report,
+            jobs=_jobs(jobs),
+            per_cell_timeout=timeout,
+            checkpoint=checkpoint,
+            seed=seed,
+            samples=samples,
+            maps=pairs or None,
+            progress=bar.update,
+            stage=bar.stage,
+        )
     fidelity, cross = run.summary["fidelity"], run.cross_check
-    typer.echo(f"cells: {fidelity['cells']}; exact {fidelity['exact']} ({100 * fidelity['exact_share']:.1f}%), "
-               f"conservative {fidelity['cells'] - fidelity['exact']} (witnessed {fidelity['conservative_with_witness']}, "
-               f"undecided {fidelity['undecided']}); {run.distillation.seconds:.1f} s")
+    typer.echo(
+        f"cells: {fidelity['cells']}; exact {fidelity['exact']} ({100 * fidelity['exact_share']:.1f}%), "
+        f"conservative {fidelity['cells'] - fidelity['exact']} (witnessed {fidelity['conservative_with_witness']}, "
+        f"undecided {fidelity['undecided']}); {run.distillation.seconds:.1f} s"
+    )
     typer.echo(f"cross-check: {cross['mismatches']} mismatches in {cross['samples']} random inputs")
     if fidelity["held_back_by_rules"]:
-        typer.echo(f"warning: the network breaks the legality rules in {fidelity['held_back_by_rules']} cells ("
-                   + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
-                   + "); the table holds the conservative token there")
+        typer.echo(
+            f"warning: the network breaks the legality rules in {fidelity['held_back_by_rules']} cells ("
+            + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
+            + "); the table holds the conservative token there"
+        )
     for entry in run.certificate:
         if not entry.is_proved:
             typer.echo(f"{entry.property}: {entry.verdict} ({entry.engine})")
@@ -342,8 +411,9 @@ def distill(
 def _input_pair(text: str) -> tuple[str, str]:
     parts = [part.strip() for part in text.split(",")]
     if len(parts) != 2 or not all(parts):
-        raise UsageError(f"--map {text!r} is not two input names separated by a comma; "
-                                 "give e.g. --map temperature,compute_util")
+        raise UsageError(
+            f"--map {text!r} is not two input names separated by a comma; give e.g. --map temperature,compute_util"
+        )
     return parts[0], parts[1]
 
 
@@ -358,9 +428,14 @@ class _CellProgress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
-                                console=Console(stderr=True))
+            self.bar = Progress(
+                TextColumn(self.label),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
             self.bar.__enter__()
             self.task = self.bar.add_task("cells", total=None, note="")
         return self
@@ -379,8 +454,11 @@ class _CellProgress:
 
 
 @app.command()
-def keygen(out: Path = typer.Option(..., "--out", metavar="KEY",
-                                    help="Private key file to create (mode 0600); the public key goes to KEY.pub.")) -> None:
+def keygen(
+    out: Path = typer.Option(
+        ..., "--out", metavar="KEY", help="Private key file to create (mode 0600); the public key goes to KEY.pub."
+    ),
+) -> None:
     """Make an Ed25519 key pair for signing artifacts; never overwrites an existing key."""
     from certfsm import generate_key_pair
 
@@ -404,18 +482,30 @@ def sign(
 @app.command()
 def inspect(
     artifact: Path = typer.Argument(..., help="A .cfsm artifact."),
-    report: Optional[Path] = typer.Option(None, "--report",
-                                          help="The distill report folder: also check its SMT-LIB file hashes."),
-    trust: Optional[list[Path]] = typer.Option(None, "--trust", metavar="PUB",
-                                               help="A trusted public key (KEY.pub, repeatable): the artifact must "
-                                                    "be signed by one of them."),
-    deep: bool = typer.Option(False, "--deep", help="Re-prove the artifact from its content and --model: every exact "
-                                                    "cell, every witness of --report, every table and machine query."),
-    model: Optional[Path] = typer.Option(None, "--model", metavar="M.onnx",
-                                         help="The ONNX model the artifact was distilled from (with --deep)."),
+    report: Optional[Path] = typer.Option(
+        None, "--report", help="The distill report folder: also check its SMT-LIB file hashes."
+    ),
+    trust: Optional[list[Path]] = typer.Option(
+        None,
+        "--trust",
+        metavar="PUB",
+        help="A trusted public key (KEY.pub, repeatable): the artifact must be signed by one of them.",
+    ),
+    deep: bool = typer.Option(
+        False,
+        "--deep",
+        help="Re-prove the artifact from its content and --model: every exact "
+        "cell, every witness of --report, every table and machine query.",
+    ),
+    model: Optional[Path] = typer.Option(
+        None, "--model", metavar="M.onnx", help="The ONNX model the artifact was distilled from (with --deep)."
+    ),
     jobs: Optional[int] = typer.Option(None, help="Worker processes for --deep (default: all cores)."),
-    timeout: float = typer.Option(60.0, help="Seconds per cell that bounds alone cannot close (with --deep; a "
-                                             "timeout fails the cell, so the default is generous)."),
+    timeout: float = typer.Option(
+        60.0,
+        help="Seconds per cell that bounds alone cannot close (with --deep; a "
+        "timeout fails the cell, so the default is generous).",
+    ),
     progress: bool = typer.Option(True, help="Show a progress bar (with --deep)."),
 ) -> None:
     """Show what an artifact holds and which proofs back it; exit 0 only when its hash and certificate check out
@@ -423,14 +513,16 @@ def inspect(
     from certfsm import inspect_artifact
 
     if deep and model is None:
-        raise UsageError("--deep re-proves the artifact against its model; give --model M.onnx, the ONNX model it "
-                         "was distilled from")
+        raise UsageError(
+            "--deep re-proves the artifact against its model; give --model M.onnx, the ONNX model it was distilled from"
+        )
     if model is not None and not deep:
         raise UsageError("--model is read only by --deep; add --deep or leave --model out")
     flags = {"report": "--report", "trusted_keys": "--trust", "model_path": "--model", "per_cell_timeout": "--timeout"}
     inspection = inspect_artifact(artifact, report=report, trusted_keys=trust or None)
-    not_an_artifact = next((c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")),
-                           None)
+    not_an_artifact = next(
+        (c for c in inspection.checks if not c.passed and c.name in ("file", "JSON", "format")), None
+    )
     if not_an_artifact is not None:
         raise ArtifactError(not_an_artifact.detail)
     if deep and inspection.artifact is not None:
@@ -448,9 +540,16 @@ def inspect(
     from certfsm.fsm import deep_inspect
 
     with _in_flags(**flags), _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar:
-        result = deep_inspect(artifact, model, report=report, jobs=_jobs(jobs),
-                              per_cell_timeout=_seconds("--timeout", timeout), trusted_keys=trust or None,
-                              progress=bar.update, stage=bar.stage)
+        result = deep_inspect(
+            artifact,
+            model,
+            report=report,
+            jobs=_jobs(jobs),
+            per_cell_timeout=_seconds("--timeout", timeout),
+            trusted_keys=trust or None,
+            progress=bar.update,
+            stage=bar.stage,
+        )
     for line in result:
         typer.echo(_flag_words(line, flags))
     raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
@@ -459,24 +558,38 @@ def inspect(
 @app.command()
 def run(
     artifact: Path = typer.Argument(..., help="A certified .cfsm artifact."),
-    probe: str = typer.Option(..., "--probe", help="linux, trace:FILE.csv (columns named after the inputs), or "
-                                                   "example-trace (the example's recorded trace)."),
+    probe: str = typer.Option(
+        ...,
+        "--probe",
+        help="linux, trace:FILE.csv (columns named after the inputs), or example-trace (the example's recorded trace).",
+    ),
     steps: Optional[int] = typer.Option(None, "--steps", help="Stop after this many cycles."),
     period_ms: float = typer.Option(0.0, "--period-ms", help="Milliseconds per cycle (0: as fast as possible)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Per-input scale and offset (JSON)."),
     audit: Optional[Path] = typer.Option(None, "--audit", help="Append every decision to this audit log (new file)."),
     fsync_every: int = typer.Option(1000, "--fsync-every", help="fsync the audit log every N records (1: each)."),
-    metrics_port: Optional[int] = typer.Option(None, "--metrics-port",
-                                               help="Serve Prometheus counters at http://127.0.0.1:N/metrics "
-                                                    "(needs the metrics extra: prometheus-client)."),
+    metrics_port: Optional[int] = typer.Option(
+        None,
+        "--metrics-port",
+        help="Serve Prometheus counters at http://127.0.0.1:N/metrics (needs the metrics extra: prometheus-client).",
+    ),
 ) -> None:
     """Run a certified controller against live probes or a recorded trace; SIGHUP reloads, SIGINT/SIGTERM stop."""
     from certfsm.runtime import run_artifact
 
-    with _in_flags(steps="--steps", period_ms="--period-ms", fsync_every="--fsync-every", port="--metrics-port",
-                   probe="--probe"):
-        done = run_artifact(artifact, probe, steps=steps, period_ms=period_ms, calibration=calibration, audit=audit,
-                            fsync_every=fsync_every, metrics_port=metrics_port)
+    with _in_flags(
+        steps="--steps", period_ms="--period-ms", fsync_every="--fsync-every", port="--metrics-port", probe="--probe"
+    ):
+        done = run_artifact(
+            artifact,
+            probe,
+            steps=steps,
+            period_ms=period_ms,
+            calibration=calibration,
+            audit=audit,
+            fsync_every=fsync_every,
+            metrics_port=metrics_port,
+        )
     summary = done.summary
     typer.echo(f"{summary.steps} cycles; tokens: " + ", ".join(f"{t} {n}" for t, n in summary.tokens.most_common()))
     typer.echo("reasons: " + ", ".join(f"{r} {n}" for r, n in summary.reasons.most_common()))
@@ -499,9 +612,10 @@ def audit_verify(log: Path = typer.Argument(..., help="An audit log (its first f
 
 
 @audit_app.command("export")
-def audit_export(log: Path = typer.Argument(..., help="An audit log."),
-                 out: Optional[Path] = typer.Option(None, "--out", help="Write JSON Lines here (default: stdout).")
-                 ) -> None:
+def audit_export(
+    log: Path = typer.Argument(..., help="An audit log."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write JSON Lines here (default: stdout)."),
+) -> None:
     """The log as JSON Lines: a header line per file, a line per record, and the verification last."""
     from certfsm.runtime import export_jsonl
 
@@ -526,8 +640,9 @@ def audit_report(
 
     with _in_flags(out="--out", artifact="--artifact", x_input="--x", y_input="--y"):
         report = write_audit_report(log, out, artifact=artifact, x_input=x_input, y_input=y_input)
-    typer.echo(f"{out}/report.md: {report.steps} steps, {len(report.figures)} figures; "
-               f"{report.verification.describe()}")
+    typer.echo(
+        f"{out}/report.md: {report.steps} steps, {len(report.figures)} figures; {report.verification.describe()}"
+    )
     raise typer.Exit(EXIT_OK if report.verification.ok else EXIT_FAILED)
 
 
@@ -542,8 +657,10 @@ def replay(
     with _in_flags(artifacts="--artifact"):
         outcome = runtime.replay_log(log, artifact)
     if outcome.ok:
-        typer.echo(f"{outcome.steps} steps replayed; every decision reproduced" +
-                   (f" ({outcome.reason})" if outcome.reason else ""))
+        typer.echo(
+            f"{outcome.steps} steps replayed; every decision reproduced"
+            + (f" ({outcome.reason})" if outcome.reason else "")
+        )
         raise typer.Exit(EXIT_OK)
     typer.echo(f"divergence at record {outcome.first_divergence}: {outcome.reason}")
     raise typer.Exit(EXIT_FAILED)
@@ -557,23 +674,29 @@ _EXPORT_FLAGS = {"out": "--out", "module": "--module", "random_steps": "--random
 def export_verilog(
     artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
     out: Path = typer.Option(..., "--out", help="Folder for the module, its test bench and vectors, summary.json."),
-    check: bool = typer.Option(False, "--check", help="Also lint (verilator), simulate (iverilog), synthesize "
-                                                      "(yosys) and place and route (nextpnr-ice40)."),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="Also lint (verilator), simulate (iverilog), synthesize (yosys) and place and route (nextpnr-ice40).",
+    ),
     module: Optional[str] = typer.Option(None, "--module", help="Verilog module name (default certfsm_<spec name>)."),
     random_steps: Optional[int] = typer.Option(
-        None, "--random-steps", help="Random edges in the test bench (default 200 000), on top of the cells, "
-                                     "envelope edges and states."),
+        None,
+        "--random-steps",
+        help="Random edges in the test bench (default 200 000), on top of the cells, envelope edges and states.",
+    ),
 ) -> None:
     """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
     from certfsm.hdl_export import export_verilog as export
 
     with _in_flags(**_EXPORT_FLAGS):
-        result = export(artifact, out, check=check, module=module,
-                        random_steps=_random_steps(module, random_steps))
+        result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
     summary = result.summary
-    typer.echo(f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
-               f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
-               "steps")
+    typer.echo(
+        f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
+        f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
+        "steps"
+    )
     _finish_export(result, out, check)
 
 
@@ -593,8 +716,16 @@ def _finish_export(result, out: Path, check: bool) -> None:
     """Print each check of an export and where its summary is; exit 0 only when every check that ran passed."""
     for item in result.checks:
         typer.echo(f"{item.name}: {'pass' if item.passed else 'FAIL'}: {item.detail}")
-    typer.echo(f"{out / 'summary.json'}: " + ("every check passed" if check and result.is_ok else
-                                              "a check failed" if check else "written (no checks run: add --check)"))
+    typer.echo(
+        f"{out / 'summary.json'}: "
+        + (
+            "every check passed"
+            if check and result.is_ok
+            else "a check failed"
+            if check
+            else "written (no checks run: add --check)"
+        )
+    )
     raise typer.Exit(EXIT_OK if result.is_ok else EXIT_FAILED)
 
 
@@ -602,23 +733,29 @@ def _finish_export(result, out: Path, check: bool) -> None:
 def export_c(
     artifact: Path = typer.Argument(..., help="A certified .cfsm artifact whose inputs all have frac_bits."),
     out: Path = typer.Option(..., "--out", help="Folder for the C99 header and source and summary.json."),
-    check: bool = typer.Option(False, "--check", help="Also compile with gcc -std=c99 -Wall -Wextra -Werror and "
-                                                      "run it against the Python reference, check MISRA C:2012 "
-                                                      "(cppcheck's misra addon) and measure the Cortex-M4 flash "
-                                                      "and RAM (zig cc)."),
-    module: Optional[str] = typer.Option(None, "--module", help="Name prefix of the C API (default "
-                                                                "certfsm_<spec name>)."),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="Also compile with gcc -std=c99 -Wall -Wextra -Werror and "
+        "run it against the Python reference, check MISRA C:2012 "
+        "(cppcheck's misra addon) and measure the Cortex-M4 flash "
+        "and RAM (zig cc).",
+    ),
+    module: Optional[str] = typer.Option(
+        None, "--module", help="Name prefix of the C API (default certfsm_<spec name>)."
+    ),
     random_steps: Optional[int] = typer.Option(
-        None, "--random-steps", help="Random cycles checked (default 200 000), on top of the cells, envelope edges "
-                                     "and states."),
+        None,
+        "--random-steps",
+        help="Random cycles checked (default 200 000), on top of the cells, envelope edges and states.",
+    ),
 ) -> None:
     """Write the certified machine as dependency-free C99; with --check, exit 0 only when it matches Python,
     follows MISRA C:2012 but for the deviations its header justifies, and builds for a Cortex-M4."""
     from certfsm.hdl_export import export_c as export
 
     with _in_flags(**_EXPORT_FLAGS):
-        result = export(artifact, out, check=check, module=module,
-                        random_steps=_random_steps(module, random_steps))
+        result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
     typer.echo(f"{result.header}, {result.source}: {result.summary['cells']} cells, one decision per call")
     _finish_export(result, out, check)
 
@@ -654,8 +791,10 @@ def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON)."))
     check_network_fits_spec(network, controller)
     for line in lines:
         typer.echo(line)
-    typer.echo(f"model: {network.n_inputs} inputs, {network.n_outputs} outputs, hidden layers "
-               f"{list(network.hidden_sizes)}: fits the spec")
+    typer.echo(
+        f"model: {network.n_inputs} inputs, {network.n_outputs} outputs, hidden layers "
+        f"{list(network.hidden_sizes)}: fits the spec"
+    )
     typer.echo(f"{spec}: ok")
 
 
@@ -691,4 +830,3 @@ def main(argv: Optional[list[str]] = None) -> int:
         typer.echo(f"certfsm: error: {message}; see {command} --help", err=True)
         return EXIT_BAD_INPUT
     return outcome if isinstance(outcome, int) else EXIT_OK
-

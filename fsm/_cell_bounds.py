@@ -33,8 +33,15 @@ def _bounds_phase(problem: _Problem, cells: np.ndarray, candidate: np.ndarray, o
     for token in np.unique(candidate):
         group = np.asarray(cells[candidate == token], dtype=np.int64)
         lower, upper = problem.grid.proof_cells_bounds(group)
-        proved = prove_boxes(problem.network, problem.envelope_property(int(token)), lower, upper,
-                             max_depth=SPLIT_DEPTH, max_open=MAX_OPEN_BOXES, chunk=BOUND_CHUNK).proved
+        proved = prove_boxes(
+            problem.network,
+            problem.envelope_property(int(token)),
+            lower,
+            upper,
+            max_depth=SPLIT_DEPTH,
+            max_open=MAX_OPEN_BOXES,
+            chunk=BOUND_CHUNK,
+        ).proved
         on_batch([_Decision(cell, EXACT, int(token), "bounds") for cell in group[proved].tolist()])
         left_open += group[~proved].tolist()
     return sorted(left_open)

@@ -59,26 +59,50 @@ def _decide_cell(problem: _Problem, task: _Task) -> _Decision:
     """Decide one cell with `verify.check` and, when the cell is not exact, look for a validated witness."""
     label, queries, hints = "falsify", 0, task.hints
     if task.mode == "prove":
-        result = check(problem.network, problem.exact_property(task.cell, task.candidate), engine="auto",
-                       timeout=task.timeout, jobs=1, seed=task.seed, budget=task.budget)
+        result = check(
+            problem.network,
+            problem.exact_property(task.cell, task.candidate),
+            engine="auto",
+            timeout=task.timeout,
+            jobs=1,
+            seed=task.seed,
+            budget=task.budget,
+        )
         label, queries = _engine_label(result.engine), int(result.stats.get("engine_queries", 0))
         if result.stats.get(WALL_CLOCK_GUARD):
-            return _Decision(task.cell, UNDECIDED, problem.conservative, "undecided", reason=result.reason,
-                             marabou_queries=queries, wall_clock_guard=True)
+            return _Decision(
+                task.cell,
+                UNDECIDED,
+                problem.conservative,
+                "undecided",
+                reason=result.reason,
+                marabou_queries=queries,
+                wall_clock_guard=True,
+            )
         if result.is_proved:
             return _Decision(task.cell, EXACT, task.candidate, label, marabou_queries=queries)
         if not result.is_violated:
-            return _Decision(task.cell, UNDECIDED, problem.conservative, "undecided",
-                             reason=f"undecided: {result.engine}: {result.reason}", marabou_queries=queries)
+            return _Decision(
+                task.cell,
+                UNDECIDED,
+                problem.conservative,
+                "undecided",
+                reason=f"undecided: {result.engine}: {result.reason}",
+                marabou_queries=queries,
+            )
         hints = np.concatenate([hints, result.counterexample[None]])
     budget = min(WITNESS_SECONDS, task.timeout / 2)
     pair = _find_witness(problem, task.cell, task.candidate, hints, budget, task.seed)
     if pair is None:
-        why = ("the closure of another decision is reached but no pair of points with different decisions "
-               "validated in float64 and onnxruntime" if task.mode == "prove" else
-               "samples disagree in float64 but no pair validated in onnxruntime")
-        return _Decision(task.cell, UNDECIDED, problem.conservative, "undecided", reason=f"undecided: {why}",
-                         marabou_queries=queries)
+        why = (
+            "the closure of another decision is reached but no pair of points with different decisions "
+            "validated in float64 and onnxruntime"
+            if task.mode == "prove"
+            else "samples disagree in float64 but no pair validated in onnxruntime"
+        )
+        return _Decision(
+            task.cell, UNDECIDED, problem.conservative, "undecided", reason=f"undecided: {why}", marabou_queries=queries
+        )
     return _Decision(task.cell, CONSERVATIVE, problem.conservative, label, pair, marabou_queries=queries)
 
 
@@ -114,8 +138,7 @@ def _find_witness(problem: _Problem, cell: int, token: int, hints: np.ndarray, b
                 return None
             unsafe = problem.wins(token, delta * scale) if wanted == "same" else problem.loses(token, delta * scale)
             prop = Property(f"cell {cell} witness", lower, upper, unsafe)
-            x = falsify(problem.network, prop, remaining / (2 * (len(ROBUST_STEPS) - step)),
-                                 seed + 7919 * step)
+            x = falsify(problem.network, prop, remaining / (2 * (len(ROBUST_STEPS) - step)), seed + 7919 * step)
             if x is None or problem.grid.cell_of(x) != cell:
                 continue
             exact = int(problem.decisions(x[None])[0])

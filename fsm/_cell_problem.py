@@ -108,11 +108,23 @@ class _Problem:
         spare = Fraction(float(delta))
         if token != self.conservative:
             bound, witness = self.margin_high - spare, self.margin_low - spare
-            return tuple(Conjunction(self._difference_row(token, j)[None], [float(bound)],
-                                     (f"p{token} - p{j} <= {float(bound):g}",), (bound,), (), (witness,))
-                         for j in range(self.n_outputs) if j != token)
-        return tuple(chosen_conjunction(k, self.n_outputs, self.rule, self.margin_low + spare, self.margin_high + spare)
-                     for k in range(self.n_outputs) if k != self.conservative)
+            return tuple(
+                Conjunction(
+                    self._difference_row(token, j)[None],
+                    [float(bound)],
+                    (f"p{token} - p{j} <= {float(bound):g}",),
+                    (bound,),
+                    (),
+                    (witness,),
+                )
+                for j in range(self.n_outputs)
+                if j != token
+            )
+        return tuple(
+            chosen_conjunction(k, self.n_outputs, self.rule, self.margin_low + spare, self.margin_high + spare)
+            for k in range(self.n_outputs)
+            if k != self.conservative
+        )
 
     def wins(self, token: int, delta: float) -> tuple[Conjunction, ...]:
         """The decision is `token` with `delta` to spare (c: c beats every other score by delta)."""
@@ -123,25 +135,38 @@ class _Problem:
     def envelope_property(self, token: int) -> Property:
         """Unsafe set: the closure of "the decision is not `token`" over the whole envelope (cells are its sub-boxes)."""
         lower, upper = self.grid.exact_envelope()
-        return Property(f"decision is {self.outputs[token]}", self.grid.lower, self.grid.upper,
-                        self.loses(token, 0.0), f"the gated decision is {self.outputs[token]}",
-                        exact_lower=lower, exact_upper=upper)
+        return Property(
+            f"decision is {self.outputs[token]}",
+            self.grid.lower,
+            self.grid.upper,
+            self.loses(token, 0.0),
+            f"the gated decision is {self.outputs[token]}",
+            exact_lower=lower,
+            exact_upper=upper,
+        )
 
     def exact_property(self, cell: int, token: int) -> Property:
         """Unsafe set: the closure of "the decision is not `token`" over the closed cell box, edges read exactly."""
         lower, upper = self.grid.exact_cell_bounds(cell)
-        return Property(f"cell {cell}: decision is {self.outputs[token]}", [float(v) for v in lower],
-                        [float(v) for v in upper], self.loses(token, 0.0),
-                        f"the gated decision is {self.outputs[token]} everywhere in {self.grid.describe_cell(cell)}",
-                        exact_lower=lower, exact_upper=upper)
+        return Property(
+            f"cell {cell}: decision is {self.outputs[token]}",
+            [float(v) for v in lower],
+            [float(v) for v in upper],
+            self.loses(token, 0.0),
+            f"the gated decision is {self.outputs[token]} everywhere in {self.grid.describe_cell(cell)}",
+            exact_lower=lower,
+            exact_upper=upper,
+        )
 
 
 def _problem(spec, network: Network) -> _Problem:
     grid = Grid.from_spec(spec)
     if network.n_inputs != spec.n_inputs or network.n_outputs != spec.n_outputs:
-        raise SpecError(f"{spec.path}: the spec has {spec.n_inputs} inputs and {spec.n_outputs} outputs but the "
-                        f"network {network.source_path or '(in memory)'} has {network.n_inputs} and "
-                        f"{network.n_outputs}; give the network the spec names")
+        raise SpecError(
+            f"{spec.path}: the spec has {spec.n_inputs} inputs and {spec.n_outputs} outputs but the "
+            f"network {network.source_path or '(in memory)'} has {network.n_inputs} and "
+            f"{network.n_outputs}; give the network the spec names"
+        )
     low, high = spec.gate_bounds or (Fraction(0), Fraction(0))
     margin = 0.0 if spec.margin is None else float(spec.margin)
     return _Problem(network, grid, spec.decision, margin, spec.conservative_index, tuple(spec.outputs), low, high)

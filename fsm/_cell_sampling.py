@@ -36,8 +36,11 @@ def _uniform(seed: int, cells: np.ndarray, count: int, n: int) -> np.ndarray:
     """
     with np.errstate(over="ignore"):
         key = np.uint64((seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) % 2**64)
-        z = (np.asarray(cells, dtype=np.uint64)[:, None] * np.uint64(count * n)
-             + np.arange(count * n, dtype=np.uint64)[None, :] + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15) + key
+        z = (
+            np.asarray(cells, dtype=np.uint64)[:, None] * np.uint64(count * n)
+            + np.arange(count * n, dtype=np.uint64)[None, :]
+            + np.uint64(1)
+        ) * np.uint64(0x9E3779B97F4A7C15) + key
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
@@ -50,9 +53,9 @@ def _sample_fractions(seed: int, cells: np.ndarray, n: int) -> np.ndarray:
     corners = min(2**n, MAX_CORNERS)
     if 2**n <= MAX_CORNERS:
         bits = (np.arange(corners)[:, None] >> np.arange(n)[None, :]) & 1
-        u[:, 1:corners + 1] = np.where(bits[None] == 1, _INSET, 0.0)
+        u[:, 1 : corners + 1] = np.where(bits[None] == 1, _INSET, 0.0)
     else:
-        u[:, 1:corners + 1] = np.where(u[:, 1:corners + 1] >= 0.5, _INSET, 0.0)
+        u[:, 1 : corners + 1] = np.where(u[:, 1 : corners + 1] >= 0.5, _INSET, 0.0)
     u[:, 0] = 0.5
     return u
 
@@ -71,7 +74,7 @@ def _sampling_phase(problem: _Problem, cells: np.ndarray, seed: int, on_batch) -
     hint = np.zeros((len(cells), n))
     other = np.full((len(cells), n), np.nan)
     for start in range(0, len(cells), CELL_BLOCK):
-        block = cells[start:start + CELL_BLOCK]
+        block = cells[start : start + CELL_BLOCK]
         lower, upper = grid.cells_bounds(block)
         x = lower[:, None, :] + _sample_fractions(seed, block, n) * (upper - lower)[:, None, :]
         flat = x.reshape(-1, n)
@@ -93,6 +96,11 @@ def _sampling_phase(problem: _Problem, cells: np.ndarray, seed: int, on_batch) -
         mixed_rows = np.flatnonzero(mixed)
         pairs = (x[mixed_rows, best[mixed_rows]], x[mixed_rows, runner_up[mixed_rows]])
         valid = _valid_pairs(problem, block[mixed_rows], *pairs)
-        on_batch([_Decision(int(block[k]), CONSERVATIVE, problem.conservative, "sampling",
-                            (pairs[0][i], pairs[1][i])) for i, k in enumerate(mixed_rows) if valid[i]])
+        on_batch(
+            [
+                _Decision(int(block[k]), CONSERVATIVE, problem.conservative, "sampling", (pairs[0][i], pairs[1][i]))
+                for i, k in enumerate(mixed_rows)
+                if valid[i]
+            ]
+        )
     return {"candidate": candidate, "hint": hint, "other": other}

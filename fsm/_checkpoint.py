@@ -41,8 +41,13 @@ def _fingerprints(spec, problem: _Problem) -> dict:
         model.update(np.ascontiguousarray(layer.weight).tobytes())
         model.update(np.ascontiguousarray(layer.bias).tobytes())
     grid = hashlib.sha256(json.dumps([problem.grid.names, [e.tolist() for e in problem.grid.edges]]).encode())
-    return {"certfsm_distill_checkpoint": CHECKPOINT_FORMAT, "spec_sha256": spec_hash,
-            "model_sha256": model.hexdigest(), "grid_sha256": grid.hexdigest(), "cells": problem.grid.n_cells}
+    return {
+        "certfsm_distill_checkpoint": CHECKPOINT_FORMAT,
+        "spec_sha256": spec_hash,
+        "model_sha256": model.hexdigest(),
+        "grid_sha256": grid.hexdigest(),
+        "cells": problem.grid.n_cells,
+    }
 
 
 class _Checkpoint:
@@ -74,13 +79,17 @@ class _Checkpoint:
         except ValueError:
             header = None
         if not isinstance(header, dict) or "certfsm_distill_checkpoint" not in header:
-            raise SpecError(f"{self.path}: not a certfsm distill checkpoint (its first line is not a checkpoint "
-                            "header); give another checkpoint= path or delete the file")
+            raise SpecError(
+                f"{self.path}: not a certfsm distill checkpoint (its first line is not a checkpoint "
+                "header); give another checkpoint= path or delete the file"
+            )
         for key, what in (("spec_sha256", "spec"), ("model_sha256", "model"), ("grid_sha256", "grid")):
             if header.get(key) != self.header[key]:
-                raise SpecError(f"{self.path}: checkpoint belongs to another {what} ({key} "
-                                f"{str(header.get(key))[:12]}..., this run has {self.header[key][:12]}...); "
-                                "delete the file or give another checkpoint= path to start afresh")
+                raise SpecError(
+                    f"{self.path}: checkpoint belongs to another {what} ({key} "
+                    f"{str(header.get(key))[:12]}..., this run has {self.header[key][:12]}...); "
+                    "delete the file or give another checkpoint= path to start afresh"
+                )
         decided: dict[int, _Decision] = {}
         for number, line in enumerate(complete[1:], start=2):
             if not line.strip():
@@ -88,8 +97,10 @@ class _Checkpoint:
             try:
                 record = self._record(json.loads(line))
             except (ValueError, KeyError, TypeError) as error:
-                raise SpecError(f"{self.path}: line {number} is not a cell record ({error}); delete the file "
-                                "or give another checkpoint= path to start afresh") from None
+                raise SpecError(
+                    f"{self.path}: line {number} is not a cell record ({error}); delete the file "
+                    "or give another checkpoint= path to start afresh"
+                ) from None
             decided[record.cell] = record
         if torn:
             try:
@@ -120,8 +131,14 @@ class _Checkpoint:
         """The JSON record of `decision` (the inverse of `_record`)."""
         status = _STATUS_NAMES.get(decision.status, "undecided")
         witness = None if decision.witness is None else [[float(v) for v in x] for x in decision.witness]
-        return {"cell": decision.cell, "status": status, "token": self.problem.outputs[decision.token],
-                "engine": decision.engine, "witness": witness, "reason": decision.reason}
+        return {
+            "cell": decision.cell,
+            "status": status,
+            "token": self.problem.outputs[decision.token],
+            "engine": decision.engine,
+            "witness": witness,
+            "reason": decision.reason,
+        }
 
     def append(self, decisions: list[_Decision]) -> None:
         if not decisions:
@@ -138,8 +155,10 @@ class _Checkpoint:
             os.fsync(handle.fileno())
 
     def _unwritable(self, error: OSError) -> ReportError:
-        return ReportError(f"{self.path}: cannot read or write the checkpoint ({error.strerror or error}); "
-                           "give a checkpoint= path in a writable folder")
+        return ReportError(
+            f"{self.path}: cannot read or write the checkpoint ({error.strerror or error}); "
+            "give a checkpoint= path in a writable folder"
+        )
 
 
 def _trusted_part(problem: _Problem, recorded: dict[int, _Decision]) -> dict[int, _Decision]:

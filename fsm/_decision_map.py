@@ -122,9 +122,18 @@ def busiest_slice(spec, table: Table, x_input: str, y_input: str) -> dict[str, f
     return {spec.inputs[i].name: float((grid.edges[i][b] + grid.edges[i][b + 1]) / 2.0) for i, b in zip(others, bins)}
 
 
-def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_input: str,
-                        fixed: dict[str, float] | None = None, resolution: int = 200,
-                        held_back=()) -> DecisionMap:
+def render_decision_map(
+    spec,
+    network,
+    table: Table,
+    path,
+    *,
+    x_input: str,
+    y_input: str,
+    fixed: dict[str, float] | None = None,
+    resolution: int = 200,
+    held_back=(),
+) -> DecisionMap:
     """Draw the decision map of `table` and `network` over x_input and y_input to `path` (.png or .svg).
 
     `fixed` gives values for the other inputs (default: the centre of
@@ -143,15 +152,22 @@ def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_in
     file_format = _file_format(target)
     x, y = check_axes(spec, x_input, y_input)
     values = _fixed_values(spec, x, y, fixed)
-    if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral) \
-            or not 2 <= resolution <= MAX_RESOLUTION:
-        raise SpecError(f"resolution={resolution!r} is not an integer from 2 to {MAX_RESOLUTION}; "
-                        "give the raster points per axis, e.g. resolution=200")
+    if (
+        isinstance(resolution, bool)
+        or not isinstance(resolution, numbers.Integral)
+        or not 2 <= resolution <= MAX_RESOLUTION
+    ):
+        raise SpecError(
+            f"resolution={resolution!r} is not an integer from 2 to {MAX_RESOLUTION}; "
+            "give the raster points per axis, e.g. resolution=200"
+        )
     _require_same_grid(table, spec)
     problem = _problem(spec, network)
     if not target.parent.is_dir():
-        raise ReportError(f"{target}: cannot write the decision map (folder {target.parent} does not exist); "
-                          "check that the folder exists and is writable")
+        raise ReportError(
+            f"{target}: cannot write the decision map (folder {target.parent} does not exist); "
+            "check that the folder exists and is writable"
+        )
     grid = table.grid
 
     slice_cells = _slice_cells(grid, list(grid.multi_index(grid.cell_of(values))), x, y)
@@ -161,9 +177,15 @@ def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_in
     in_exact = table.status[raster_cells] == EXACT
     wrong = in_exact & (table.proposal[raster_cells] != decisions)
     agreement = float(np.count_nonzero(in_exact & ~wrong) / np.count_nonzero(in_exact)) if in_exact.any() else math.nan
-    result = DecisionMap(target, spec.inputs[x].name, spec.inputs[y].name,
-                         {spec.inputs[i].name: float(values[i]) for i in range(spec.n_inputs) if i not in (x, y)},
-                         int(slice_cells.size), int((table.status[slice_cells] == EXACT).sum()), agreement)
+    result = DecisionMap(
+        target,
+        spec.inputs[x].name,
+        spec.inputs[y].name,
+        {spec.inputs[i].name: float(values[i]) for i in range(spec.n_inputs) if i not in (x, y)},
+        int(slice_cells.size),
+        int((table.status[slice_cells] == EXACT).sum()),
+        agreement,
+    )
     held = np.isin(slice_cells, np.fromiter(held_back, dtype=np.int64))
     data = _draw(spec, table, result, slice_cells, held, decisions, wrong, x, y, file_format)
     write_atomically(target, data, what="decision map", fix="check that the folder exists and is writable")
@@ -175,15 +197,19 @@ def render_decision_map(spec, network, table: Table, path, *, x_input: str, y_in
 
 def _require_two_inputs(spec) -> None:
     if spec.n_inputs < 2:
-        raise SpecError(f"{spec.path}: spec {spec.name!r} has one input ({spec.inputs[0].name}), so a decision map "
-                        "has nothing to plot it against; a decision map needs a spec with two or more inputs")
+        raise SpecError(
+            f"{spec.path}: spec {spec.name!r} has one input ({spec.inputs[0].name}), so a decision map "
+            "has nothing to plot it against; a decision map needs a spec with two or more inputs"
+        )
 
 
 def _file_format(target: Path) -> str:
     suffix = target.suffix.lower()
     if suffix not in FORMATS:
-        raise SpecError(f"path={os.fspath(target)!r} has suffix {target.suffix!r}, expected one of "
-                        f"{', '.join(FORMATS)}; end the file name with .png or .svg")
+        raise SpecError(
+            f"path={os.fspath(target)!r} has suffix {target.suffix!r}, expected one of "
+            f"{', '.join(FORMATS)}; end the file name with .png or .svg"
+        )
     return FORMATS[suffix]
 
 
@@ -193,11 +219,15 @@ def check_axes(spec, x_input: str, y_input: str) -> tuple[int, int]:
     names = [item.name for item in spec.inputs]
     for label, name in (("x_input", x_input), ("y_input", y_input)):
         if name not in names:
-            raise SpecError(f"{label}={name!r} is not an input of spec {spec.name!r} (inputs: {', '.join(names)}); "
-                            "use one of those names")
+            raise SpecError(
+                f"{label}={name!r} is not an input of spec {spec.name!r} (inputs: {', '.join(names)}); "
+                "use one of those names"
+            )
     if x_input == y_input:
-        raise SpecError(f"x_input and y_input are both {x_input!r}; choose two different inputs of spec "
-                        f"{spec.name!r} (inputs: {', '.join(names)})")
+        raise SpecError(
+            f"x_input and y_input are both {x_input!r}; choose two different inputs of spec "
+            f"{spec.name!r} (inputs: {', '.join(names)})"
+        )
     return names.index(x_input), names.index(y_input)
 
 
@@ -210,18 +240,24 @@ def _fixed_values(spec, x: int, y: int, fixed) -> np.ndarray:
         raise SpecError(f"fixed={given!r:.60} is not a dict; give {{input name: value}} for the inputs to hold fixed")
     for name, value in given.items():
         if name not in names:
-            raise SpecError(f"fixed has key {name!r}, which is not an input of spec {spec.name!r} "
-                            f"(inputs: {', '.join(names)}); use one of those names")
+            raise SpecError(
+                f"fixed has key {name!r}, which is not an input of spec {spec.name!r} "
+                f"(inputs: {', '.join(names)}); use one of those names"
+            )
         i = names.index(name)
         if i in (x, y):
             continue
         item = spec.inputs[i]
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise SpecError(f"fixed[{name!r}]={value!r} is not a finite number; give a value in "
-                            f"[{item.min:g}, {item.max:g}] {item.unit}".rstrip())
+            raise SpecError(
+                f"fixed[{name!r}]={value!r} is not a finite number; give a value in "
+                f"[{item.min:g}, {item.max:g}] {item.unit}".rstrip()
+            )
         if not item.min <= value <= item.max:
-            raise SpecError(f"fixed[{name!r}]={value!r} is outside the envelope [{item.min:g}, {item.max:g}] of "
-                            f"input {name}; give a value in that range")
+            raise SpecError(
+                f"fixed[{name!r}]={value!r} is outside the envelope [{item.min:g}, {item.max:g}] of "
+                f"input {name}; give a value in that range"
+            )
         values[i] = float(value)
     values[[x, y]] = [spec.inputs[x].min, spec.inputs[y].min]
     return values
@@ -241,6 +277,7 @@ def _slice_cells(grid: Grid, bins: list[int], x: int, y: int) -> np.ndarray:
 
 def _raster(grid: Grid, values: np.ndarray, x: int, y: int, resolution: int):
     """Pixel centres along x and y over the envelope, and every raster point as a full input row (y-major)."""
+
     def centres(i: int) -> np.ndarray:
         low, high = grid.edges[i][0], grid.edges[i][-1]
         return low + (np.arange(resolution) + 0.5) * ((high - low) / resolution)
@@ -259,8 +296,18 @@ def _axis_label(item) -> str:
     return f"{item.name} [{item.unit}]" if item.unit else item.name
 
 
-def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, held: np.ndarray,
-          decisions: np.ndarray, wrong: np.ndarray, x: int, y: int, file_format: str) -> bytes:
+def _draw(
+    spec,
+    table: Table,
+    result: DecisionMap,
+    slice_cells: np.ndarray,
+    held: np.ndarray,
+    decisions: np.ndarray,
+    wrong: np.ndarray,
+    x: int,
+    y: int,
+    file_format: str,
+) -> bytes:
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import PatchCollection
@@ -281,21 +328,32 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, held
     left, right = figure.subplots(1, 2, sharex=True, sharey=True)
 
     left.pcolormesh(x_edges, y_edges, table.proposal[slice_cells], cmap=colour_map, norm=norm)
-    boxes, forbidden = ([Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i],
-                                   y_edges[j + 1] - y_edges[j]) for j, i in zip(*np.nonzero(mask))]
-                        for mask in (not_proved, held))
+    boxes, forbidden = (
+        [
+            Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i], y_edges[j + 1] - y_edges[j])
+            for j, i in zip(*np.nonzero(mask))
+        ]
+        for mask in (not_proved, held)
+    )
     if boxes:
-        left.add_collection(PatchCollection(boxes, facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH,
-                                            linewidth=0.0, hatch=_HATCH))
+        left.add_collection(
+            PatchCollection(
+                boxes, facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH, linewidth=0.0, hatch=_HATCH
+            )
+        )
     if forbidden:
-        left.add_collection(PatchCollection(forbidden, facecolor=(1.0, 1.0, 1.0, 0.0), edgecolor="black",
-                                            linewidth=0.0, hatch=_HELD_HATCH))
+        left.add_collection(
+            PatchCollection(
+                forbidden, facecolor=(1.0, 1.0, 1.0, 0.0), edgecolor="black", linewidth=0.0, hatch=_HELD_HATCH
+            )
+        )
     left.vlines(x_edges, y_edges[0], y_edges[-1], colors="black", linewidth=0.8)
     left.hlines(y_edges, x_edges[0], x_edges[-1], colors="black", linewidth=0.8)
     left.set_title(f"certified table\n{result.exact_shown} of {result.cells_shown} cells exact")
 
-    right.imshow(decisions, cmap=colour_map, norm=norm, origin="lower", extent=extent, aspect="auto",
-                 interpolation="nearest")
+    right.imshow(
+        decisions, cmap=colour_map, norm=norm, origin="lower", extent=extent, aspect="auto", interpolation="nearest"
+    )
     if wrong.any():
         marks = np.zeros(wrong.shape + (4,))
         marks[wrong] = (0.0, 0.0, 0.0, 1.0)
@@ -319,22 +377,32 @@ def _draw(spec, table: Table, result: DecisionMap, slice_cells: np.ndarray, held
         note = "" if spec.is_legal_index(k) else " (not legal)"
         handles.append(Patch(facecolor=colours[k], edgecolor="0.3", label=f"{token}{note}"))
     if boxes:
-        handles.append(Patch(facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH, hatch=_HATCH,
-                             label=CONSERVATIVE_LABEL))
+        handles.append(
+            Patch(facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH, hatch=_HATCH, label=CONSERVATIVE_LABEL)
+        )
     if forbidden:
-        handles.append(Patch(facecolor=colours[spec.conservative_index], edgecolor="black", hatch=_HELD_HATCH,
-                             label=HELD_BACK_LABEL))
+        handles.append(
+            Patch(
+                facecolor=colours[spec.conservative_index], edgecolor="black", hatch=_HELD_HATCH, label=HELD_BACK_LABEL
+            )
+        )
     if wrong.any():
         handles.append(Patch(facecolor=(0.0, 0.0, 0.0), label="table disagrees with network"))
-    figure.legend(handles=handles, loc="outside lower center", frameon=False,
-                  ncol=len(handles) if len(handles) <= 6 else -(-len(handles) // 2))
+    figure.legend(
+        handles=handles,
+        loc="outside lower center",
+        frameon=False,
+        ncol=len(handles) if len(handles) <= 6 else -(-len(handles) // 2),
+    )
 
     units = {item.name: item.unit for item in spec.inputs}
-    held = ", ".join(f"{name}={value:g}{' ' + units[name] if units[name] else ''}"
-                     for name, value in result.fixed.items())
-    figure.suptitle(f"{spec.name}: decision map over {result.x_input} and {result.y_input}"
-                    + (f"\nfixed: {held} (table: the cells holding these values; network: at these values)"
-                       if held else ""))
+    held = ", ".join(
+        f"{name}={value:g}{' ' + units[name] if units[name] else ''}" for name, value in result.fixed.items()
+    )
+    figure.suptitle(
+        f"{spec.name}: decision map over {result.x_input} and {result.y_input}"
+        + (f"\nfixed: {held} (table: the cells holding these values; network: at these values)" if held else "")
+    )
 
     buffer = io.BytesIO()
     if file_format == "svg":

@@ -68,20 +68,38 @@ def _reprove(problem: _Problem, task) -> _Outcome:
     if isinstance(task, _BoundTask):
         return _work(problem, task)
     started = time.monotonic()
-    result = check(problem.network, problem.exact_property(task.cell, task.token), engine="auto",
-                   timeout=task.timeout, jobs=1, seed=task.cell)
+    result = check(
+        problem.network,
+        problem.exact_property(task.cell, task.token),
+        engine="auto",
+        timeout=task.timeout,
+        jobs=1,
+        seed=task.cell,
+    )
     if result.is_proved:
         label = "branch and bound + z3" if "z3" in result.engine else "branch and bound"
         decision = _Decision(task.cell, EXACT, task.token, label)
     elif result.is_violated:
         x = np.asarray(result.counterexample, dtype=np.float64)
         decided = problem.outputs[int(problem.decisions(x[None])[0])]
-        decision = _Decision(task.cell, UNDECIDED, task.token, result.engine, reason=(
-            f"not re-proved: {result.engine} reaches the closure of another decision at {_point(x)}, validated "
-            f"exactly, in float64 and in onnxruntime; the network decides {decided} there"))
+        decision = _Decision(
+            task.cell,
+            UNDECIDED,
+            task.token,
+            result.engine,
+            reason=(
+                f"not re-proved: {result.engine} reaches the closure of another decision at {_point(x)}, validated "
+                f"exactly, in float64 and in onnxruntime; the network decides {decided} there"
+            ),
+        )
     else:
-        decision = _Decision(task.cell, UNDECIDED, task.token, result.engine,
-                             reason=f"not re-proved in {task.timeout:g} s: {result.engine}: {result.reason}")
+        decision = _Decision(
+            task.cell,
+            UNDECIDED,
+            task.token,
+            result.engine,
+            reason=f"not re-proved in {task.timeout:g} s: {result.engine}: {result.reason}",
+        )
     return _Outcome("engines", [decision], [], time.monotonic() - started)
 
 
@@ -102,8 +120,9 @@ def _failure(problem: _Problem, cell: int, token: int, reason: str) -> CellFailu
     return CellFailure(cell, problem.grid.describe_cell(cell), problem.outputs[token], reason)
 
 
-def reprove_exact_cells(problem: _Problem, table: Table, *, jobs: int, per_cell_timeout: float,
-                        progress=None) -> tuple[Counter, list[CellFailure]]:
+def reprove_exact_cells(
+    problem: _Problem, table: Table, *, jobs: int, per_cell_timeout: float, progress=None
+) -> tuple[Counter, list[CellFailure]]:
     """Re-prove each exact cell's token on the whole closed cell; (cells proved per engine, failures by cell).
 
     `progress(done, total, message)` after every batch of cells.
@@ -166,9 +185,16 @@ def revalidate_witnesses(problem: _Problem, table: Table, folder) -> WitnessChec
         token = int(table.proposal[cell])
         status = "exact" if table.status[cell] == EXACT else "conservative"
         if record.get("status") != status or record.get("token") != problem.outputs[token]:
-            failures.append(_failure(problem, cell, token, f"{path} line {cell + 1} says {record.get('status')} "
-                                     f"{record.get('token')}, but the artifact holds {status} "
-                                     f"{problem.outputs[token]}: the report is not this artifact's"))
+            failures.append(
+                _failure(
+                    problem,
+                    cell,
+                    token,
+                    f"{path} line {cell + 1} says {record.get('status')} "
+                    f"{record.get('token')}, but the artifact holds {status} "
+                    f"{problem.outputs[token]}: the report is not this artifact's",
+                )
+            )
             continue
         if status == "exact":
             continue
@@ -179,8 +205,14 @@ def revalidate_witnesses(problem: _Problem, table: Table, folder) -> WitnessChec
         try:
             a, b = (np.asarray(x, dtype=np.float64).reshape(problem.grid.n_inputs) for x in pair)
         except (TypeError, ValueError):
-            failures.append(_failure(problem, cell, token, f"{path} line {cell + 1}: the witness is not two points "
-                                     f"of {problem.grid.n_inputs} numbers"))
+            failures.append(
+                _failure(
+                    problem,
+                    cell,
+                    token,
+                    f"{path} line {cell + 1}: the witness is not two points of {problem.grid.n_inputs} numbers",
+                )
+            )
             continue
         cells.append(cell)
         first.append(a)
@@ -189,29 +221,46 @@ def revalidate_witnesses(problem: _Problem, table: Table, folder) -> WitnessChec
         index = np.array(cells, dtype=np.int64)
         valid = _valid_pairs(problem, index, np.array(first), np.array(second))
         for k, cell in enumerate(cells):
-            reason = _exact_problem(problem, first[k], second[k]) if valid[k] else (
-                "the witness pair does not hold: both points must lie in the half-open cell and decide differently "
-                "in float64 and in onnxruntime alike")
+            reason = (
+                _exact_problem(problem, first[k], second[k])
+                if valid[k]
+                else (
+                    "the witness pair does not hold: both points must lie in the half-open cell and decide differently "
+                    "in float64 and in onnxruntime alike"
+                )
+            )
             if reason:
                 failures.append(_failure(problem, cell, int(table.proposal[cell]), f"{path} line {cell + 1}: {reason}"))
     failed = {f.cell for f in failures}
-    return WitnessCheck(len(cells), sum(cell not in failed for cell in cells), without,
-                        tuple(sorted(failures, key=lambda f: f.cell)))
+    return WitnessCheck(
+        len(cells), sum(cell not in failed for cell in cells), without, tuple(sorted(failures, key=lambda f: f.cell))
+    )
 
 
 def _exact_problem(problem: _Problem, a: np.ndarray, b: np.ndarray) -> str:
     """Why the pair fails under the exact semantics ("" when it holds): exact decisions differ and equal float64's."""
-    exact = [exact_decision(exact_outputs(problem.network, x), problem.rule, (problem.margin_low, problem.margin_high),
-                            problem.conservative) for x in (a, b)]
+    exact = [
+        exact_decision(
+            exact_outputs(problem.network, x),
+            problem.rule,
+            (problem.margin_low, problem.margin_high),
+            problem.conservative,
+        )
+        for x in (a, b)
+    ]
     floats = problem.decisions(np.array([a, b]))
     if None in exact:
-        return ("a point's exact winning margin lies between the bounds of the gate's irrational margin, so its "
-                "decision is not known exactly")
+        return (
+            "a point's exact winning margin lies between the bounds of the gate's irrational margin, so its "
+            "decision is not known exactly"
+        )
     if exact[0] == exact[1]:
         return f"both points decide {problem.outputs[exact[0]]} in exact arithmetic, so they witness nothing"
     if list(floats) != exact:
-        return (f"the exact decisions ({problem.outputs[exact[0]]}, {problem.outputs[exact[1]]}) differ from float64's "
-                f"({problem.outputs[floats[0]]}, {problem.outputs[floats[1]]})")
+        return (
+            f"the exact decisions ({problem.outputs[exact[0]]}, {problem.outputs[exact[1]]}) differ from float64's "
+            f"({problem.outputs[floats[0]]}, {problem.outputs[floats[1]]})"
+        )
     return ""
 
 

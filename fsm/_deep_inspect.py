@@ -71,16 +71,17 @@ class QueryCheck:
 
     @property
     def is_ok(self) -> bool:
-        return (self.verdict == "proved" and self.sha256 == self.certified_sha256
-                and self.report in (None, "same"))
+        return self.verdict == "proved" and self.sha256 == self.certified_sha256 and self.report in (None, "same")
 
     def describe(self) -> str:
         if self.verdict != "proved":
             return f"{self.file}: z3 gives {self.verdict} on the query regenerated from the artifact"
         if self.sha256 != self.certified_sha256:
-            return (f"{self.file}: the query regenerated from the artifact hashes to {self.sha256[:16]}... but the "
-                    f"certificate records {str(self.certified_sha256)[:16]}...: the artifact's table or spec is not "
-                    "the one the certificate's proof was about")
+            return (
+                f"{self.file}: the query regenerated from the artifact hashes to {self.sha256[:16]}... but the "
+                f"certificate records {str(self.certified_sha256)[:16]}...: the artifact's table or spec is not "
+                "the one the certificate's proof was about"
+            )
         if self.report not in (None, "same"):
             return f"{self.file}: the report's file {self.report}"
         return f"{self.file}: regenerated, proved by z3, equal to the certified file"
@@ -122,25 +123,33 @@ class DeepResult:
     def lines(self) -> list[str]:
         exact = sum(self.exact_proved.values()) + len(self.cell_failures)
         engines = ", ".join(f"{n} by {e}" for e, n in sorted(self.exact_proved.items())) or "none"
-        out = [f"deep: {self.model} has the artifact's model sha256 {self.model_sha256}",
-               f"deep: exact cells re-proved against the model: {sum(self.exact_proved.values())} of {exact} "
-               f"({engines}) in {self.seconds.get('cells', 0.0):.1f} s"]
+        out = [
+            f"deep: {self.model} has the artifact's model sha256 {self.model_sha256}",
+            f"deep: exact cells re-proved against the model: {sum(self.exact_proved.values())} of {exact} "
+            f"({engines}) in {self.seconds.get('cells', 0.0):.1f} s",
+        ]
         if self.witnesses is None:
-            out.append(f"deep: conservative cells: {self.conservative}, each holding the conservative token; "
-                       "witnesses not re-validated (they live in the report's cells.jsonl: give the report folder "
-                       "with report=)")
+            out.append(
+                f"deep: conservative cells: {self.conservative}, each holding the conservative token; "
+                "witnesses not re-validated (they live in the report's cells.jsonl: give the report folder "
+                "with report=)"
+            )
         else:
             w = self.witnesses
-            out.append(f"deep: conservative cells: {self.conservative}; witness pairs re-validated exactly, in "
-                       f"float64 and in onnxruntime: {w.validated} of {w.claimed}; without a "
-                       f"witness (undecided or held back by the rules): {w.without_witness} "
-                       f"({self.seconds.get('witnesses', 0.0):.1f} s)")
+            out.append(
+                f"deep: conservative cells: {self.conservative}; witness pairs re-validated exactly, in "
+                f"float64 and in onnxruntime: {w.validated} of {w.claimed}; without a "
+                f"witness (undecided or held back by the rules): {w.without_witness} "
+                f"({self.seconds.get('witnesses', 0.0):.1f} s)"
+            )
         proved = sum(q.verdict == "proved" for q in self.queries)
         matched = sum(q.is_ok for q in self.queries)
         where = "the certificate and the report's files" if any(q.report for q in self.queries) else "the certificate"
-        out.append(f"deep: SMT-LIB queries regenerated from the artifact: {len(self.queries)}, proved by z3: {proved}, "
-                   f"equal to {where}: {matched}; enumeration agrees: {'yes' if not self.enumeration else 'no'} "
-                   f"({self.seconds.get('queries', 0.0):.1f} s)")
+        out.append(
+            f"deep: SMT-LIB queries regenerated from the artifact: {len(self.queries)}, proved by z3: {proved}, "
+            f"equal to {where}: {matched}; enumeration agrees: {'yes' if not self.enumeration else 'no'} "
+            f"({self.seconds.get('queries', 0.0):.1f} s)"
+        )
         out += [f"  FAILED {line}" for line in self.failures[:20]]
         if len(self.failures) > 20:
             out.append(f"  ... and {len(self.failures) - 20} more failures")
@@ -152,8 +161,17 @@ class DeepResult:
         return iter(self.lines())
 
 
-def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = None, per_cell_timeout: float = 60.0,
-                 trusted_keys=None, progress: Progress | None = None, stage: Stage | None = None) -> DeepResult:
+def deep_inspect(
+    artifact_path,
+    model_path,
+    *,
+    report=None,
+    jobs: int | None = None,
+    per_cell_timeout: float = 60.0,
+    trusted_keys=None,
+    progress: Progress | None = None,
+    stage: Stage | None = None,
+) -> DeepResult:
     """Re-prove the artifact at `artifact_path` against the ONNX model at `model_path` (see the module docstring).
 
     Raises ArtifactError when the loader refuses the artifact, ModelError
@@ -175,8 +193,12 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
     problem = _problem(spec, network)
     n_outputs = artifact.n_outputs
     allowed = (artifact.allowed.reshape(-1)[:, None] >> np.arange(n_outputs)) & 1
-    table = Table(problem.grid, artifact.proposal.reshape(-1),
-                  np.where(artifact.exact.reshape(-1), EXACT, CONSERVATIVE), allowed.astype(bool))
+    table = Table(
+        problem.grid,
+        artifact.proposal.reshape(-1),
+        np.where(artifact.exact.reshape(-1), EXACT, CONSERVATIVE),
+        allowed.astype(bool),
+    )
     seconds = {}
     witnesses = None
     if report is not None:
@@ -185,16 +207,28 @@ def deep_inspect(artifact_path, model_path, *, report=None, jobs: int | None = N
         witnesses = revalidate_witnesses(problem, table, report)
         seconds["witnesses"] = time.monotonic() - clock
     clock = time.monotonic()
-    proved, cell_failures = reprove_exact_cells(problem, table, jobs=jobs or os.cpu_count() or 1,
-                                                per_cell_timeout=per_cell_timeout, progress=progress)
+    proved, cell_failures = reprove_exact_cells(
+        problem, table, jobs=jobs or os.cpu_count() or 1, per_cell_timeout=per_cell_timeout, progress=progress
+    )
     seconds["cells"] = time.monotonic() - clock
     clock = time.monotonic()
     tell("regenerating and solving the table and machine queries (z3)")
     queries, enumeration = _queries(artifact, spec, table, report)
     seconds["queries"] = time.monotonic() - clock
     seconds["total"] = time.monotonic() - started
-    return DeepResult(artifact_path, model_path, artifact.model_sha256, table.n_cells, proved, tuple(cell_failures),
-                      witnesses, int(np.count_nonzero(table.status == CONSERVATIVE)), queries, enumeration, seconds)
+    return DeepResult(
+        artifact_path,
+        model_path,
+        artifact.model_sha256,
+        table.n_cells,
+        proved,
+        tuple(cell_failures),
+        witnesses,
+        int(np.count_nonzero(table.status == CONSERVATIVE)),
+        queries,
+        enumeration,
+        seconds,
+    )
 
 
 def model_for_artifact(model_path, artifact):
@@ -207,13 +241,17 @@ def model_for_artifact(model_path, artifact):
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise ModelError(f"{path}: cannot read the model ({error.strerror or error}); give the ONNX model "
-                         f"{artifact_path} was distilled from with model_path=") from None
+        raise ModelError(
+            f"{path}: cannot read the model ({error.strerror or error}); give the ONNX model "
+            f"{artifact_path} was distilled from with model_path="
+        ) from None
     found = hashlib.sha256(data).hexdigest()
     if found != expected:
-        raise ModelError(f"{path}: the model's sha256 is {found[:16]}... but {artifact_path} was distilled from a "
-                         f"model with sha256 {expected[:16]}...; give that model with model_path= (or the artifact "
-                         "was edited)")
+        raise ModelError(
+            f"{path}: the model's sha256 is {found[:16]}... but {artifact_path} was distilled from a "
+            f"model with sha256 {expected[:16]}...; give that model with model_path= (or the artifact "
+            "was edited)"
+        )
     network = load_onnx(path)
     if network.sha256 != expected:
         raise ModelError(f"{path}: the file changed while it was read; give a model file that is not being written")
@@ -234,9 +272,16 @@ def _queries(artifact, spec, table: Table, report) -> tuple[tuple[QueryCheck, ..
             name = proof.property if proof.property.startswith("table-") else f"machine-{proof.property}"
             file = proof.smt2
             entry = entries.get(name)
-            checks.append(QueryCheck(name, file, proof.verdict, proof.smt2_sha256,
-                                     entry.smt2_sha256 if entry is not None and entry.smt2 == file else None,
-                                     None if report is None else _compare(folder / file, Path(report) / file)))
+            checks.append(
+                QueryCheck(
+                    name,
+                    file,
+                    proof.verdict,
+                    proof.smt2_sha256,
+                    entry.smt2_sha256 if entry is not None and entry.smt2 == file else None,
+                    None if report is None else _compare(folder / file, Path(report) / file),
+                )
+            )
     explicit = check_explicit(params, alphabet(params, table_rows(table)))
     enumeration = [f"enumeration-{p.property}: {p.verdict} ({p.reason})" for p in explicit if p.verdict != "proved"]
     enumeration += [f"z3 and enumeration disagree: {line}" for line in disagreements(machine_proofs, explicit)]

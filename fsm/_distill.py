@@ -110,9 +110,17 @@ class Distillation:
     seconds: float
 
 
-def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout: float = CELL_GUARD_SECONDS,
-            checkpoint=None, progress: Progress | None = None, seed: int = 0,
-            budget: WorkBudget = CELL_BUDGET) -> Distillation:
+def distill(
+    spec,
+    network: Network,
+    *,
+    jobs: int | None = None,
+    per_cell_timeout: float = CELL_GUARD_SECONDS,
+    checkpoint=None,
+    progress: Progress | None = None,
+    seed: int = 0,
+    budget: WorkBudget = CELL_BUDGET,
+) -> Distillation:
     """Decide every cell of the spec's grid (see the module docstring) and return the certified table.
 
     `jobs` worker processes for phases 2 and 3 (default: the number of
@@ -136,8 +144,9 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
     """
     started = time.monotonic()
     if not (isinstance(per_cell_timeout, (int, float)) and per_cell_timeout > 0):
-        raise SpecError(f"per_cell_timeout={per_cell_timeout!r} is not a positive number of seconds; "
-                        "give e.g. per_cell_timeout=120")
+        raise SpecError(
+            f"per_cell_timeout={per_cell_timeout!r} is not a positive number of seconds; give e.g. per_cell_timeout=120"
+        )
     if not isinstance(budget, WorkBudget):
         raise SpecError(f"budget={budget!r} is not a certfsm.verify.WorkBudget; give e.g. budget=WorkBudget()")
     if jobs is not None and not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):
@@ -146,8 +155,10 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
     problem = _problem(spec, network)
     total = problem.grid.n_cells
     if total > MAX_CELLS:
-        raise SpecError(f"{spec.path}: the grid has {total:,} cells ({' x '.join(map(str, problem.grid.shape))}); "
-                        f"a table holds at most {MAX_CELLS:,}; give fewer bins or edges")
+        raise SpecError(
+            f"{spec.path}: the grid has {total:,} cells ({' x '.join(map(str, problem.grid.shape))}); "
+            f"a table holds at most {MAX_CELLS:,}; give fewer bins or edges"
+        )
     store = _Checkpoint(checkpoint, _fingerprints(spec, problem), problem) if checkpoint is not None else None
     recorded = store.load() if store is not None else {}
     decided = _trusted_part(problem, recorded)
@@ -161,11 +172,13 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
             if item.cell in decided:
                 raise AssertionError(f"internal error: cell {item.cell} was decided twice; refusing to go on")
             if item.wall_clock_guard:
-                raise EngineError(f"cell {item.cell}: the wall-clock guard of {per_cell_timeout:g} s per cell fired "
-                                  f"before the work budget ({budget.boxes} boxes, {budget.engine_queries} z3 "
-                                  f"queries, z3 rlimit {budget.z3_rlimit}) was spent, so this cell's verdict would "
-                                  "depend on the machine's speed; nothing was written; re-run with a larger "
-                                  "per_cell_timeout= or on a less loaded machine")
+                raise EngineError(
+                    f"cell {item.cell}: the wall-clock guard of {per_cell_timeout:g} s per cell fired "
+                    f"before the work budget ({budget.boxes} boxes, {budget.engine_queries} z3 "
+                    f"queries, z3 rlimit {budget.z3_rlimit}) was spent, so this cell's verdict would "
+                    "depend on the machine's speed; nothing was written; re-run with a larger "
+                    "per_cell_timeout= or on a less loaded machine"
+                )
         if store is not None:
             store.append(batch)
         for item in batch:
@@ -190,9 +203,18 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
                 tasks.append(_Task(cell, "witness", candidate, hints, float(per_cell_timeout), seed + cell))
 
         def follow_up(outcome: _Outcome) -> list:
-            return [_Task(cell, "prove", int(sampled["candidate"][position[cell]]),
-                          sampled["hint"][position[cell]][None], float(per_cell_timeout), seed + cell, budget)
-                    for cell in outcome.left_open]
+            return [
+                _Task(
+                    cell,
+                    "prove",
+                    int(sampled["candidate"][position[cell]]),
+                    sampled["hint"][position[cell]][None],
+                    float(per_cell_timeout),
+                    seed + cell,
+                    budget,
+                )
+                for cell in outcome.left_open
+            ]
 
         def on_outcome(outcome: _Outcome) -> None:
             seconds[f"{outcome.kind}_in_workers"] += outcome.seconds
@@ -201,8 +223,20 @@ def distill(spec, network: Network, *, jobs: int | None = None, per_cell_timeout
 
         _run_tasks(problem, tasks, follow_up, jobs, on_outcome)
         seconds["bounds_and_engines"] = time.monotonic() - clock
-    return _result(spec, problem, decided, resumed, reproved, engine_tasks[0], seconds,
-                   time.monotonic() - started, jobs, per_cell_timeout, seed, budget)
+    return _result(
+        spec,
+        problem,
+        decided,
+        resumed,
+        reproved,
+        engine_tasks[0],
+        seconds,
+        time.monotonic() - started,
+        jobs,
+        per_cell_timeout,
+        seed,
+        budget,
+    )
 
 
 def _bound_tasks(cells: np.ndarray, candidates: np.ndarray, jobs: int) -> list[_BoundTask]:
@@ -210,13 +244,26 @@ def _bound_tasks(cells: np.ndarray, candidates: np.ndarray, jobs: int) -> list[_
     if not len(cells):
         return []
     size = int(np.clip(-(-len(cells) // (4 * jobs)), 32, 1024))
-    return [_BoundTask(cells[start:start + size], candidates[start:start + size])
-            for start in range(0, len(cells), size)]
+    return [
+        _BoundTask(cells[start : start + size], candidates[start : start + size])
+        for start in range(0, len(cells), size)
+    ]
 
 
-def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int, reproved: int, engine_tasks: int,
-            seconds: dict, elapsed: float, jobs: int, per_cell_timeout: float, seed: int,
-            budget: WorkBudget) -> Distillation:
+def _result(
+    spec,
+    problem: _Problem,
+    decided: dict[int, _Decision],
+    resumed: int,
+    reproved: int,
+    engine_tasks: int,
+    seconds: dict,
+    elapsed: float,
+    jobs: int,
+    per_cell_timeout: float,
+    seed: int,
+    budget: WorkBudget,
+) -> Distillation:
     grid, total = problem.grid, problem.grid.n_cells
     missing = set(range(total)) - set(decided)
     if missing:
@@ -230,8 +277,9 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
     status[held], proposal[held] = CONSERVATIVE, problem.conservative
     table = Table.undecided(spec, grid).with_decisions(cells, proposal, status)
     engines = frozen_array([d.engine for d in ordered])
-    witnesses = {d.cell: tuple(frozen_array(x, np.float64) for x in d.witness)
-                 for d in ordered if d.witness is not None}
+    witnesses = {
+        d.cell: tuple(frozen_array(x, np.float64) for x in d.witness) for d in ordered if d.witness is not None
+    }
     reasons = {d.cell: d.reason for d in ordered if d.status == UNDECIDED}
     lower, upper = grid.all_cell_bounds()
     volume = np.prod(upper - lower, axis=1)
@@ -247,11 +295,13 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
         "exact_share": float(exact.mean()),
         "exact_volume_share": float(volume[exact].sum()),
         "by_engine": {e: by_engine[e] for e in ENGINES if by_engine[e]},
-        "exact_by_token": {problem.outputs[t]: int(np.count_nonzero(exact & (proposal == t)))
-                           for t in range(problem.n_outputs)},
+        "exact_by_token": {
+            problem.outputs[t]: int(np.count_nonzero(exact & (proposal == t))) for t in range(problem.n_outputs)
+        },
         "bounds_share": by_engine["bounds"] / total,
-        "bounds_share_of_exact": (int(np.count_nonzero(exact & (engines == "bounds"))) / int(exact.sum())
-                                  if exact.any() else 0.0),
+        "bounds_share_of_exact": (
+            int(np.count_nonzero(exact & (engines == "bounds"))) / int(exact.sum()) if exact.any() else 0.0
+        ),
         "decided_without_marabou_share": without_marabou / total,
         "marabou_queries": sum(d.marabou_queries for d in ordered),
         "engine_tasks": engine_tasks,
@@ -269,8 +319,15 @@ def _result(spec, problem: _Problem, decided: dict[int, _Decision], resumed: int
     return Distillation(table, engines, witnesses, reasons, held_back, stats, elapsed)
 
 
-def sampled_cross_check(distillation: Distillation, spec, network: Network, n: int = 100_000, seed: int = 0,
-                        *, check_onnxruntime: bool = False) -> dict:
+def sampled_cross_check(
+    distillation: Distillation,
+    spec,
+    network: Network,
+    n: int = 100_000,
+    seed: int = 0,
+    *,
+    check_onnxruntime: bool = False,
+) -> dict:
     """`n` uniform random inputs over the envelope: on EXACT cells the table must equal the gated decision.
 
     Returns counts: samples, on_exact, mismatches (float64; must be 0),
@@ -282,8 +339,10 @@ def sampled_cross_check(distillation: Distillation, spec, network: Network, n: i
     problem = _problem(spec, network)
     table = distillation.table
     if table.grid != problem.grid:
-        raise SpecError(f"the distillation's grid (shape {table.grid.shape}) is not the grid of spec {spec.name!r} "
-                        f"(shape {problem.grid.shape}); cross-check against the spec it was distilled from")
+        raise SpecError(
+            f"the distillation's grid (shape {table.grid.shape}) is not the grid of spec {spec.name!r} "
+            f"(shape {problem.grid.shape}); cross-check against the spec it was distilled from"
+        )
     rng = np.random.default_rng(seed)
     x = rng.uniform(problem.grid.lower, problem.grid.upper, size=(n, problem.grid.n_inputs))
     cells = problem.grid.cell_of(x)

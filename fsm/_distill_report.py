@@ -19,15 +19,27 @@ SUMMARY_SCHEMA_VERSION = 1
 
 _DESCRIPTIONS = {
     "cells-exact": "every exact cell's token is proved for the whole cell, and no sampled input of an exact cell "
-                   "is decided otherwise by the network",
+    "is decided otherwise by the network",
     "table-tokens": "every cell's token is legal and allowed in that cell by every rule",
     "table-masks": "every cell's allowed row holds exactly the legal tokens no rule forbids in the cell",
     "table-codes": "the 4-bit output never takes a code outside the token set",
 }
 
 
-def write_summary(folder: Path, *, spec, network, distillation, cross_check: dict, certificate, certified: bool,
-                  disagreements, pictures, artifact: Path, artifact_sha256: str) -> dict:
+def write_summary(
+    folder: Path,
+    *,
+    spec,
+    network,
+    distillation,
+    cross_check: dict,
+    certificate,
+    certified: bool,
+    disagreements,
+    pictures,
+    artifact: Path,
+    artifact_sha256: str,
+) -> dict:
     """Write summary.json and report.md into `folder` (the staging folder) and return the summary."""
     from certfsm.verify import model_summary, spec_summary
 
@@ -40,25 +52,66 @@ def write_summary(folder: Path, *, spec, network, distillation, cross_check: dic
         "overall": "certified" if certified else "not certified",
         "model": model_summary(network),
         "spec": spec_summary(spec.path),
-        "artifact": {"file": artifact.name, "path": str(artifact.resolve()), "sha256": artifact_sha256,
-                     "certified": certified},
-        "grid": {"inputs": [{"name": i.name, "unit": i.unit, "bins": int(n)}
-                            for i, n in zip(spec.inputs, distillation.table.grid.shape)],
-                 "cells": stats["cells"]},
-        "fidelity": {key: stats[key] for key in ("cells", "exact", "conservative_with_witness", "undecided",
-                                                 "exact_share", "exact_volume_share", "exact_by_token",
-                                                 "held_back_by_rules", "held_back_by_token")},
-        "engines": {key: stats[key] for key in ("by_engine", "bounds_share", "bounds_share_of_exact",
-                                                "decided_without_marabou_share", "marabou_queries",
-                                                "engine_tasks")},
-        "run": {key: stats[key] for key in ("seconds", "cells_per_second", "jobs", "per_cell_timeout", "work_budget", "seed",
-                                            "resumed_cells", "reproved_checkpoint_cells")},
+        "artifact": {
+            "file": artifact.name,
+            "path": str(artifact.resolve()),
+            "sha256": artifact_sha256,
+            "certified": certified,
+        },
+        "grid": {
+            "inputs": [
+                {"name": i.name, "unit": i.unit, "bins": int(n)}
+                for i, n in zip(spec.inputs, distillation.table.grid.shape)
+            ],
+            "cells": stats["cells"],
+        },
+        "fidelity": {
+            key: stats[key]
+            for key in (
+                "cells",
+                "exact",
+                "conservative_with_witness",
+                "undecided",
+                "exact_share",
+                "exact_volume_share",
+                "exact_by_token",
+                "held_back_by_rules",
+                "held_back_by_token",
+            )
+        },
+        "engines": {
+            key: stats[key]
+            for key in (
+                "by_engine",
+                "bounds_share",
+                "bounds_share_of_exact",
+                "decided_without_marabou_share",
+                "marabou_queries",
+                "engine_tasks",
+            )
+        },
+        "run": {
+            key: stats[key]
+            for key in (
+                "seconds",
+                "cells_per_second",
+                "jobs",
+                "per_cell_timeout",
+                "work_budget",
+                "seed",
+                "resumed_cells",
+                "reproved_checkpoint_cells",
+            )
+        },
         "cross_check": cross_check,
-        "certificate": [{**record.report_entry(), "description": _description(record.property)}
-                        for record in certificate],
+        "certificate": [
+            {**record.report_entry(), "description": _description(record.property)} for record in certificate
+        ],
         "disagreements": list(disagreements),
-        "decision_maps": [{"file": Path(p.path).name, "x": p.x_input, "y": p.y_input, "fixed": p.fixed,
-                           "agreement": p.agreement} for p in pictures],
+        "decision_maps": [
+            {"file": Path(p.path).name, "x": p.x_input, "y": p.y_input, "fixed": p.fixed, "agreement": p.agreement}
+            for p in pictures
+        ],
         "cells_file": "cells.jsonl",
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -73,7 +126,7 @@ def _description(name: str) -> str:
 
     for prefix in ("machine-", "enumeration-"):
         if name.startswith(prefix):
-            short = name[len(prefix):]
+            short = name[len(prefix) :]
             if short in INVARIANT_QUERIES:
                 return f"the machine's inductive invariant ({short.split('-')[1]} step)"
             return PROPERTY_DESCRIPTIONS.get(short, short)
@@ -88,71 +141,110 @@ def _markdown(summary: dict, spec) -> str:
     fidelity, engines, run, cross = summary["fidelity"], summary["engines"], summary["run"], summary["cross_check"]
     cells = fidelity["cells"]
     conservative = cells - fidelity["exact"]
-    lines = [f"# certfsm distillation report: {summary['title']}", "",
-             f"**{summary['overall']}**: artifact `{summary['artifact']['file']}` "
-             f"(payload SHA-256 `{summary['artifact']['sha256']}`).", "",
-             f"- certfsm {summary['certfsm_version']}",
-             f"- model: `{summary['model']['file']}` (SHA-256 `{summary['model']['sha256']}`), "
-             f"{summary['model']['inputs']} inputs, hidden {summary['model']['hidden']}, "
-             f"{summary['model']['outputs']} outputs",
-             f"- spec: `{summary['spec']['file']}` (SHA-256 `{summary['spec']['sha256']}`)",
-             "- grid: " + " x ".join(f"{i['bins']} ({i['name']})" for i in summary["grid"]["inputs"])
-             + f" = {cells} cells",
-             f"- {run['jobs']} jobs, {run['seconds']['total']:.1f} s, {run['cells_per_second']:.0f} cells/s",
-             "", "## Fidelity", "",
-             "| cells | count | share of cells | share of volume |", "|---|---:|---:|---:|",
-             f"| exact (one token proved for the whole cell) | {fidelity['exact']} | "
-             f"{_percent(fidelity['exact_share'])} | {_percent(fidelity['exact_volume_share'])} |",
-             f"| conservative ({spec.conservative_token}) | {conservative} | "
-             f"{_percent(1 - fidelity['exact_share'])} | {_percent(1 - fidelity['exact_volume_share'])} |",
-             f"| of which with a witness pair | {fidelity['conservative_with_witness']} | | |",
-             f"| of which undecided in the time budget | {fidelity['undecided']} | | |",
-             f"| of which held back: the network's proved decision is forbidden there | "
-             f"{fidelity['held_back_by_rules']} | | |", "",
-             "Exact cells by token: " + ", ".join(f"{t} {n}" for t, n in fidelity["exact_by_token"].items() if n)
-             + ".", "",
-             *([f"**The network breaks the legality rules**: in {fidelity['held_back_by_rules']} cells its decision "
+    lines = [
+        f"# certfsm distillation report: {summary['title']}",
+        "",
+        f"**{summary['overall']}**: artifact `{summary['artifact']['file']}` "
+        f"(payload SHA-256 `{summary['artifact']['sha256']}`).",
+        "",
+        f"- certfsm {summary['certfsm_version']}",
+        f"- model: `{summary['model']['file']}` (SHA-256 `{summary['model']['sha256']}`), "
+        f"{summary['model']['inputs']} inputs, hidden {summary['model']['hidden']}, "
+        f"{summary['model']['outputs']} outputs",
+        f"- spec: `{summary['spec']['file']}` (SHA-256 `{summary['spec']['sha256']}`)",
+        "- grid: " + " x ".join(f"{i['bins']} ({i['name']})" for i in summary["grid"]["inputs"]) + f" = {cells} cells",
+        f"- {run['jobs']} jobs, {run['seconds']['total']:.1f} s, {run['cells_per_second']:.0f} cells/s",
+        "",
+        "## Fidelity",
+        "",
+        "| cells | count | share of cells | share of volume |",
+        "|---|---:|---:|---:|",
+        f"| exact (one token proved for the whole cell) | {fidelity['exact']} | "
+        f"{_percent(fidelity['exact_share'])} | {_percent(fidelity['exact_volume_share'])} |",
+        f"| conservative ({spec.conservative_token}) | {conservative} | "
+        f"{_percent(1 - fidelity['exact_share'])} | {_percent(1 - fidelity['exact_volume_share'])} |",
+        f"| of which with a witness pair | {fidelity['conservative_with_witness']} | | |",
+        f"| of which undecided in the time budget | {fidelity['undecided']} | | |",
+        f"| of which held back: the network's proved decision is forbidden there | "
+        f"{fidelity['held_back_by_rules']} | | |",
+        "",
+        "Exact cells by token: " + ", ".join(f"{t} {n}" for t, n in fidelity["exact_by_token"].items() if n) + ".",
+        "",
+        *(
+            [
+                f"**The network breaks the legality rules**: in {fidelity['held_back_by_rules']} cells its decision "
                 f"is proved to be a token the rules forbid there ("
                 + ", ".join(f"{t} in {n}" for t, n in fidelity["held_back_by_token"].items())
-                + "); the table holds the conservative token there instead.", ""]
-              if fidelity["held_back_by_rules"] else []),
-             "A conservative cell holds the conservative token. Its witness pair (two inputs of the cell whose "
-             "gated decisions differ, in float64 and in onnxruntime) is in `cells.jsonl`, one line per cell.", "",
-             "## How cells were decided", "",
-             "| engine | cells |", "|---|---:|"]
+                + "); the table holds the conservative token there instead.",
+                "",
+            ]
+            if fidelity["held_back_by_rules"]
+            else []
+        ),
+        "A conservative cell holds the conservative token. Its witness pair (two inputs of the cell whose "
+        "gated decisions differ, in float64 and in onnxruntime) is in `cells.jsonl`, one line per cell.",
+        "",
+        "## How cells were decided",
+        "",
+        "| engine | cells |",
+        "|---|---:|",
+    ]
     lines += [f"| {engine} | {count} |" for engine, count in engines["by_engine"].items()]
-    lines += ["", f"Bound propagation decided {_percent(engines['bounds_share'])} of all cells "
-              f"({_percent(engines['bounds_share_of_exact'])} of the exact ones); "
-              f"{_percent(engines['decided_without_marabou_share'])} were decided without Marabou "
-              f"({engines['marabou_queries']} Marabou queries).", "",
-              "## Sampled cross-check", "",
-              f"{cross['samples']} uniform random inputs over the envelope (seed {cross['seed']}): "
-              f"{cross['on_exact']} fell in exact cells, where the table and the network's gated decision "
-              f"disagreed **{cross['mismatches']}** times (float64)"
-              + (f" and {cross['onnxruntime_mismatches']} times with onnxruntime" if "onnxruntime_mismatches" in cross
-                 else "") + ". "
-              f"Of the {cross['on_conservative']} inputs in conservative cells, the network itself chose "
-              f"{spec.conservative_token} for {cross['conservative_agreements']}.", "",
-              "## Certificate", "",
-              "| property | engine | verdict | seconds | SMT-LIB file |", "|---|---|---|---:|---|"]
+    lines += [
+        "",
+        f"Bound propagation decided {_percent(engines['bounds_share'])} of all cells "
+        f"({_percent(engines['bounds_share_of_exact'])} of the exact ones); "
+        f"{_percent(engines['decided_without_marabou_share'])} were decided without Marabou "
+        f"({engines['marabou_queries']} Marabou queries).",
+        "",
+        "## Sampled cross-check",
+        "",
+        f"{cross['samples']} uniform random inputs over the envelope (seed {cross['seed']}): "
+        f"{cross['on_exact']} fell in exact cells, where the table and the network's gated decision "
+        f"disagreed **{cross['mismatches']}** times (float64)"
+        + (
+            f" and {cross['onnxruntime_mismatches']} times with onnxruntime"
+            if "onnxruntime_mismatches" in cross
+            else ""
+        )
+        + ". "
+        f"Of the {cross['on_conservative']} inputs in conservative cells, the network itself chose "
+        f"{spec.conservative_token} for {cross['conservative_agreements']}.",
+        "",
+        "## Certificate",
+        "",
+        "| property | engine | verdict | seconds | SMT-LIB file |",
+        "|---|---|---|---:|---|",
+    ]
     for entry in summary["certificate"]:
         smt2 = f"`{entry['smt2']}`" if entry["smt2"] else ""
-        lines.append(f"| {entry['property']} | {entry['engine']} | {entry['verdict']} | {entry['seconds']:.3f} "
-                     f"| {smt2} |")
+        lines.append(
+            f"| {entry['property']} | {entry['engine']} | {entry['verdict']} | {entry['seconds']:.3f} | {smt2} |"
+        )
     lines += ["", "Property meanings:", ""]
     lines += [f"- `{entry['property']}`: {entry['description']}" for entry in summary["certificate"]]
     if summary["disagreements"]:
         lines += ["", "Z3 and enumeration disagree:", ""] + [f"- {line}" for line in summary["disagreements"]]
     for picture in summary["decision_maps"]:
         fixed = ", ".join(f"{k} = {v:g}" for k, v in picture["fixed"].items())
-        lines += ["", f"## Decision map: {picture['x']} against {picture['y']}", "",
-                  f"Other inputs fixed at {fixed}. Left, the certified table (hatched cells are conservative); "
-                  f"right, the network's gated decision. On exact cells the two agree at "
-                  f"{_percent(picture['agreement'])} of the raster points.", "",
-                  f"![decision map]({picture['file']})"]
-    lines += ["", "## Re-running the proofs", "",
-              "Every `.smt2` file is a standalone SMT-LIB 2.6 script whose `:status` is the recorded verdict "
-              "(unsat = proved). Re-run one with `z3 FILE.smt2`, or all of them with "
-              "`certfsm recheck THIS_FOLDER [--solver z3|cvc5]`. `certfsm inspect ARTIFACT --report THIS_FOLDER` "
-              "checks the artifact's hash, its certificate and the hashes of these files.", ""]
+        lines += [
+            "",
+            f"## Decision map: {picture['x']} against {picture['y']}",
+            "",
+            f"Other inputs fixed at {fixed}. Left, the certified table (hatched cells are conservative); "
+            f"right, the network's gated decision. On exact cells the two agree at "
+            f"{_percent(picture['agreement'])} of the raster points.",
+            "",
+            f"![decision map]({picture['file']})",
+        ]
+    lines += [
+        "",
+        "## Re-running the proofs",
+        "",
+        "Every `.smt2` file is a standalone SMT-LIB 2.6 script whose `:status` is the recorded verdict "
+        "(unsat = proved). Re-run one with `z3 FILE.smt2`, or all of them with "
+        "`certfsm recheck THIS_FOLDER [--solver z3|cvc5]`. `certfsm inspect ARTIFACT --report THIS_FOLDER` "
+        "checks the artifact's hash, its certificate and the hashes of these files.",
+        "",
+    ]
     return "\n".join(lines)

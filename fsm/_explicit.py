@@ -39,9 +39,9 @@ PROPERTY_DESCRIPTIONS = {
     "fallback-conservative": "out of envelope or with the SLA violated, the conservative token is emitted that cycle",
     "switch-cooldown": "two switches to non-conservative tokens are at least cooldown_cycles cycles apart",
     "total-deterministic": "every input gives one well-formed next state, token (the new current) and reason, "
-                           "the same every time",
+    "the same every time",
     "override-allowed": "with an override present the emitted token is allowed in the cell, and reason OVERRIDE "
-                        "means the emitted token is the requested overridable token",
+    "means the emitted token is the requested overridable token",
 }
 
 Node = tuple[State, int]
@@ -83,8 +83,13 @@ def transition_violations(params: MachineParams, node: Node, inputs: MachineInpu
     bad = set()
     after, output, reason = outcome
     in_range = isinstance(output, numbers.Integral) and 0 <= output < params.n_tokens
-    if (outcome != again or not is_well_formed(params, after) or not in_range or output != after.current
-            or reason not in _REASON_VALUES):
+    if (
+        outcome != again
+        or not is_well_formed(params, after)
+        or not in_range
+        or output != after.current
+        or reason not in _REASON_VALUES
+    ):
         bad.add("total-deterministic")
     if not in_range or output not in params.legal or params.codes[output] not in params.legal_codes:
         bad.add("output-legal")
@@ -97,16 +102,16 @@ def transition_violations(params: MachineParams, node: Node, inputs: MachineInpu
         bad.add("switch-cooldown")
     if inputs.override is not None and inputs.in_envelope and not permitted:
         bad.add("override-allowed")
-    if reason == Reason.OVERRIDE and (inputs.override is None or output != inputs.override
-                                      or inputs.override not in params.overridable):
+    if reason == Reason.OVERRIDE and (
+        inputs.override is None or output != inputs.override or inputs.override not in params.overridable
+    ):
         bad.add("override-allowed")
     return frozenset(bad)
 
 
 def _call(step_function, params, state, item: MachineInput):
     try:
-        return step_function(params, state, item.proposal, item.allowed, item.in_envelope, item.sla_ok,
-                             item.override)
+        return step_function(params, state, item.proposal, item.allowed, item.in_envelope, item.sla_ok, item.override)
     except Exception as error:  # a crashing step is a totality violation, reported with its trace
         return error
 
@@ -117,8 +122,12 @@ def _call(step_function, params, state, item: MachineInput):
 def alphabet(params: MachineParams, rows) -> tuple[MachineInput, ...]:
     """Every input over the (proposal, allowed row) pairs `rows`, plus out of envelope."""
     overrides = (None, *range(params.n_tokens), params.n_tokens)
-    inputs = [MachineInput(p, tuple(bool(a) for a in row), True, sla, o)
-              for p, row in rows for sla in (True, False) for o in overrides]
+    inputs = [
+        MachineInput(p, tuple(bool(a) for a in row), True, sla, o)
+        for p, row in rows
+        for sla in (True, False)
+        for o in overrides
+    ]
     inputs += [MachineInput(None, None, False, sla, o) for sla in (True, False) for o in overrides]
     return tuple(inputs)
 
@@ -134,8 +143,10 @@ def free_rows(params: MachineParams) -> tuple[tuple[int, tuple[bool, ...]], ...]
     legal = sorted(params.legal)
     free = [t for t in legal if t != params.conservative]
     if len(legal) * 2 ** len(free) > _FREE_ROWS_LIMIT:
-        raise ValueError(f"{len(legal)} legal tokens give too many allowed rows to enumerate; "
-                         "enumerate the classes of a table instead (table_rows)")
+        raise ValueError(
+            f"{len(legal)} legal tokens give too many allowed rows to enumerate; "
+            "enumerate the classes of a table instead (table_rows)"
+        )
     rows = []
     for bits in itertools.product((False, True), repeat=len(free)):
         row = [False] * params.n_tokens
@@ -173,8 +184,9 @@ class Exploration:
         return path[::-1]
 
 
-def explore(params: MachineParams, inputs, step_function=step, max_nodes: int = 1_000_000,
-            keep_edges: bool = False) -> Exploration:
+def explore(
+    params: MachineParams, inputs, step_function=step, max_nodes: int = 1_000_000, keep_edges: bool = False
+) -> Exploration:
     """Breadth-first search over every reachable node and every input, judging each transition.
 
     With `keep_edges`, `Exploration.edges` maps (node, input) to
@@ -209,8 +221,9 @@ def explore(params: MachineParams, inputs, step_function=step, max_nodes: int = 
                     continue
                 parent[after] = (node, item)
                 frontier.append(after)
-    return Exploration(params, inputs, parent, first_violation, transitions, time.perf_counter() - started,
-                       complete, edges)
+    return Exploration(
+        params, inputs, parent, first_violation, transitions, time.perf_counter() - started, complete, edges
+    )
 
 
 def violation_trace(exploration: Exploration, name: str, step_function=step) -> Trace | None:
@@ -228,18 +241,38 @@ def violation_trace(exploration: Exploration, name: str, step_function=step) -> 
 def check_explicit(params: MachineParams, inputs, step_function=step) -> tuple[Proof, ...]:
     """Every machine property by enumeration: one `Proof` (engine "explicit") per name in MACHINE_PROPERTIES."""
     exploration = explore(params, inputs, step_function)
-    stats = {"nodes": len(exploration.parent), "transitions": exploration.transitions,
-             "inputs": len(exploration.inputs)}
+    stats = {
+        "nodes": len(exploration.parent),
+        "transitions": exploration.transitions,
+        "inputs": len(exploration.inputs),
+    }
     proofs = []
     for name in MACHINE_PROPERTIES:
         if name in exploration.first_violation:
             node, item = exploration.first_violation[name]
             trace = violation_trace(exploration, name, step_function)
-            proofs.append(Proof("violated", "explicit", exploration.seconds, trace=trace, stats=stats, property=name,
-                                reason=f"from {node[0]} (since_switch={node[1]}) on {item.describe()}"))
+            proofs.append(
+                Proof(
+                    "violated",
+                    "explicit",
+                    exploration.seconds,
+                    trace=trace,
+                    stats=stats,
+                    property=name,
+                    reason=f"from {node[0]} (since_switch={node[1]}) on {item.describe()}",
+                )
+            )
         elif not exploration.complete:
-            proofs.append(Proof("unknown", "explicit", exploration.seconds, stats=stats, property=name,
-                                reason="the reachable state space exceeded the enumeration limit"))
+            proofs.append(
+                Proof(
+                    "unknown",
+                    "explicit",
+                    exploration.seconds,
+                    stats=stats,
+                    property=name,
+                    reason="the reachable state space exceeded the enumeration limit",
+                )
+            )
         else:
             proofs.append(Proof("proved", "explicit", exploration.seconds, stats=stats, property=name))
     return tuple(proofs)

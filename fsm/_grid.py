@@ -75,15 +75,18 @@ class Grid:
         if not edges:
             raise SpecError("Grid: no inputs were given; a grid needs at least one input with its edges")
         if len(names) != len(edges) or len(frac_bits) != len(edges):
-            raise SpecError(f"Grid: {len(edges)} edge arrays but {len(names)} names and {len(frac_bits)} frac_bits; "
-                            "give one name and one frac_bits (or None) per input")
+            raise SpecError(
+                f"Grid: {len(edges)} edge arrays but {len(names)} names and {len(frac_bits)} frac_bits; "
+                "give one name and one frac_bits (or None) per input"
+            )
         for i, (name, e, f) in enumerate(zip(names, edges, frac_bits)):
             if e.ndim != 1 or e.size < 2 or not np.all(np.isfinite(e)) or not np.all(np.diff(e) > 0):
-                raise SpecError(f"Grid: edges of inputs[{i}] ({name}) = {e.tolist()} are not at least two finite, "
-                                "strictly increasing numbers; fix the edges")
+                raise SpecError(
+                    f"Grid: edges of inputs[{i}] ({name}) = {e.tolist()} are not at least two finite, "
+                    "strictly increasing numbers; fix the edges"
+                )
             if f is not None and not 0 <= f <= 24:
-                raise SpecError(f"Grid: frac_bits of inputs[{i}] ({name}) = {f} is outside 0..24; "
-                                "use 0..24 or None")
+                raise SpecError(f"Grid: frac_bits of inputs[{i}] ({name}) = {f} is outside 0..24; use 0..24 or None")
         object.__setattr__(self, "edges", edges)
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "frac_bits", frac_bits)
@@ -91,16 +94,21 @@ class Grid:
     @classmethod
     def from_spec(cls, spec) -> "Grid":
         """The grid of a `ControllerSpec`: its materialised edges, input names and frac_bits."""
-        return cls(tuple(np.array(item.edges) for item in spec.inputs),
-                   tuple(item.name for item in spec.inputs),
-                   tuple(item.frac_bits for item in spec.inputs))
+        return cls(
+            tuple(np.array(item.edges) for item in spec.inputs),
+            tuple(item.name for item in spec.inputs),
+            tuple(item.frac_bits for item in spec.inputs),
+        )
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Grid):
             return NotImplemented
-        return (self.names == other.names and self.frac_bits == other.frac_bits
-                and len(self.edges) == len(other.edges)
-                and all(np.array_equal(a, b) for a, b in zip(self.edges, other.edges)))
+        return (
+            self.names == other.names
+            and self.frac_bits == other.frac_bits
+            and len(self.edges) == len(other.edges)
+            and all(np.array_equal(a, b) for a, b in zip(self.edges, other.edges))
+        )
 
     def __hash__(self) -> int:
         return hash((self.names, self.frac_bits, tuple(e.tobytes() for e in self.edges)))
@@ -135,19 +143,25 @@ class Grid:
         try:
             array = np.asarray(x, dtype=dtype)
         except (TypeError, ValueError):
-            raise SpecError(f"{what}: got {x!r:.60}, expected numbers: one value per input "
-                            f"({', '.join(self.names)}) or rows of them") from None
+            raise SpecError(
+                f"{what}: got {x!r:.60}, expected numbers: one value per input "
+                f"({', '.join(self.names)}) or rows of them"
+            ) from None
         if array.ndim not in (1, 2) or array.shape[-1] != self.n_inputs:
-            raise SpecError(f"{what}: got an array of shape {array.shape}, expected ({self.n_inputs},) or "
-                            f"(m, {self.n_inputs}): one value per input ({', '.join(self.names)}) in that order")
+            raise SpecError(
+                f"{what}: got an array of shape {array.shape}, expected ({self.n_inputs},) or "
+                f"(m, {self.n_inputs}): one value per input ({', '.join(self.names)}) in that order"
+            )
         return array.reshape(-1, self.n_inputs), array.ndim == 1
 
     @functools.cached_property
     def float_keys(self) -> tuple[tuple[float, np.ndarray, float], ...]:
         """Per input (low, interior, high) with a float x in bin k exactly as the decimal edges say
         (`certfsm.machine.reading_keys`): inside when low <= x <= high, bin = #interior keys <= x."""
-        return tuple((low, np.array(interior, dtype=np.float64), high)
-                     for low, interior, high in (reading_keys(e) for e in self.edges))
+        return tuple(
+            (low, np.array(interior, dtype=np.float64), high)
+            for low, interior, high in (reading_keys(e) for e in self.edges)
+        )
 
     def cell_of(self, x):
         """Flat cell index of one point (an int) or of a batch of rows (an int64 array); -1 outside the envelope.
@@ -179,8 +193,10 @@ class Grid:
 
     def _require_cell(self, index) -> None:
         if not 0 <= int(index) < self.n_cells:
-            raise SpecError(f"cell index {index} is outside 0..{self.n_cells - 1} of a grid with shape "
-                            f"{self.shape}; use an index from cell_of")
+            raise SpecError(
+                f"cell index {index} is outside 0..{self.n_cells - 1} of a grid with shape "
+                f"{self.shape}; use an index from cell_of"
+            )
 
     def cell_bounds(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) corners of cell `index`; the cell is [lower, upper) except that
@@ -201,8 +217,13 @@ class Grid:
     @functools.cached_property
     def _rounded_edges(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
         """Per input, every edge's decimal rounded down and rounded up to float64."""
-        return tuple((np.array([float_at_most(decimal_value(v)) for v in e]),
-                      np.array([float_at_least(decimal_value(v)) for v in e])) for e in self.edges)
+        return tuple(
+            (
+                np.array([float_at_most(decimal_value(v)) for v in e]),
+                np.array([float_at_least(decimal_value(v)) for v in e]),
+            )
+            for e in self.edges
+        )
 
     def proof_cells_bounds(self, cells) -> tuple[np.ndarray, np.ndarray]:
         """`cells_bounds` rounded outward: float64 boxes that contain every real point of the cells' exact boxes."""
@@ -247,8 +268,10 @@ class Grid:
     def _require_fixed_point(self) -> None:
         for i, (name, f) in enumerate(zip(self.names, self.frac_bits)):
             if f is None:
-                raise SpecError(f"inputs[{i}] ({name}) has no frac_bits, so the grid has no fixed-point path; "
-                                "add frac_bits (0..24) to that input in the spec")
+                raise SpecError(
+                    f"inputs[{i}] ({name}) has no frac_bits, so the grid has no fixed-point path; "
+                    "add frac_bits (0..24) to that input in the spec"
+                )
 
     def integer_thresholds(self) -> tuple[tuple[int, ...], ...]:
         """Per input, ceil(e * 2^f) for every edge e (first and last included), from the exact value of e.
@@ -278,8 +301,10 @@ class Grid:
     @staticmethod
     def _require_int64(name: str, values) -> None:
         if any(not _INT64.min <= v <= _INT64.max for v in values):
-            raise SpecError(f"input {name}: a fixed-point threshold does not fit in int64; "
-                            "lower frac_bits or the range of that input")
+            raise SpecError(
+                f"input {name}: a fixed-point threshold does not fit in int64; "
+                "lower frac_bits or the range of that input"
+            )
 
     def cell_of_fixed(self, v):
         """`cell_of` for fixed-point integers v (v[i] means v[i] * 2^-frac_bits[i]), by integer compares only.
@@ -289,8 +314,10 @@ class Grid:
         """
         array = np.asarray(v)
         if array.dtype.kind not in "iu" or (array.dtype.kind == "u" and array.size and array.max() > _INT64.max):
-            raise SpecError(f"cell_of_fixed: got values of dtype {array.dtype}, expected integers that fit in "
-                            "int64 (v means v * 2^-frac_bits); convert the readings to fixed point first")
+            raise SpecError(
+                f"cell_of_fixed: got values of dtype {array.dtype}, expected integers that fit in "
+                "int64 (v means v * 2^-frac_bits); convert the readings to fixed point first"
+            )
         rows, single = self._rows(array, "cell_of_fixed", np.int64)
         inside = np.ones(rows.shape[0], dtype=bool)
         bins = np.empty(rows.shape, dtype=np.int64)
@@ -303,5 +330,7 @@ class Grid:
     @functools.cached_property
     def _fixed_point_tables(self) -> tuple[tuple[np.ndarray, int, int], ...]:
         """Per input: the interior integer thresholds (int64) and the integer envelope."""
-        return tuple((np.array(t[1:-1], dtype=np.int64), lo, hi)
-                     for t, (lo, hi) in zip(self.integer_thresholds(), self.integer_envelope()))
+        return tuple(
+            (np.array(t[1:-1], dtype=np.int64), lo, hi)
+            for t, (lo, hi) in zip(self.integer_thresholds(), self.integer_envelope())
+        )

@@ -24,8 +24,19 @@ from dataclasses import dataclass, field
 from certfsm.machine import NO_CANDIDATE, MachineParams, Reason, State, initial_state, step
 from certfsm import VIOLATED, VerdictRecord
 
-__all__ = ["NO_CANDIDATE", "MachineInput", "MachineParams", "Proof", "Reason", "State", "Trace", "TraceStep",
-           "initial_state", "replay", "step"]
+__all__ = [
+    "NO_CANDIDATE",
+    "MachineInput",
+    "MachineParams",
+    "Proof",
+    "Reason",
+    "State",
+    "Trace",
+    "TraceStep",
+    "initial_state",
+    "replay",
+    "step",
+]
 
 
 # ------------------------------------------------------------- traces
@@ -76,8 +87,9 @@ class Trace:
     def describe(self) -> str:
         lines = []
         for k, s in enumerate(self.steps):
-            lines.append(f"cycle {k}: {s.before} + {s.inputs.describe()} -> token {s.output} "
-                         f"({s.reason.name}), {s.after}")
+            lines.append(
+                f"cycle {k}: {s.before} + {s.inputs.describe()} -> token {s.output} ({s.reason.name}), {s.after}"
+            )
         return "\n".join(lines)
 
 
@@ -86,8 +98,9 @@ def replay(params: MachineParams, inputs, step_function=step) -> Trace:
     state = initial_state(params)
     steps = []
     for item in inputs:
-        after, output, reason = step_function(params, state, item.proposal, item.allowed, item.in_envelope,
-                                              item.sla_ok, item.override)
+        after, output, reason = step_function(
+            params, state, item.proposal, item.allowed, item.in_envelope, item.sla_ok, item.override
+        )
         steps.append(TraceStep(state, item, after, output, Reason(reason)))
         state = after
     return Trace(tuple(steps))

@@ -49,16 +49,27 @@ from pathlib import Path
 from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES
 from certfsm.verify import smtlib_text, solve_text, write_proof_query
 
-from ._explicit import (PROPERTY_DESCRIPTIONS, alphabet, explore, free_rows, initial_node,
-                        next_since, table_rows, transition_violations, violation_trace)
+from ._explicit import (
+    PROPERTY_DESCRIPTIONS,
+    alphabet,
+    explore,
+    free_rows,
+    initial_node,
+    next_since,
+    table_rows,
+    transition_violations,
+    violation_trace,
+)
 from ._machine import MachineInput, MachineParams, Proof, Reason, State, replay, step
 
-_INVARIANT_TEXT = ("registers in their domain, current token legal, since_switch in 0..C, "
-                   "cooldown = 0 implies since_switch = C, cooldown > 0 implies since_switch + cooldown >= C + 1")
+_INVARIANT_TEXT = (
+    "registers in their domain, current token legal, since_switch in 0..C, "
+    "cooldown = 0 implies since_switch = C, cooldown > 0 implies since_switch + cooldown >= C + 1"
+)
 _QUERY_DESCRIPTIONS = {
     "invariant-initial": "the initial state satisfies the inductive invariant: " + _INVARIANT_TEXT,
     "invariant-inductive": "one step from any state satisfying the invariant, on any admissible input, "
-                           "satisfies it again",
+    "satisfies it again",
     **PROPERTY_DESCRIPTIONS,
 }
 
@@ -70,8 +81,14 @@ def invariant_holds(params: MachineParams, state: State, since: int) -> bool:
     no_candidate = state.candidate == -1 and state.count == 0
     candidate = 0 <= state.candidate < n and 1 <= state.count <= params.confirm_cycles
     timing = since == limit if state.cooldown == 0 else since + state.cooldown >= limit + 1
-    return (0 <= state.current < n and state.current in params.legal and (no_candidate or candidate)
-            and 0 <= state.cooldown <= limit and 0 <= since <= limit and timing)
+    return (
+        0 <= state.current < n
+        and state.current in params.legal
+        and (no_candidate or candidate)
+        and 0 <= state.cooldown <= limit
+        and 0 <= since <= limit
+        and timing
+    )
 
 
 # ------------------------------------------------------------- SMT-LIB files and solving
@@ -82,8 +99,17 @@ def solve_script(body: list[str], logic: str, timeout: float, rlimit: int | None
     return solve_text(smtlib_text(body, logic), timeout, rlimit)
 
 
-def write_proof_file(path, body: list[str], logic: str, *, prop: str, description: str, verdict: str,
-                     stable: bool = False, extra: dict | None = None) -> str:
+def write_proof_file(
+    path,
+    body: list[str],
+    logic: str,
+    *,
+    prop: str,
+    description: str,
+    verdict: str,
+    stable: bool = False,
+    extra: dict | None = None,
+) -> str:
     """Header + standalone script at `path`, atomically; returns the file's SHA-256 (hex).
 
     The header holds no time: the artifact's certificate records this
@@ -91,8 +117,17 @@ def write_proof_file(path, body: list[str], logic: str, *, prop: str, descriptio
     (the time is in the report's summary.json). `stable` also leaves out
     the certfsm version (golden files).
     """
-    return write_proof_query(path, body, logic, prop_name=prop, description=description, verdict=verdict,
-                             seconds=None, stable=stable, extra=extra)
+    return write_proof_query(
+        path,
+        body,
+        logic,
+        prop_name=prop,
+        description=description,
+        verdict=verdict,
+        seconds=None,
+        stable=stable,
+        extra=extra,
+    )
 
 
 # ------------------------------------------------------------- the encoding
@@ -134,15 +169,21 @@ class StepEncoding:
     def declarations(self) -> list[str]:
         p = self.params
         n, C, K = p.n_tokens, p.cooldown_cycles, p.conservative
-        lines = [f"; machine: {p.describe()}",
-                 "; state before the step; since = cycles since the last switch to a non-conservative token "
-                 f"(saturating at {C})"]
+        lines = [
+            f"; machine: {p.describe()}",
+            "; state before the step; since = cycles since the last switch to a non-conservative token "
+            f"(saturating at {C})",
+        ]
         lines += [f"(declare-const {name} Int)" for name in _STATE]
         lines.append("; inputs of the cycle: proposal and allowed row of the cell, envelope, SLA, override")
         lines.append("(declare-const prop Int)")
         lines += [f"(declare-const a_{k} Bool)" for k in range(n)]
-        lines += ["(declare-const env Bool)", "(declare-const sla Bool)", "(declare-const ovr_on Bool)",
-                  "(declare-const ovr Int)"]
+        lines += [
+            "(declare-const env Bool)",
+            "(declare-const sla Bool)",
+            "(declare-const ovr_on Bool)",
+            "(declare-const ovr Int)",
+        ]
         lines.append(f"(define-fun allowed ((t Int)) Bool {_any([f'(and (= t {k}) a_{k})' for k in range(n)])})")
         lines.append(f"(define-fun legal ((t Int)) Bool {_is('t', sorted(p.legal))})")
         lines.append(f"(define-fun overridable ((t Int)) Bool {_is('t', sorted(p.overridable))})")
@@ -151,12 +192,16 @@ class StepEncoding:
             code = f"(ite (= t {k}) {p.codes[k]} {code})"
         lines.append(f"(define-fun code ((t Int)) Int {code})")
         lines.append("; the state domain and the inductive invariant")
-        lines.append(f"(define-fun domain ((cur Int) (cand Int) (cnt Int) (cd Int)) Bool (and (<= 0 cur) (< cur {n}) "
-                     f"(or (and (= cand (- 1)) (= cnt 0)) (and (<= 0 cand) (< cand {n}) (<= 1 cnt) "
-                     f"(<= cnt {p.confirm_cycles}))) (<= 0 cd) (<= cd {C})))")
-        lines.append(f"(define-fun inv ((cur Int) (cand Int) (cnt Int) (cd Int) (since Int)) Bool (and "
-                     f"(domain cur cand cnt cd) (legal cur) (<= 0 since) (<= since {C}) "
-                     f"(ite (= cd 0) (= since {C}) (>= (+ since cd) {C + 1}))))")
+        lines.append(
+            f"(define-fun domain ((cur Int) (cand Int) (cnt Int) (cd Int)) Bool (and (<= 0 cur) (< cur {n}) "
+            f"(or (and (= cand (- 1)) (= cnt 0)) (and (<= 0 cand) (< cand {n}) (<= 1 cnt) "
+            f"(<= cnt {p.confirm_cycles}))) (<= 0 cd) (<= cd {C})))"
+        )
+        lines.append(
+            f"(define-fun inv ((cur Int) (cand Int) (cnt Int) (cd Int) (since Int)) Bool (and "
+            f"(domain cur cand cnt cd) (legal cur) (<= 0 since) (<= since {C}) "
+            f"(ite (= cd 0) (= since {C}) (>= (+ since cd) {C + 1}))))"
+        )
         lines.append(f"(define-fun initial () Bool (inv {K} (- 1) 0 0 {C}))")
         return lines
 
@@ -166,7 +211,7 @@ class StepEncoding:
         R = Reason
         down = _is("act", [R.FALLBACK_ENVELOPE, R.FALLBACK_SLA, R.LEGALITY_PREEMPT, R.MOVE_DOWN])
         hold = _is("act", [R.HOLD_CONFIRMING, R.HOLD_COOLDOWN])
-        restart = (f"(or {down} (= act {R.SWITCH}) (and (= act {R.OVERRIDE}) (not (= ovr cur))))")
+        restart = f"(or {down} (= act {R.SWITCH}) (and (= act {R.OVERRIDE}) (not (= ovr cur))))"
         return [
             "; the step (fsm/_machine.py: step), rule by rule; reason codes: "
             + ", ".join(f"{int(r)} {r.name}" for r in Reason),
@@ -197,15 +242,19 @@ class StepEncoding:
         p = self.params
         if rows is None:
             illegal = [f"(not a_{k})" for k in range(p.n_tokens) if k not in p.legal]
-            return ["; admissible inputs (free): a legal proposal allowed in its row, the conservative token "
-                    "allowed, illegal tokens not allowed",
-                    f"(assert (and (legal prop) (allowed prop) (allowed {p.conservative}) {' '.join(illegal)}))"]
+            return [
+                "; admissible inputs (free): a legal proposal allowed in its row, the conservative token "
+                "allowed, illegal tokens not allowed",
+                f"(assert (and (legal prop) (allowed prop) (allowed {p.conservative}) {' '.join(illegal)}))",
+            ]
         classes = []
         for proposal, row in rows:
             bits = " ".join(f"a_{k}" if a else f"(not a_{k})" for k, a in enumerate(row))
             classes.append(f"(and (= prop {proposal}) {bits})")
-        return [f"; admissible inputs: the table's {len(classes)} (proposal, allowed row) classes",
-                f"(assert {_any(classes)})"]
+        return [
+            f"; admissible inputs: the table's {len(classes)} (proposal, allowed row) classes",
+            f"(assert {_any(classes)})",
+        ]
 
     def property_assertions(self, name: str) -> list[str]:
         p = self.params
@@ -220,8 +269,10 @@ class StepEncoding:
             "output-allowed": "(=> env (allowed out))",
             "fallback-conservative": f"(=> (or (not env) (not sla)) (= out {K}))",
             "switch-cooldown": f"(=> switched (>= since {C}))",
-            "override-allowed": (f"(and (=> (and ovr_on env) (allowed out)) (=> (= reason {Reason.OVERRIDE}) "
-                                 "(and ovr_on (= out ovr) (overridable ovr))))"),
+            "override-allowed": (
+                f"(and (=> (and ovr_on env) (allowed out)) (=> (= reason {Reason.OVERRIDE}) "
+                "(and ovr_on (= out ovr) (overridable ovr))))"
+            ),
         }
         if name in claims:
             return lines + [f"(assert (not {claims[name]}))"]
@@ -233,21 +284,41 @@ class StepEncoding:
                 copies += [f"(assert (= {copy}_out out))", f"(assert (= {copy}_reason reason))"]
             same = " ".join(f"(= x_{v} y_{v})" for v in (*_STATE, "out", "reason"))
             reasons = _is("x_reason", [int(r) for r in Reason])
-            return lines + ["; two results of the same step must be equal, in the domain, emit the new "
-                            "current token and carry a known reason"] + copies + [
-                f"(assert (not (and {same} (domain x_cur x_cand x_cnt x_cd) (= x_out x_cur) {reasons})))"]
+            return (
+                lines
+                + [
+                    "; two results of the same step must be equal, in the domain, emit the new "
+                    "current token and carry a known reason"
+                ]
+                + copies
+                + [f"(assert (not (and {same} (domain x_cur x_cand x_cnt x_cd) (= x_out x_cur) {reasons})))"]
+            )
         raise ValueError(f"name={name!r} is not one of {INVARIANT_QUERIES + MACHINE_PROPERTIES}")
 
     def body(self, name: str, rows) -> list[str]:
-        return (self.declarations() + self.input_assumption(rows) + self.step_definitions()
-                + [f"; the query, negated: {_QUERY_DESCRIPTIONS[name]}"] + self.property_assertions(name))
+        return (
+            self.declarations()
+            + self.input_assumption(rows)
+            + self.step_definitions()
+            + [f"; the query, negated: {_QUERY_DESCRIPTIONS[name]}"]
+            + self.property_assertions(name)
+        )
 
 
 # ------------------------------------------------------------- proving
 
 
-def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: float = 60.0, stable: bool = False,
-                  step_function=step, encoding=StepEncoding, rlimit: int | None = None) -> tuple[Proof, ...]:
+def prove_machine(
+    params: MachineParams,
+    table=None,
+    folder=None,
+    *,
+    timeout: float = 60.0,
+    stable: bool = False,
+    step_function=step,
+    encoding=StepEncoding,
+    rlimit: int | None = None,
+) -> tuple[Proof, ...]:
     """Every query of INVARIANT_QUERIES + MACHINE_PROPERTIES by Z3, one `Proof` each.
 
     `table=None` proves the machine for free admissible inputs (any table
@@ -286,12 +357,28 @@ def prove_machine(params: MachineParams, table=None, folder=None, *, timeout: fl
         if folder is not None:
             file_name = f"machine-{name}.smt2"
             inputs = "free (any table that passes prove_table)" if rows is None else f"{len(rows)} table classes"
-            sha = write_proof_file(Path(folder) / file_name, body, "QF_LIA", prop=name,
-                                   description=_QUERY_DESCRIPTIONS[name], verdict=verdict, stable=stable,
-                                   extra={"machine": params.describe(), "inputs": inputs,
-                                          "invariant": _INVARIANT_TEXT})
-        proofs.append(Proof(verdict, "z3", seconds, reason if verdict != "proved" else "", trace=trace, property=name,
-                            smt2=file_name, smt2_sha256=sha))
+            sha = write_proof_file(
+                Path(folder) / file_name,
+                body,
+                "QF_LIA",
+                prop=name,
+                description=_QUERY_DESCRIPTIONS[name],
+                verdict=verdict,
+                stable=stable,
+                extra={"machine": params.describe(), "inputs": inputs, "invariant": _INVARIANT_TEXT},
+            )
+        proofs.append(
+            Proof(
+                verdict,
+                "z3",
+                seconds,
+                reason if verdict != "proved" else "",
+                trace=trace,
+                property=name,
+                smt2=file_name,
+                smt2_sha256=sha,
+            )
+        )
     return tuple(proofs)
 
 
@@ -317,9 +404,13 @@ class _Witnesses:
         p = self.params
         state = State(model.int("cur"), model.int("cand"), model.int("cnt"), model.int("cd"))
         since = model.int("since")
-        item = MachineInput(model.int("prop"), tuple(model.bool(f"a_{k}") for k in range(p.n_tokens)),
-                            model.bool("env"), model.bool("sla"),
-                            model.int("ovr") if model.bool("ovr_on") else None)
+        item = MachineInput(
+            model.int("prop"),
+            tuple(model.bool(f"a_{k}") for k in range(p.n_tokens)),
+            model.bool("env"),
+            model.bool("sla"),
+            model.int("ovr") if model.bool("ovr_on") else None,
+        )
         where = f"z3's counterexample: {state} with since_switch={since}, input {item.describe()}"
         if name == "invariant-initial":
             if not self.holds(*initial_node(p)):
@@ -360,8 +451,9 @@ class _Witnesses:
             return not self.holds(last.after, next_since(p, (last.before, since), last.output))
         outcome = (last.after, last.output, last.reason)
         item = last.inputs
-        again = self.step_function(p, last.before, item.proposal, item.allowed, item.in_envelope, item.sla_ok,
-                                   item.override)
+        again = self.step_function(
+            p, last.before, item.proposal, item.allowed, item.in_envelope, item.sla_ok, item.override
+        )
         return name in transition_violations(p, (last.before, since), item, outcome, again)
 
 

@@ -79,11 +79,21 @@ class DistillRun:
     """The core's one rule (`certfsm.is_certified`), the loader's: the runtime loads the artifact written."""
 
 
-def distill_controller(spec, *, out, report, network=None, jobs: int | None = None,
-                       per_cell_timeout: float = CELL_GUARD_SECONDS,
-                       checkpoint=None, seed: int = 0, samples: int = CROSS_CHECK_SAMPLES,
-                       maps: tuple[tuple[str, str], ...] | None = None, progress=None,
-                       stage: Stage | None = None) -> DistillRun:
+def distill_controller(
+    spec,
+    *,
+    out,
+    report,
+    network=None,
+    jobs: int | None = None,
+    per_cell_timeout: float = CELL_GUARD_SECONDS,
+    checkpoint=None,
+    seed: int = 0,
+    samples: int = CROSS_CHECK_SAMPLES,
+    maps: tuple[tuple[str, str], ...] | None = None,
+    progress=None,
+    stage: Stage | None = None,
+) -> DistillRun:
     """Distil `spec`'s network into a certified table and machine; write `out` (.cfsm) and the `report` folder.
 
     `network` defaults to the spec's ONNX model. `maps` lists the input
@@ -99,11 +109,15 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
 
     out, report = Path(out), Path(report)
     if out.suffix != ARTIFACT_SUFFIX:
-        raise SpecError(f"out={str(out)!r}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
-                        f"out={out.with_suffix(ARTIFACT_SUFFIX).name!r}")
+        raise SpecError(
+            f"out={str(out)!r}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
+            f"out={out.with_suffix(ARTIFACT_SUFFIX).name!r}"
+        )
     if not (isinstance(samples, int) and samples >= CROSS_CHECK_SAMPLES):
-        raise SpecError(f"samples={samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs; "
-                        f"give samples={CROSS_CHECK_SAMPLES} or more")
+        raise SpecError(
+            f"samples={samples!r}: the cross-check needs at least {CROSS_CHECK_SAMPLES} random inputs; "
+            f"give samples={CROSS_CHECK_SAMPLES} or more"
+        )
     if network is None:
         from certfsm import load_onnx
 
@@ -113,8 +127,9 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         check_axes(spec, x, y)
     tell = stage or (lambda message: None)
 
-    distillation = distill(spec, network, jobs=jobs, per_cell_timeout=per_cell_timeout, checkpoint=checkpoint,
-                           progress=progress, seed=seed)
+    distillation = distill(
+        spec, network, jobs=jobs, per_cell_timeout=per_cell_timeout, checkpoint=checkpoint, progress=progress, seed=seed
+    )
     tell(f"cross-checking {samples} random inputs")
     cross = sampled_cross_check(distillation, spec, network, n=samples, seed=seed, check_onnxruntime=True)
     table = distillation.table
@@ -131,37 +146,78 @@ def distill_controller(spec, *, out, report, network=None, jobs: int | None = No
         certificate = _certificate(distillation, cross, table_proofs, machine_proofs, explicit, conflicts)
         certified = is_certified(certificate, spec.to_json(), bool((table.status == EXACT).any()))
         tell("drawing the decision maps")
-        pictures = [render_decision_map(spec, network, table, staging / f"decision-map-{x}-{y}.png", x_input=x,
-                                        y_input=y, fixed=busiest_slice(spec, table, x, y),
-                                        held_back=distillation.held_back) for x, y in pairs]
+        pictures = [
+            render_decision_map(
+                spec,
+                network,
+                table,
+                staging / f"decision-map-{x}-{y}.png",
+                x_input=x,
+                y_input=y,
+                fixed=busiest_slice(spec, table, x, y),
+                held_back=distillation.held_back,
+            )
+            for x, y in pairs
+        ]
         _write_cells(staging / "cells.jsonl", distillation, spec)
         tell(f"writing {out}")
         artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)
-        summary = write_summary(staging, spec=spec, network=network, distillation=distillation, cross_check=cross,
-                                certificate=certificate, certified=certified, disagreements=conflicts,
-                                pictures=pictures, artifact=out, artifact_sha256=artifact_sha256)
-    return DistillRun(distillation, cross, table_proofs, machine_proofs, explicit, conflicts, certificate,
-                      out, artifact_sha256, report, summary, certified)
+        summary = write_summary(
+            staging,
+            spec=spec,
+            network=network,
+            distillation=distillation,
+            cross_check=cross,
+            certificate=certificate,
+            certified=certified,
+            disagreements=conflicts,
+            pictures=pictures,
+            artifact=out,
+            artifact_sha256=artifact_sha256,
+        )
+    return DistillRun(
+        distillation,
+        cross,
+        table_proofs,
+        machine_proofs,
+        explicit,
+        conflicts,
+        certificate,
+        out,
+        artifact_sha256,
+        report,
+        summary,
+        certified,
+    )
 
 
 def _stop_if_guarded(proofs) -> None:
     """A proof the wall-clock guard ended would make the artifact depend on the machine's speed: stop instead."""
     for proof in proofs:
         if proof.reason.startswith(WALL_CLOCK_GUARD):
-            raise EngineError(f"{proof.property}: {proof.reason} ({PROOF_GUARD_SECONDS:g} s, rlimit {PROOF_RLIMIT}), "
-                              "so its verdict would depend on the machine's speed; nothing was written; re-run on a "
-                              "less loaded machine")
+            raise EngineError(
+                f"{proof.property}: {proof.reason} ({PROOF_GUARD_SECONDS:g} s, rlimit {PROOF_RLIMIT}), "
+                "so its verdict would depend on the machine's speed; nothing was written; re-run on a "
+                "less loaded machine"
+            )
 
 
-def _certificate(distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit,
-                 conflicts) -> tuple[VerdictRecord, ...]:
+def _certificate(
+    distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit, conflicts
+) -> tuple[VerdictRecord, ...]:
     """The artifact's certificate, every record required; see the module docstring for what each one means."""
     status, engines = distillation.table.status, distillation.engine_of_cell
     used = sorted(set(engines[status == EXACT].tolist())) or ["none"]
     mismatches = cross["mismatches"]
-    records = [VerdictRecord("violated" if mismatches else "proved", "+".join(used), distillation.seconds,
-                             f"{mismatches} sampled inputs of exact cells decided otherwise" if mismatches else "",
-                             property=CELLS_EXACT)]
+    records = [
+        VerdictRecord(
+            "violated" if mismatches else "proved",
+            "+".join(used),
+            distillation.seconds,
+            f"{mismatches} sampled inputs of exact cells decided otherwise" if mismatches else "",
+            property=CELLS_EXACT,
+        )
+    ]
     for proof in (*table_proofs, *machine_proofs):
         name = proof.property if proof.property.startswith("table-") else f"machine-{proof.property}"
         records.append(_record(name, proof))
@@ -176,19 +232,36 @@ def _certificate(distillation: Distillation, cross: dict, table_proofs, machine_
 
 def _record(name: str, proof: Proof) -> VerdictRecord:
     """`proof` as a certificate record under the certificate's name for it (without the proof's evidence)."""
-    return VerdictRecord(proof.verdict, proof.engine, proof.seconds, proof.reason, property=name, smt2=proof.smt2,
-                         smt2_sha256=proof.smt2_sha256)
+    return VerdictRecord(
+        proof.verdict,
+        proof.engine,
+        proof.seconds,
+        proof.reason,
+        property=name,
+        smt2=proof.smt2,
+        smt2_sha256=proof.smt2_sha256,
+    )
 
 
 def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate) -> str:
     from certfsm import allowed_bitmasks, artifact_payload, write_artifact
 
     payload = artifact_payload(
-        spec=spec.to_json(), model_sha256=network.sha256, edges=table.grid.edges, frac_bits=table.grid.frac_bits,
-        proposal=table.proposal, exact=table.status == EXACT, allowed=allowed_bitmasks(table.allowed),
-        conservative=params.conservative, confirm_cycles=params.confirm_cycles,
-        cooldown_cycles=params.cooldown_cycles, overridable=params.overridable, codes=params.codes,
-        certificate=certificate, created_by=f"certfsm {certfsm_version()}")
+        spec=spec.to_json(),
+        model_sha256=network.sha256,
+        edges=table.grid.edges,
+        frac_bits=table.grid.frac_bits,
+        proposal=table.proposal,
+        exact=table.status == EXACT,
+        allowed=allowed_bitmasks(table.allowed),
+        conservative=params.conservative,
+        confirm_cycles=params.confirm_cycles,
+        cooldown_cycles=params.cooldown_cycles,
+        overridable=params.overridable,
+        codes=params.codes,
+        certificate=certificate,
+        created_by=f"certfsm {certfsm_version()}",
+    )
     return write_artifact(out, payload)
 
 
@@ -197,12 +270,15 @@ def _write_cells(path: Path, distillation: Distillation, spec) -> None:
     table, names = distillation.table, spec.outputs
     with open(path, "w", encoding="utf-8") as handle:
         for cell in range(table.n_cells):
-            record = {"cell": cell, "bins": [int(b) for b in np.unravel_index(cell, table.grid.shape)],
-                      "status": "exact" if table.status[cell] == EXACT else "conservative",
-                      "token": names[int(table.proposal[cell])], "engine": str(distillation.engine_of_cell[cell])}
+            record = {
+                "cell": cell,
+                "bins": [int(b) for b in np.unravel_index(cell, table.grid.shape)],
+                "status": "exact" if table.status[cell] == EXACT else "conservative",
+                "token": names[int(table.proposal[cell])],
+                "engine": str(distillation.engine_of_cell[cell]),
+            }
             if cell in distillation.witnesses:
                 record["witness"] = [[float(v) for v in x] for x in distillation.witnesses[cell]]
             if cell in distillation.reasons:
                 record["reason"] = distillation.reasons[cell]
             handle.write(json.dumps(record) + "\n")
-

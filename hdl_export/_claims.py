@@ -18,18 +18,26 @@ from ._hardware import STATE_REGISTERS, Hardware
 from ._transition import Transition
 
 QUERIES = ("reset", "hold", "sample", "step")
-PIPELINE_REGISTERS = ("valid_q", "in_envelope_q", "cell_q", "sla_ok_q", "override_request_q", "override_code_q",
-                      "proposal_q", "allowed_q")
+PIPELINE_REGISTERS = (
+    "valid_q",
+    "in_envelope_q",
+    "cell_q",
+    "sla_ok_q",
+    "override_request_q",
+    "override_code_q",
+    "proposal_q",
+    "allowed_q",
+)
 OUTPUTS = ("token_code", "reason_code", "cell_index", "out_valid")
 INPUTS = ("rst", "in_valid", "sla_ok", "override_request", "override_code")
 DESCRIPTIONS = {
     "reset": "an edge with rst gives the initial state, empties the pipeline and sets the reset outputs",
     "hold": "an edge with valid_q 0 keeps the state and the outputs and clears out_valid",
     "sample": "binning, ROM and masks: for every input the pipeline registers hold the artifact's envelope test, "
-              "cell (integer thresholds of its edges), table word and allowed mask, and pass in_valid, sla_ok "
-              "and the override through",
+    "cell (integer thresholds of its edges), table word and allowed mask, and pass in_valid, sla_ok "
+    "and the override through",
     "step": "for every state in the machine's domain and every pipeline content, the next state and outputs are "
-            "those of the machine's step encoding (certfsm.fsm.StepEncoding)",
+    "those of the machine's step encoding (certfsm.fsm.StepEncoding)",
 }
 LOGIC = {"reset": "QF_UFBV", "hold": "QF_UFBV", "sample": "QF_UFBV", "step": "ALL"}
 """The step claim links bit vectors to StepEncoding's integers (bv2nat), so it needs more than QF_UFBV."""
@@ -83,12 +91,18 @@ class Claims:
     def prefix(self) -> list[str]:
         """The lines every claim begins with: the transition relation, one edge from s to t, and the views."""
         t, m = self.transition, self.transition.module
-        lines = [f"; the module's transition relation: {t.yosys_version} write_smt2 -stbv -wires of {self.file_name}, "
-                 f"module {m}", *t.body(),
-                 "; one rising edge: state s before it, state t after it",
-                 f"(declare-const s |{m}_s|)", f"(declare-const t |{m}_s|)",
-                 f"(assert (|{m}_h| s))", f"(assert (|{m}_h| t))", f"(assert (|{m}_t| s t))",
-                 "; views of the port contract's signals: s.NAME before the edge, t.NAME after it"]
+        lines = [
+            f"; the module's transition relation: {t.yosys_version} write_smt2 -stbv -wires of {self.file_name}, "
+            f"module {m}",
+            *t.body(),
+            "; one rising edge: state s before it, state t after it",
+            f"(declare-const s |{m}_s|)",
+            f"(declare-const t |{m}_s|)",
+            f"(assert (|{m}_h| s))",
+            f"(assert (|{m}_h| t))",
+            f"(assert (|{m}_t| s t))",
+            "; views of the port contract's signals: s.NAME before the edge, t.NAME after it",
+        ]
         for (state, name), declaration in zip(self._views(), self.view_declarations()):
             width, term = self.width(name), t.at(name, state)
             value = f"(ite {term} #b1 #b0)" if width == 1 else term
@@ -116,32 +130,48 @@ class Claims:
 
     def _reset(self) -> list[str]:
         p = self.params
-        expected = {**self.reference.register_values(self.machine.initial_state()), "valid_q": 0, "out_valid": 0,
-                    "token_code": p.codes[p.conservative], "reason_code": 0, "cell_index": self.reference.no_cell}
+        expected = {
+            **self.reference.register_values(self.machine.initial_state()),
+            "valid_q": 0,
+            "out_valid": 0,
+            "token_code": p.codes[p.conservative],
+            "reason_code": 0,
+            "cell_index": self.reference.no_cell,
+        }
         claim = _all(self.equals(f"t.{k}", v) for k, v in expected.items())
         return [f"(assert {self.bit('s.rst')})", f"(assert (not {claim}))"]
 
     def _hold(self) -> list[str]:
         kept = [*STATE_REGISTERS, "token_code", "reason_code", "cell_index"]
-        return [f"(assert (not {self.bit('s.rst')}))", f"(assert (not {self.bit('s.valid_q')}))",
-                f"(assert (not {_all([*(f'(= t.{k} s.{k})' for k in kept), self.equals('t.out_valid', 0)])}))"]
+        return [
+            f"(assert (not {self.bit('s.rst')}))",
+            f"(assert (not {self.bit('s.valid_q')}))",
+            f"(assert (not {_all([*(f'(= t.{k} s.{k})' for k in kept), self.equals('t.out_valid', 0)])}))",
+        ]
 
     # ---------------------------------------------------------------- sample: binning, ROM and masks
 
     def _sample(self) -> list[str]:
         m, cw = self.machine, self.width("cell_q")
-        lines = ["; the artifact's binning (certfsm docs/semantics.md, 'Fixed point'): per input the integer thresholds",
-                 "; ceil(edge * 2^frac_bits) and the envelope of the artifact's edges; a bin is the number of",
-                 "; thresholds at or below the value, the cell the bins in C order (the last input varies fastest)"]
+        lines = [
+            "; the artifact's binning (certfsm docs/semantics.md, 'Fixed point'): per input the integer thresholds",
+            "; ceil(edge * 2^frac_bits) and the envelope of the artifact's edges; a bin is the number of",
+            "; thresholds at or below the value, the cell the bins in C order (the last input varies fastest)",
+        ]
         envelopes, terms = [], []
         for (bus, signed), (interior, low, high), name, edges, bits, stride in zip(
-                self.buses, m.fixed_point, m.names, m.edges, m.frac_bits, m.strides):
+            self.buses, m.fixed_point, m.names, m.edges, m.frac_bits, m.strides
+        ):
             at_least, at_most = ("bvsge", "bvsle") if signed else ("bvuge", "bvule")
             view = f"s.{bus}"
-            lines.append(f"; {name}: edges {list(edges)}, frac_bits {bits}: envelope {low} .. {high}, "
-                         f"thresholds {list(interior)}")
-            lines.append(f"(define-fun envelope.{bus} () Bool (and ({at_least} {view} {self.literal(bus, low)}) "
-                         f"({at_most} {view} {self.literal(bus, high)})))")
+            lines.append(
+                f"; {name}: edges {list(edges)}, frac_bits {bits}: envelope {low} .. {high}, "
+                f"thresholds {list(interior)}"
+            )
+            lines.append(
+                f"(define-fun envelope.{bus} () Bool (and ({at_least} {view} {self.literal(bus, low)}) "
+                f"({at_most} {view} {self.literal(bus, high)})))"
+            )
             counts = [f"(ite ({at_least} {view} {self.literal(bus, t)}) (_ bv1 {cw}) (_ bv0 {cw}))" for t in interior]
             total = f"(_ bv0 {cw})" if not counts else counts[0] if len(counts) == 1 else f"(bvadd {' '.join(counts)})"
             lines.append(f"(define-fun bin.{bus} () (_ BitVec {cw}) {total})")
@@ -153,17 +183,27 @@ class Claims:
         lines.append("; the artifact's table and allowed masks: the word of cell c, decoded from the bits of c")
         for cell in range(m.n_cells):
             status = "exact" if m.exact[cell] else "conservative"
-            lines.append(f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
-                         f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}")
-        lines.append(f"(define-fun table () {self._sort('proposal_q')} "
-                     f"{self._decode('proposal_q', m.proposal, 0, cw - 1)})")
-        lines.append(f"(define-fun masks () {self._sort('allowed_q')} "
-                     f"{self._decode('allowed_q', m.allowed, 0, cw - 1)})")
-        claim = _all(["(= t.valid_q s.in_valid)", "(= t.sla_ok_q s.sla_ok)",
-                      "(= t.override_request_q s.override_request)", "(= t.override_code_q s.override_code)",
-                      f"(= {self.bit('t.in_envelope_q')} envelope)",
-                      f"(=> (not envelope) {self.equals('t.cell_q', self.reference.no_cell)})",
-                      "(=> envelope (and (= t.cell_q cell) (= t.proposal_q table) (= t.allowed_q masks)))"])
+            lines.append(
+                f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
+                f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
+            )
+        lines.append(
+            f"(define-fun table () {self._sort('proposal_q')} {self._decode('proposal_q', m.proposal, 0, cw - 1)})"
+        )
+        lines.append(
+            f"(define-fun masks () {self._sort('allowed_q')} {self._decode('allowed_q', m.allowed, 0, cw - 1)})"
+        )
+        claim = _all(
+            [
+                "(= t.valid_q s.in_valid)",
+                "(= t.sla_ok_q s.sla_ok)",
+                "(= t.override_request_q s.override_request)",
+                "(= t.override_code_q s.override_code)",
+                f"(= {self.bit('t.in_envelope_q')} envelope)",
+                f"(=> (not envelope) {self.equals('t.cell_q', self.reference.no_cell)})",
+                "(=> envelope (and (= t.cell_q cell) (= t.proposal_q table) (= t.allowed_q masks)))",
+            ]
+        )
         return [*lines, f"(assert (not {self.bit('s.rst')}))", f"(assert (not {claim}))"]
 
     def _sort(self, name: str) -> str:
@@ -172,51 +212,70 @@ class Claims:
     def _decode(self, name: str, words, low: int, bit: int) -> str:
         """The word at address `cell` among words[low : low + 2^(bit+1)], one address bit per level."""
         size = 1 << (bit + 1)
-        chunk = words[low:low + size]
+        chunk = words[low : low + size]
         if len(set(chunk)) == 1 or bit < 0:
             return self.literal(name, chunk[0])
         half = low + (1 << bit)
         if half >= len(words):
             return self._decode(name, words, low, bit - 1)
-        return (f"(ite (= ((_ extract {bit} {bit}) cell) #b1) {self._decode(name, words, half, bit - 1)} "
-                f"{self._decode(name, words, low, bit - 1)})")
+        return (
+            f"(ite (= ((_ extract {bit} {bit}) cell) #b1) {self._decode(name, words, half, bit - 1)} "
+            f"{self._decode(name, words, low, bit - 1)})"
+        )
 
     # ---------------------------------------------------------------- step: the state machine
 
     def _step(self) -> list[str]:
         p, n = self.params, self.params.n_tokens
         encoding = StepEncoding(p)
-        token_of_code = " ".join(f"(ite (= s.override_code_q {self.literal('override_code_q', code)}) {k}"
-                                 for k, code in enumerate(p.codes))
-        classes = " ".join("(and (= prop {}) {})".format(
-            proposal, " ".join(f"a_{k}" if mask >> k & 1 else f"(not a_{k})" for k in range(n)))
-            for proposal, mask in self.classes)
+        token_of_code = " ".join(
+            f"(ite (= s.override_code_q {self.literal('override_code_q', code)}) {k}" for k, code in enumerate(p.codes)
+        )
+        classes = " ".join(
+            "(and (= prop {}) {})".format(
+                proposal, " ".join(f"a_{k}" if mask >> k & 1 else f"(not a_{k})" for k in range(n))
+            )
+            for proposal, mask in self.classes
+        )
         candidate = f"(ite {self.bit('t.candidate_valid')} {self.integer('t.candidate')} (- 1))"
-        lines = [*encoding.declarations(),
-                 "; the encoding's state and inputs are the module's registers before the edge (port contract)",
-                 f"(assert (= cur {self.integer('s.current')}))",
-                 f"(assert (= cand (ite {self.bit('s.candidate_valid')} {self.integer('s.candidate')} (- 1))))",
-                 f"(assert (= cnt {self.integer('s.count')}))", f"(assert (= cd {self.integer('s.cooldown')}))",
-                 f"(assert (= env {self.bit('s.in_envelope_q')}))", f"(assert (= sla {self.bit('s.sla_ok_q')}))",
-                 f"(assert (= prop {self.integer('s.proposal_q')}))",
-                 *(f"(assert (= a_{k} {self.bit('s.allowed_q', k)}))" for k in range(n)),
-                 f"(assert (= ovr_on {self.bit('s.override_request_q')}))",
-                 "; override_code_q names the output index with that code, or none (-1), which is refused as "
-                 "not overridable",
-                 f"(assert (= ovr {token_of_code} (- 1){')' * n}))",
-                 "; every register state in the machine's domain; without a candidate the candidate register is 0",
-                 "(assert (domain cur cand cnt cd))",
-                 f"(assert (=> (not {self.bit('s.candidate_valid')}) {self.equals('s.candidate', 0)}))",
-                 f"; inside the envelope the pipeline holds one of the table's {len(self.classes)} (proposal, "
-                 "allowed mask) classes, which is what the sample claim shows it loads",
-                 f"(assert (=> env (or {classes})))",
-                 *encoding.step_definitions(), f"(assert (not {self.bit('s.rst')}))",
-                 f"(assert {self.bit('s.valid_q')})"]
-        claim = _all([f"(= {self.integer('t.current')} n_cur)", f"(= {candidate} n_cand)",
-                      f"(= {self.integer('t.count')} n_cnt)", f"(= {self.integer('t.cooldown')} n_cd)",
-                      f"(=> (not {self.bit('t.candidate_valid')}) {self.equals('t.candidate', 0)})",
-                      f"(= {self.integer('t.token_code')} (code out))", f"(= {self.integer('t.reason_code')} reason)",
-                      "(= t.cell_index s.cell_q)", self.bit("t.out_valid")])
+        lines = [
+            *encoding.declarations(),
+            "; the encoding's state and inputs are the module's registers before the edge (port contract)",
+            f"(assert (= cur {self.integer('s.current')}))",
+            f"(assert (= cand (ite {self.bit('s.candidate_valid')} {self.integer('s.candidate')} (- 1))))",
+            f"(assert (= cnt {self.integer('s.count')}))",
+            f"(assert (= cd {self.integer('s.cooldown')}))",
+            f"(assert (= env {self.bit('s.in_envelope_q')}))",
+            f"(assert (= sla {self.bit('s.sla_ok_q')}))",
+            f"(assert (= prop {self.integer('s.proposal_q')}))",
+            *(f"(assert (= a_{k} {self.bit('s.allowed_q', k)}))" for k in range(n)),
+            f"(assert (= ovr_on {self.bit('s.override_request_q')}))",
+            "; override_code_q names the output index with that code, or none (-1), which is refused as "
+            "not overridable",
+            f"(assert (= ovr {token_of_code} (- 1){')' * n}))",
+            "; every register state in the machine's domain; without a candidate the candidate register is 0",
+            "(assert (domain cur cand cnt cd))",
+            f"(assert (=> (not {self.bit('s.candidate_valid')}) {self.equals('s.candidate', 0)}))",
+            f"; inside the envelope the pipeline holds one of the table's {len(self.classes)} (proposal, "
+            "allowed mask) classes, which is what the sample claim shows it loads",
+            f"(assert (=> env (or {classes})))",
+            *encoding.step_definitions(),
+            f"(assert (not {self.bit('s.rst')}))",
+            f"(assert {self.bit('s.valid_q')})",
+        ]
+        claim = _all(
+            [
+                f"(= {self.integer('t.current')} n_cur)",
+                f"(= {candidate} n_cand)",
+                f"(= {self.integer('t.count')} n_cnt)",
+                f"(= {self.integer('t.cooldown')} n_cd)",
+                f"(=> (not {self.bit('t.candidate_valid')}) {self.equals('t.candidate', 0)})",
+                f"(= {self.integer('t.token_code')} (code out))",
+                f"(= {self.integer('t.reason_code')} reason)",
+                "(= t.cell_index s.cell_q)",
+                self.bit("t.out_valid"),
+            ]
+        )
         return [*lines, f"(assert (not {claim}))"]
 
     # ---------------------------------------------------------------- counterexamples
@@ -242,18 +301,28 @@ class Claims:
         reading = [self._signed(value, bus) for bus, _ in self.buses]
         shown = ", ".join(f"{name}={v} ({v / (1 << bits):g})" for name, v, bits in zip(m.names, reading, m.frac_bits))
         cell = m.cell_of_fixed(reading)
-        got = (f"in_envelope_q={value('t.in_envelope_q')} cell_q={value('t.cell_q')} "
-               f"proposal_q={value('t.proposal_q')} allowed_q={value('t.allowed_q'):0{n}b}")
-        passed = [(k, value(f"s.{source}"), value(f"t.{k}")) for k, source in
-                  (("valid_q", "in_valid"), ("sla_ok_q", "sla_ok"), ("override_request_q", "override_request"),
-                   ("override_code_q", "override_code"))]
+        got = (
+            f"in_envelope_q={value('t.in_envelope_q')} cell_q={value('t.cell_q')} "
+            f"proposal_q={value('t.proposal_q')} allowed_q={value('t.allowed_q'):0{n}b}"
+        )
+        passed = [
+            (k, value(f"s.{source}"), value(f"t.{k}"))
+            for k, source in (
+                ("valid_q", "in_valid"),
+                ("sla_ok_q", "sla_ok"),
+                ("override_request_q", "override_request"),
+                ("override_code_q", "override_code"),
+            )
+        ]
         wrong = [f"{k}={after} from input {before}" for k, before, after in passed if before != after]
         if cell == OUT_OF_ENVELOPE:
             expected = f"out of envelope: in_envelope_q=0 cell_q={self.reference.no_cell}"
         else:
-            expected = (f"cell {cell} ({m.describe_cell(cell)}): in_envelope_q=1 cell_q={cell} "
-                        f"proposal_q={m.proposal[cell]} ({m.tokens[m.proposal[cell]]}) "
-                        f"allowed_q={m.allowed[cell]:0{n}b}")
+            expected = (
+                f"cell {cell} ({m.describe_cell(cell)}): in_envelope_q=1 cell_q={cell} "
+                f"proposal_q={m.proposal[cell]} ({m.tokens[m.proposal[cell]]}) "
+                f"allowed_q={m.allowed[cell]:0{n}b}"
+            )
         tail = f"; and it loads {', '.join(wrong)}" if wrong else ""
         return f"in any state, reading {shown}: the artifact gives {expected}; the module loads {got}{tail}"
 
@@ -266,24 +335,36 @@ class Claims:
             proposal, mask = value("prop"), value("s.allowed_q")
             row = tuple(bool(mask >> k & 1) for k in range(p.n_tokens))
             cell = self.classes.get((proposal, mask))
-            where = (f"a reading in cell {cell} ({m.describe_cell(cell)}; table {m.tokens[proposal]}, allowed "
-                     + ", ".join(m.tokens[k] for k in range(p.n_tokens) if row[k]) + ")")
+            where = (
+                f"a reading in cell {cell} ({m.describe_cell(cell)}; table {m.tokens[proposal]}, allowed "
+                + ", ".join(m.tokens[k] for k in range(p.n_tokens) if row[k])
+                + ")"
+            )
             after, token, reason = step(p, state, proposal, row, True, sla_ok, override)
         else:
             where = "a reading out of envelope"
             after, token, reason = step(p, state, None, None, False, sla_ok, override)
         code = value("s.override_code_q")
-        requested = "none" if override is None else \
-            f"code {code} ({m.tokens[override] if 0 <= override < p.n_tokens else 'no token'})"
-        got_state = State(value("t.current"), value("t.candidate") if value("t.candidate_valid") else NO_CANDIDATE,
-                          value("t.count"), value("t.cooldown"))
+        requested = (
+            "none"
+            if override is None
+            else f"code {code} ({m.tokens[override] if 0 <= override < p.n_tokens else 'no token'})"
+        )
+        got_state = State(
+            value("t.current"),
+            value("t.candidate") if value("t.candidate_valid") else NO_CANDIDATE,
+            value("t.count"),
+            value("t.cooldown"),
+        )
         got_reason = value("t.reason_code")
         reason_name = Reason(got_reason).name if got_reason in {int(r) for r in Reason} else "not a reason"
-        return (f"in state {_show(state)}, {where}, sla_ok={int(sla_ok)}, override {requested}: the artifact's "
-                f"machine emits token code {p.codes[token]} ({m.tokens[token]}), reason {int(reason)} ({reason.name}) "
-                f"and goes to {_show(after)}; the module emits token code {value('t.token_code')}, reason "
-                f"{got_reason} ({reason_name}), cell_index {value('t.cell_index')}, out_valid "
-                f"{value('t.out_valid')} and goes to {_show(got_state)}")
+        return (
+            f"in state {_show(state)}, {where}, sla_ok={int(sla_ok)}, override {requested}: the artifact's "
+            f"machine emits token code {p.codes[token]} ({m.tokens[token]}), reason {int(reason)} ({reason.name}) "
+            f"and goes to {_show(after)}; the module emits token code {value('t.token_code')}, reason "
+            f"{got_reason} ({reason_name}), cell_index {value('t.cell_index')}, out_valid "
+            f"{value('t.out_valid')} and goes to {_show(got_state)}"
+        )
 
 
 def _show(state: State) -> str:

@@ -68,7 +68,7 @@ def read_sections(path) -> tuple[Section, ...]:
         raise ValueError(f"{path}: ELF data encoding {blob[5]} is neither little (1) nor big endian (2)")
     order = "<" if blob[5] == 1 else ">"
     try:
-        shoff, = struct.unpack_from(order + "I", blob, 0x20)
+        (shoff,) = struct.unpack_from(order + "I", blob, 0x20)
         shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", blob, 0x2E)
         if shnum and shentsize < 40:
             raise ValueError(f"{path}: section header size {shentsize} is below the 40 bytes of ELF32")

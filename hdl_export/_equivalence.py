@@ -99,18 +99,35 @@ class Equivalence:
 
     def summary(self) -> dict:
         """The `summary.json` record: verdict, hashes, and per query its verdict, time, file and SHA-256."""
-        return {"verdict": self.verdict, "module": self.module, "verilog_sha256": self.verilog_sha256,
-                "artifact_sha256": self.artifact_sha256, "yosys": self.yosys_version,
-                "yosys_seconds": round(self.yosys_seconds, 3), "seconds": round(self.seconds, 3),
-                "queries": [{"name": q.name, "verdict": q.verdict, "seconds": round(q.seconds, 3),
-                             "description": DESCRIPTIONS[q.name], "smt2": Path(q.smt2_path).name if q.smt2_path
-                             else None, "smt2_sha256": q.smt2_sha256, "reason": q.reason,
-                             "counterexample": q.counterexample} for q in self.queries]}
+        return {
+            "verdict": self.verdict,
+            "module": self.module,
+            "verilog_sha256": self.verilog_sha256,
+            "artifact_sha256": self.artifact_sha256,
+            "yosys": self.yosys_version,
+            "yosys_seconds": round(self.yosys_seconds, 3),
+            "seconds": round(self.seconds, 3),
+            "queries": [
+                {
+                    "name": q.name,
+                    "verdict": q.verdict,
+                    "seconds": round(q.seconds, 3),
+                    "description": DESCRIPTIONS[q.name],
+                    "smt2": Path(q.smt2_path).name if q.smt2_path else None,
+                    "smt2_sha256": q.smt2_sha256,
+                    "reason": q.reason,
+                    "counterexample": q.counterexample,
+                }
+                for q in self.queries
+            ],
+        }
 
     def lines(self) -> list[str]:
         """What the CLI prints: one line per query, then the first difference in full."""
-        lines = [f"{self.verilog_path}: module {self.module} (sha256 {self.verilog_sha256}) against artifact "
-                 f"sha256 {self.artifact_sha256}"]
+        lines = [
+            f"{self.verilog_path}: module {self.module} (sha256 {self.verilog_sha256}) against artifact "
+            f"sha256 {self.artifact_sha256}"
+        ]
         for q in self.queries:
             why = f" ({q.reason})" if q.reason and q.verdict != "violated" else ""
             lines.append(f"  {q.name:<7} {q.verdict:<9} {q.seconds:7.2f} s  {DESCRIPTIONS[q.name]}{why}")
@@ -121,8 +138,9 @@ class Equivalence:
         return lines
 
 
-def prove_equivalence(machine: Machine, verilog, *, folder=None, timeout: float = 600.0, stable: bool = False,
-                      top: str | None = None) -> Equivalence:
+def prove_equivalence(
+    machine: Machine, verilog, *, folder=None, timeout: float = 600.0, stable: bool = False, top: str | None = None
+) -> Equivalence:
     """Prove the Verilog module in file `verilog` equal to `machine` (decoded from its artifact).
 
     With `folder` (an existing folder), each query is written there as
@@ -157,19 +175,38 @@ def prove_equivalence(machine: Machine, verilog, *, folder=None, timeout: float 
         smt2_path = sha = None
         if folder is not None:
             smt2_path = str(Path(folder) / f"equivalence-{name}.smt2")
-            sha = write_proof_query(smt2_path, body, LOGIC[name], prop_name=f"equivalence-{name}",
-                                    description=DESCRIPTIONS[name], verdict=verdict, seconds=seconds, stable=stable,
-                                    extra={"module": transition.module, "verilog-sha256": verilog_sha,
-                                           "artifact-sha256": machine.artifact_sha256 or "(none)",
-                                           "transition-relation": f"{transition.yosys_version} write_smt2 -stbv -wires",
-                                           "machine": machine.params.describe()})
+            sha = write_proof_query(
+                smt2_path,
+                body,
+                LOGIC[name],
+                prop_name=f"equivalence-{name}",
+                description=DESCRIPTIONS[name],
+                verdict=verdict,
+                seconds=seconds,
+                stable=stable,
+                extra={
+                    "module": transition.module,
+                    "verilog-sha256": verilog_sha,
+                    "artifact-sha256": machine.artifact_sha256 or "(none)",
+                    "transition-relation": f"{transition.yosys_version} write_smt2 -stbv -wires",
+                    "machine": machine.params.describe(),
+                },
+            )
         results.append(QueryResult(name, verdict, seconds, reason, counterexample, smt2_path, sha))
-    return Equivalence(transition.module, str(path), verilog_sha, machine.artifact_sha256, transition.yosys_version,
-                       transition.seconds, tuple(results))
+    return Equivalence(
+        transition.module,
+        str(path),
+        verilog_sha,
+        machine.artifact_sha256,
+        transition.yosys_version,
+        transition.seconds,
+        tuple(results),
+    )
 
 
-def check_verilog(artifact_path, verilog, *, report=None, timeout: float = 600.0, top: str | None = None
-                  ) -> Equivalence:
+def check_verilog(
+    artifact_path, verilog, *, report=None, timeout: float = 600.0, top: str | None = None
+) -> Equivalence:
     """`certfsm check-verilog`: prove a Verilog file equal to a certified artifact (refused as the loader refuses it).
 
     With `report`, the queries and a ``summary.json`` (verdict, hashes,
@@ -181,9 +218,11 @@ def check_verilog(artifact_path, verilog, *, report=None, timeout: float = 600.0
     folder = None if report is None else output_folder(report, "report folder", "report")
     proof = prove_equivalence(machine, verilog, folder=folder, timeout=timeout, top=top)
     if folder is not None:
-        summary = {"certfsm_equivalence": 1, "artifact": {"file": artifact_path.name,
-                                                          "payload_sha256": machine.artifact_sha256},
-                   **proof.summary()}
+        summary = {
+            "certfsm_equivalence": 1,
+            "artifact": {"file": artifact_path.name, "payload_sha256": machine.artifact_sha256},
+            **proof.summary(),
+        }
         (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return proof
 
@@ -196,10 +235,13 @@ def equivalence_check(machine: Machine, folder: Path, module_file: str) -> Check
     except (VerilogError, EngineError) as error:
         return Check("equivalence", False, str(error), seconds=time.perf_counter() - started)
     difference = proof.first_difference
-    detail = (f"{proof.verdict}: {len(proof.queries)} queries (reset, hold, sample, step) by z3 in "
-              f"{proof.seconds:.1f} s" + (f"; first difference ({difference.name}): {difference.counterexample}"
-                                          if difference else ""))
+    detail = (
+        f"{proof.verdict}: {len(proof.queries)} queries (reset, hold, sample, step) by z3 in "
+        f"{proof.seconds:.1f} s"
+        + (f"; first difference ({difference.name}): {difference.counterexample}" if difference else "")
+    )
     return Check("equivalence", proof.is_proved, detail, proof.summary(), seconds=time.perf_counter() - started)
+
 
 # ------------------------------------------------------------------ the port contract
 
@@ -208,24 +250,37 @@ def _check_contract(path: Path, transition: Transition, reference: Hardware) -> 
     """Every port and contract register of the reference module exists with the same width and direction."""
     if transition.clocks != ("clk posedge",):
         clocks = ", ".join(transition.clocks) or "none"
-        raise VerilogError(f"{path}: module {transition.module} loads its registers on {clocks}; the port contract "
-                           "has every register load on the rising edge of clk (always @(posedge clk))")
+        raise VerilogError(
+            f"{path}: module {transition.module} loads its registers on {clocks}; the port contract "
+            "has every register load on the rising edge of clk (always @(posedge clk))"
+        )
     expected = {port.name: (port.direction, port.width) for port in reference.module.ports if port.name != "clk"}
-    widths = {node.name: node.width for node in reference.module.body if getattr(node, "name", None)
-              in (*STATE_REGISTERS, *PIPELINE_REGISTERS)}
+    widths = {
+        node.name: node.width
+        for node in reference.module.body
+        if getattr(node, "name", None) in (*STATE_REGISTERS, *PIPELINE_REGISTERS)
+    }
     for name, (direction, width) in expected.items():
         kind = "input" if direction == "input" else "output"
         if name not in transition.signals or (direction == "input") != (name in transition.inputs):
-            raise VerilogError(f"{path}: module {transition.module} has no {kind} port {name} ({width} bits) that "
-                               "the artifact's port contract needs; export the module again with certfsm "
-                               "export-verilog, or restore the port")
+            raise VerilogError(
+                f"{path}: module {transition.module} has no {kind} port {name} ({width} bits) that "
+                "the artifact's port contract needs; export the module again with certfsm "
+                "export-verilog, or restore the port"
+            )
         if transition.signals[name] != width:
-            raise VerilogError(f"{path}: port {name} is {transition.signals[name]} bits but the artifact needs "
-                               f"{width}; restore the width certfsm export-verilog wrote")
+            raise VerilogError(
+                f"{path}: port {name} is {transition.signals[name]} bits but the artifact needs "
+                f"{width}; restore the width certfsm export-verilog wrote"
+            )
     for name, width in widths.items():
         if name not in transition.registers:
-            raise VerilogError(f"{path}: module {transition.module} has no register {name} that the port contract "
-                               "relates to the machine (certfsm.hdl_export); keep the contract's register names")
+            raise VerilogError(
+                f"{path}: module {transition.module} has no register {name} that the port contract "
+                "relates to the machine (certfsm.hdl_export); keep the contract's register names"
+            )
         if transition.signals[name] != width:
-            raise VerilogError(f"{path}: register {name} is {transition.signals[name]} bits but the contract needs "
-                               f"{width}; restore the width certfsm export-verilog wrote")
+            raise VerilogError(
+                f"{path}: register {name} is {transition.signals[name]} bits but the contract needs "
+                f"{width}; restore the width certfsm export-verilog wrote"
+            )

@@ -52,8 +52,11 @@ class Export(CheckedExport):
 
 def checks_record(checks: tuple[Check, ...], checked: bool) -> dict:
     """The part of an export's summary.json about its checks: whether they ran, each one, and whether all passed."""
-    return {"checked": checked, "checks": {c.name: c.as_json() for c in checks},
-            "passed": all(c.passed for c in checks) if checked else None}
+    return {
+        "checked": checked,
+        "checks": {c.name: c.as_json() for c in checks},
+        "passed": all(c.passed for c in checks) if checked else None,
+    }
 
 
 class ExportSource(NamedTuple):
@@ -72,8 +75,14 @@ def export_source(artifact_path, module: str | None) -> ExportSource:
         hw = hardware_of(machine, name, tuple(item.get("unit", "") for item in artifact.spec["inputs"]))
     except SpecError as error:
         raise spec_error_of(artifact_path, error) from None
-    return ExportSource(hw, {"file": Path(artifact_path).name, "payload_sha256": artifact.sha256,
-                             "file_sha256": file_sha256(artifact_path)})
+    return ExportSource(
+        hw,
+        {
+            "file": Path(artifact_path).name,
+            "payload_sha256": artifact.sha256,
+            "file_sha256": file_sha256(artifact_path),
+        },
+    )
 
 
 def check_random_steps(random_steps: int) -> None:
@@ -82,16 +91,32 @@ def check_random_steps(random_steps: int) -> None:
         raise SpecError(f"random_steps={random_steps} is negative; give 0 or more")
 
 
-def export_verilog(artifact_path, out, *, check: bool = False, module: str | None = None,
-                   random_steps: int = DEFAULT_RANDOM_STEPS, seed: int = 0) -> Export:
+def export_verilog(
+    artifact_path,
+    out,
+    *,
+    check: bool = False,
+    module: str | None = None,
+    random_steps: int = DEFAULT_RANDOM_STEPS,
+    seed: int = 0,
+) -> Export:
     """Export a certified artifact (refused as `load_artifact` refuses it) as Verilog into folder `out`."""
     check_random_steps(random_steps)
     source = export_source(artifact_path, module)
     return _export(source.hardware, out, check, random_steps, seed, source.artifact)
 
 
-def export_machine(machine: Machine, out, module_name: str, units=None, *, check: bool = False,
-                   random_steps: int = DEFAULT_RANDOM_STEPS, seed: int = 0, artifact: dict | None = None) -> Export:
+def export_machine(
+    machine: Machine,
+    out,
+    module_name: str,
+    units=None,
+    *,
+    check: bool = False,
+    random_steps: int = DEFAULT_RANDOM_STEPS,
+    seed: int = 0,
+    artifact: dict | None = None,
+) -> Export:
     """Export one `Machine` (normally decoded by `Machine.from_artifact`); `export_verilog` for a machine in hand."""
     check_random_steps(random_steps)
     return _export(hardware_of(machine, module_name, units), out, check, random_steps, seed, artifact)
@@ -113,27 +138,45 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
     if check:
         # Simulation and synthesis are independent: run them side by side (two tool processes).
         with ThreadPoolExecutor(max_workers=2) as pool:
-            simulated = pool.submit(lambda: (lint(folder, module_file.name),
-                                             simulate(folder, module_file.name, bench_file.name, steps,
-                                                      expected_layout(hw)),
-                                             synth_generic(folder, module_file.name, module_name)))
-            placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name),
-                                          place_and_route(folder)))
+            simulated = pool.submit(
+                lambda: (
+                    lint(folder, module_file.name),
+                    simulate(folder, module_file.name, bench_file.name, steps, expected_layout(hw)),
+                    synth_generic(folder, module_file.name, module_name),
+                )
+            )
+            placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name), place_and_route(folder)))
             checks = simulated.result() + placed.result()
         checks += (equivalence_check(machine, folder, module_file.name),)
-    files = {path.name: file_sha256(path) for path in (module_file, bench_file, folder / "stimulus.hex",
-                                                   folder / "expected.hex")}
+    files = {
+        path.name: file_sha256(path)
+        for path in (module_file, bench_file, folder / "stimulus.hex", folder / "expected.hex")
+    }
     summary = {
         "certfsm_export": 1,
         "artifact": artifact or {"payload_sha256": machine.artifact_sha256},
-        "module": {"name": module_name, "file": module_file.name, "sha256": files[module_file.name],
-                   "language": "Verilog-2005", "latency_cycles": LATENCY, "decisions_per_clock": 1,
-                   "cells": machine.n_cells, "grid": list(machine.shape),
-                   "ports": [{"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
-                             for p in hw.module.ports],
-                   "state_registers": dict(zip(STATE_REGISTERS, hw.state_widths))},
-        "testbench": {"file": bench_file.name, "steps": steps, "random_steps": random_steps, "seed": seed,
-                      "vectors_seconds": round(vectors_seconds, 3)},
+        "module": {
+            "name": module_name,
+            "file": module_file.name,
+            "sha256": files[module_file.name],
+            "language": "Verilog-2005",
+            "latency_cycles": LATENCY,
+            "decisions_per_clock": 1,
+            "cells": machine.n_cells,
+            "grid": list(machine.shape),
+            "ports": [
+                {"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
+                for p in hw.module.ports
+            ],
+            "state_registers": dict(zip(STATE_REGISTERS, hw.state_widths)),
+        },
+        "testbench": {
+            "file": bench_file.name,
+            "steps": steps,
+            "random_steps": random_steps,
+            "seed": seed,
+            "vectors_seconds": round(vectors_seconds, 3),
+        },
         "files": files,
         **checks_record(checks, check),
     }

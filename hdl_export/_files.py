@@ -39,8 +39,9 @@ def output_folder(path, what: str, parameter: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ReportError(f"{folder}: cannot create the {what} ({error.strerror}); "
-                          f"choose another {parameter}= path") from None
+        raise ReportError(
+            f"{folder}: cannot create the {what} ({error.strerror}); choose another {parameter}= path"
+        ) from None
     return folder
 
 

@@ -54,8 +54,22 @@ from dataclasses import dataclass
 from certfsm import SpecError
 from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
-from ._netlist import (ComparatorBank, Const, Constant, Decision, Lookup, Module, Op, Port, Ref, Register, Rom,
-                       RomEntry, Rule, Wire)
+from ._netlist import (
+    ComparatorBank,
+    Const,
+    Constant,
+    Decision,
+    Lookup,
+    Module,
+    Op,
+    Port,
+    Ref,
+    Register,
+    Rom,
+    RomEntry,
+    Rule,
+    Wire,
+)
 
 LATENCY = 2
 """Rising edges from the one that samples a reading to the one that shows its decision, counted inclusive."""
@@ -110,9 +124,13 @@ class Hardware:
     def register_values(state: State) -> dict[str, int]:
         """The state registers (`STATE_REGISTERS`, in order) that hold a machine `State`."""
         has_candidate = state.candidate != NO_CANDIDATE
-        return {"current": state.current, "candidate_valid": int(has_candidate),
-                "candidate": state.candidate if has_candidate else 0, "count": state.count,
-                "cooldown": state.cooldown}
+        return {
+            "current": state.current,
+            "candidate_valid": int(has_candidate),
+            "candidate": state.candidate if has_candidate else 0,
+            "count": state.count,
+            "cooldown": state.cooldown,
+        }
 
     @staticmethod
     def state_of(registers) -> State:
@@ -136,8 +154,10 @@ def default_module_name(spec_name: str) -> str:
 def check_module_name(name: str, *, parameter: str = "module") -> str:
     """`name` if it is a Verilog and C identifier; else a SpecError naming it as the caller's `parameter`."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name) or name.lower() in _RESERVED:
-        raise SpecError(f"{parameter}={name!r} is not a Verilog module name; give letters, digits and _ "
-                        f"(not first a digit, not a keyword), e.g. {parameter}='certfsm_controller'")
+        raise SpecError(
+            f"{parameter}={name!r} is not a Verilog module name; give letters, digits and _ "
+            f"(not first a digit, not a keyword), e.g. {parameter}='certfsm_controller'"
+        )
     return name
 
 
@@ -192,41 +212,82 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     names = [identifier(name) for name in machine.names]
     derived = [f"{name}{suffix}" for name in names for suffix in ("", "_bin", "_in_envelope")]
     if len(set(derived)) != len(derived):
-        raise SpecError(f"inputs {list(machine.names)} give the Verilog names {names}, whose signals (NAME, NAME_bin, "
-                        "NAME_in_envelope) repeat; rename the inputs in the spec so that they stay apart")
+        raise SpecError(
+            f"inputs {list(machine.names)} give the Verilog names {names}, whose signals (NAME, NAME_bin, "
+            "NAME_in_envelope) repeat; rename the inputs in the spec so that they stay apart"
+        )
 
-    ports, banks = [Port("clk", "input", 1, False, "rising-edge clock"),
-                    Port("rst", "input", 1, False, "synchronous reset, active high")], []
+    ports, banks = (
+        [
+            Port("clk", "input", 1, False, "rising-edge clock"),
+            Port("rst", "input", 1, False, "synchronous reset, active high"),
+        ],
+        [],
+    )
     for index, ((interior, low, high), ident) in enumerate(zip(fixed, names)):
         bits = machine.frac_bits[index]
         if low > high:
-            raise SpecError(f"inputs[{index}] ({machine.names[index]}): no value v * 2^-{bits} lies in the envelope "
-                            f"[{machine.edges[index][0]:g}, {machine.edges[index][-1]:g}], so the hardware would "
-                            "always fall back; raise frac_bits of that input in the spec")
+            raise SpecError(
+                f"inputs[{index}] ({machine.names[index]}): no value v * 2^-{bits} lies in the envelope "
+                f"[{machine.edges[index][0]:g}, {machine.edges[index][-1]:g}], so the hardware would "
+                "always fall back; raise frac_bits of that input in the spec"
+            )
         width, signed = _bus_shape(low, high)
-        ports.append(Port(ident, "input", width, signed,
-                          f"{machine.names[index]} as v * 2^-{bits}" + (f" {units[index]}" if units[index] else "")))
+        ports.append(
+            Port(
+                ident,
+                "input",
+                width,
+                signed,
+                f"{machine.names[index]} as v * 2^-{bits}" + (f" {units[index]}" if units[index] else ""),
+            )
+        )
         bins = len(machine.edges[index]) - 1
-        banks.append(ComparatorBank(machine.names[index], Ref(ident, width), signed, bits, units[index],
-                                    machine.edges[index], tuple(interior), low, high,
-                                    Ref(f"{ident}_bin", _width(bins - 1)), Ref(f"{ident}_in_envelope", 1)))
-    ports += [Port("in_valid", "input", 1, False, "the inputs of this cycle are one reading"),
-              Port("sla_ok", "input", 1, False, "the SLA holds for this reading"),
-              Port("override_request", "input", 1, False, "an operator override is requested this cycle"),
-              Port("override_code", "input", 4, False, "the 4-bit code of the requested token"),
-              Port("token_code", "output", 4, False, "the emitted token's code (the new current token)"),
-              Port("reason_code", "output", 4, False, "why (certfsm.machine.Reason)"),
-              Port("cell_index", "output", cw, False, "the reading's flat cell index; all ones out of envelope"),
-              Port("out_valid", "output", 1, False, f"the outputs hold a decision ({LATENCY} cycles after in_valid)")]
+        banks.append(
+            ComparatorBank(
+                machine.names[index],
+                Ref(ident, width),
+                signed,
+                bits,
+                units[index],
+                machine.edges[index],
+                tuple(interior),
+                low,
+                high,
+                Ref(f"{ident}_bin", _width(bins - 1)),
+                Ref(f"{ident}_in_envelope", 1),
+            )
+        )
+    ports += [
+        Port("in_valid", "input", 1, False, "the inputs of this cycle are one reading"),
+        Port("sla_ok", "input", 1, False, "the SLA holds for this reading"),
+        Port("override_request", "input", 1, False, "an operator override is requested this cycle"),
+        Port("override_code", "input", 4, False, "the 4-bit code of the requested token"),
+        Port("token_code", "output", 4, False, "the emitted token's code (the new current token)"),
+        Port("reason_code", "output", 4, False, "why (certfsm.machine.Reason)"),
+        Port("cell_index", "output", cw, False, "the reading's flat cell index; all ones out of envelope"),
+        Port("out_valid", "output", 1, False, f"the outputs hold a decision ({LATENCY} cycles after in_valid)"),
+    ]
 
-    constants = [Constant("CONSERVATIVE", tw, params.conservative,
-                          f"output index of {machine.tokens[params.conservative]}, the conservative token"),
-                 Constant("CONFIRM_CYCLES", nw, params.confirm_cycles, "a new token must be proposed this often"),
-                 Constant("COOLDOWN_CYCLES", dw, params.cooldown_cycles, "cycles between switches"),
-                 Constant("OVERRIDABLE", n, sum(1 << t for t in params.overridable),
-                          "bit t: output index t may be forced by an override ("
-                          + ", ".join(machine.tokens[t] for t in sorted(params.overridable)) + ")"),
-                 Constant("NO_CELL", cw, (1 << cw) - 1, "the cell output out of envelope")]
+    constants = [
+        Constant(
+            "CONSERVATIVE",
+            tw,
+            params.conservative,
+            f"output index of {machine.tokens[params.conservative]}, the conservative token",
+        ),
+        Constant("CONFIRM_CYCLES", nw, params.confirm_cycles, "a new token must be proposed this often"),
+        Constant("COOLDOWN_CYCLES", dw, params.cooldown_cycles, "cycles between switches"),
+        Constant(
+            "OVERRIDABLE",
+            n,
+            sum(1 << t for t in params.overridable),
+            "bit t: output index t may be forced by an override ("
+            + ", ".join(machine.tokens[t] for t in sorted(params.overridable))
+            + ")",
+        ),
+        Constant("NO_CELL", cw, (1 << cw) - 1, "the cell output out of envelope"),
+    ]
     constants += [Constant(f"REASON_{r.name}", 4, int(r), "") for r in Reason]
 
     def reason(r: Reason) -> Ref:
@@ -247,16 +308,32 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     # every cell stays constant, and yosys still drops it from the block RAM.
     beyond = f"no cell: reading_cell is always below {machine.n_cells}, so never read; cell 0's word"
     reading_cell = Ref("reading_cell", cw)
-    table = Rom("table_rom", "table_word", tw, reading_cell, tuple(
-        RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
-        for c, (p, e) in enumerate(zip(machine.proposal, machine.exact))),
-        RomEntry(machine.proposal[0], beyond), False,
-        "the certified table: the proposed output index of every cell, with its bounds and status")
-    masks = Rom("mask_rom", "mask_word", n, reading_cell, tuple(
-        RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(n) if m >> t & 1))
-        for c, m in enumerate(machine.allowed)),
-        RomEntry(machine.allowed[0], beyond), True,
-        "bit t: output index t may be emitted in the cell (the legality rules)")
+    table = Rom(
+        "table_rom",
+        "table_word",
+        tw,
+        reading_cell,
+        tuple(
+            RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
+            for c, (p, e) in enumerate(zip(machine.proposal, machine.exact))
+        ),
+        RomEntry(machine.proposal[0], beyond),
+        False,
+        "the certified table: the proposed output index of every cell, with its bounds and status",
+    )
+    masks = Rom(
+        "mask_rom",
+        "mask_word",
+        n,
+        reading_cell,
+        tuple(
+            RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(n) if m >> t & 1))
+            for c, m in enumerate(machine.allowed)
+        ),
+        RomEntry(machine.allowed[0], beyond),
+        True,
+        "bit t: output index t may be emitted in the cell (the legality rules)",
+    )
 
     valid_q, in_envelope_q = Ref("valid_q", 1), Ref("in_envelope_q", 1)
     sla_ok_q, request_q = Ref("sla_ok_q", 1), Ref("override_request_q", 1)
@@ -265,15 +342,28 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     pipeline = [
         Register("valid_q", 1, Ref("in_valid", 1), 0, None, "a reading was sampled at the last edge"),
         Register("in_envelope_q", 1, Ref("in_envelope", 1), None, None, "it was inside the envelope"),
-        Register("cell_q", cw, _mux(Ref("in_envelope", 1), reading_cell, Ref("NO_CELL", cw)), None, None,
-                 "its cell, or NO_CELL"),
+        Register(
+            "cell_q",
+            cw,
+            _mux(Ref("in_envelope", 1), reading_cell, Ref("NO_CELL", cw)),
+            None,
+            None,
+            "its cell, or NO_CELL",
+        ),
         Register("sla_ok_q", 1, Ref("sla_ok", 1), None, None, ""),
         Register("override_request_q", 1, Ref("override_request", 1), None, None, ""),
         Register("override_code_q", 4, Ref("override_code", 4), None, None, ""),
-        Register("proposal_q", tw, Ref("table_word", tw), None, None,
-                 "the table's proposal for the cell (synchronous ROM read: block RAM)"),
-        Register("allowed_q", n, Ref("mask_word", n), None, None,
-                 "the cell's allowed mask (synchronous ROM read: block RAM)"),
+        Register(
+            "proposal_q",
+            tw,
+            Ref("table_word", tw),
+            None,
+            None,
+            "the table's proposal for the cell (synchronous ROM read: block RAM)",
+        ),
+        Register(
+            "allowed_q", n, Ref("mask_word", n), None, None, "the cell's allowed mask (synchronous ROM read: block RAM)"
+        ),
     ]
 
     current, candidate_valid = Ref("current", tw), Ref("candidate_valid", 1)
@@ -284,37 +374,81 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     proposal_count, confirmed = Ref("proposal_count", nw), Ref("confirmed", 1)
     overridable_token = _and(override_is_token, _op("[]", Ref("OVERRIDABLE", n), override_token))
     stage1 = [
-        Lookup("override_token", tw, code_q, tuple((params.codes[t], t, machine.tokens[t]) for t in range(n)), 0,
-               "the output index whose code was requested"),
-        Lookup("override_is_token", 1, code_q, tuple((params.codes[t], 1, machine.tokens[t]) for t in range(n)), 0,
-               "the requested code is some token's code"),
-        Wire("counted_down", dw, _mux(_eq(cooldown, Const(0, dw)), Const(0, dw),
-                                      _op("-", cooldown, Const(1, dw), width=dw)),
-             "the cooldown counted down by one, never below 0"),
+        Lookup(
+            "override_token",
+            tw,
+            code_q,
+            tuple((params.codes[t], t, machine.tokens[t]) for t in range(n)),
+            0,
+            "the output index whose code was requested",
+        ),
+        Lookup(
+            "override_is_token",
+            1,
+            code_q,
+            tuple((params.codes[t], 1, machine.tokens[t]) for t in range(n)),
+            0,
+            "the requested code is some token's code",
+        ),
+        Wire(
+            "counted_down",
+            dw,
+            _mux(_eq(cooldown, Const(0, dw)), Const(0, dw), _op("-", cooldown, Const(1, dw), width=dw)),
+            "the cooldown counted down by one, never below 0",
+        ),
         Wire("cooldown_expired", 1, _eq(counted_down, Const(0, dw)), "a switch may happen this cycle"),
         Wire("current_allowed", 1, _op("[]", allowed_q, current), "the current token is allowed in the cell"),
-        Wire("override_obeyable", 1, _and(request_q, overridable_token, _op("[]", allowed_q, override_token)),
-             "an override of an overridable token allowed in the cell"),
-        Wire("override_refusal", 4, _mux(overridable_token, reason(Reason.OVERRIDE_REFUSED_FORBIDDEN),
-                                         reason(Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE)),
-             "the reason reported when a requested override is not obeyed"),
-        Wire("proposal_count", nw, _mux(_and(candidate_valid, _eq(candidate, proposal_q)),
-                                        _mux(_op(">=", count, Ref("CONFIRM_CYCLES", nw)), Ref("CONFIRM_CYCLES", nw),
-                                             _op("+", count, Const(1, nw), width=nw)),
-                                        Const(1, nw)),
-             "how many consecutive cycles the proposal has been seen, saturating at CONFIRM_CYCLES"),
+        Wire(
+            "override_obeyable",
+            1,
+            _and(request_q, overridable_token, _op("[]", allowed_q, override_token)),
+            "an override of an overridable token allowed in the cell",
+        ),
+        Wire(
+            "override_refusal",
+            4,
+            _mux(
+                overridable_token,
+                reason(Reason.OVERRIDE_REFUSED_FORBIDDEN),
+                reason(Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE),
+            ),
+            "the reason reported when a requested override is not obeyed",
+        ),
+        Wire(
+            "proposal_count",
+            nw,
+            _mux(
+                _and(candidate_valid, _eq(candidate, proposal_q)),
+                _mux(
+                    _op(">=", count, Ref("CONFIRM_CYCLES", nw)),
+                    Ref("CONFIRM_CYCLES", nw),
+                    _op("+", count, Const(1, nw), width=nw),
+                ),
+                Const(1, nw),
+            ),
+            "how many consecutive cycles the proposal has been seen, saturating at CONFIRM_CYCLES",
+        ),
         Wire("confirmed", 1, _op(">=", proposal_count, Ref("CONFIRM_CYCLES", nw)), "the proposal is confirmed"),
     ]
 
-    targets = (("next_current", tw), ("next_candidate_valid", 1), ("next_candidate", tw), ("next_count", nw),
-               ("next_cooldown", dw), ("next_reason", 4))
+    targets = (
+        ("next_current", tw),
+        ("next_candidate_valid", 1),
+        ("next_candidate", tw),
+        ("next_count", nw),
+        ("next_cooldown", dw),
+        ("next_reason", 4),
+    )
 
     def values(new_current, new_cooldown, why, candidate_value=None, count_value=None):
-        return (("next_current", new_current),
-                ("next_candidate_valid", Const(0 if candidate_value is None else 1, 1)),
-                ("next_candidate", Const(0, tw) if candidate_value is None else candidate_value),
-                ("next_count", Const(0, nw) if count_value is None else count_value),
-                ("next_cooldown", new_cooldown), ("next_reason", why))
+        return (
+            ("next_current", new_current),
+            ("next_candidate_valid", Const(0 if candidate_value is None else 1, 1)),
+            ("next_candidate", Const(0, tw) if candidate_value is None else candidate_value),
+            ("next_count", Const(0, nw) if count_value is None else count_value),
+            ("next_cooldown", new_cooldown),
+            ("next_reason", why),
+        )
 
     restart = Ref("COOLDOWN_CYCLES", dw)
 
@@ -322,35 +456,71 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         return _mux(request_q, refusal, reason(r))
 
     rules = (
-        Rule("1. out of envelope: the conservative token, cooldown restarts", _not(in_envelope_q),
-             values(conservative, restart, reason(Reason.FALLBACK_ENVELOPE))),
-        Rule("1. SLA violated: the conservative token, cooldown restarts", _not(sla_ok_q),
-             values(conservative, restart, reason(Reason.FALLBACK_SLA))),
-        Rule("2. current token forbidden in this cell: pre-empt to the conservative token",
-             _not(Ref("current_allowed", 1)), values(conservative, restart, reason(Reason.LEGALITY_PREEMPT))),
-        Rule("3. override of the current token: keep it", _and(obeyable, _eq(override_token, current)),
-             values(current, counted_down, reason(Reason.OVERRIDE))),
-        Rule("3. override to the conservative token, or with the cooldown expired: obey",
-             _and(obeyable, _op("||", _eq(override_token, conservative), cooldown_expired)),
-             values(override_token, restart, reason(Reason.OVERRIDE))),
-        Rule("3. override waits for the cooldown", obeyable,
-             values(current, counted_down, reason(Reason.OVERRIDE_WAITING))),
-        Rule("6. the table proposes the current token: keep it", _eq(proposal_q, current),
-             values(current, counted_down, table_reason(Reason.KEEP_CURRENT))),
-        Rule("4. the table proposes the conservative token: move down at once", _eq(proposal_q, conservative),
-             values(conservative, restart, table_reason(Reason.MOVE_DOWN))),
-        Rule("5. proposal confirmed and cooldown expired: switch", _and(confirmed, cooldown_expired),
-             values(proposal_q, restart, table_reason(Reason.SWITCH))),
-        Rule("5. proposal not yet confirmed: hold and count", _not(confirmed),
-             values(current, counted_down, table_reason(Reason.HOLD_CONFIRMING), proposal_q, proposal_count)),
+        Rule(
+            "1. out of envelope: the conservative token, cooldown restarts",
+            _not(in_envelope_q),
+            values(conservative, restart, reason(Reason.FALLBACK_ENVELOPE)),
+        ),
+        Rule(
+            "1. SLA violated: the conservative token, cooldown restarts",
+            _not(sla_ok_q),
+            values(conservative, restart, reason(Reason.FALLBACK_SLA)),
+        ),
+        Rule(
+            "2. current token forbidden in this cell: pre-empt to the conservative token",
+            _not(Ref("current_allowed", 1)),
+            values(conservative, restart, reason(Reason.LEGALITY_PREEMPT)),
+        ),
+        Rule(
+            "3. override of the current token: keep it",
+            _and(obeyable, _eq(override_token, current)),
+            values(current, counted_down, reason(Reason.OVERRIDE)),
+        ),
+        Rule(
+            "3. override to the conservative token, or with the cooldown expired: obey",
+            _and(obeyable, _op("||", _eq(override_token, conservative), cooldown_expired)),
+            values(override_token, restart, reason(Reason.OVERRIDE)),
+        ),
+        Rule(
+            "3. override waits for the cooldown",
+            obeyable,
+            values(current, counted_down, reason(Reason.OVERRIDE_WAITING)),
+        ),
+        Rule(
+            "6. the table proposes the current token: keep it",
+            _eq(proposal_q, current),
+            values(current, counted_down, table_reason(Reason.KEEP_CURRENT)),
+        ),
+        Rule(
+            "4. the table proposes the conservative token: move down at once",
+            _eq(proposal_q, conservative),
+            values(conservative, restart, table_reason(Reason.MOVE_DOWN)),
+        ),
+        Rule(
+            "5. proposal confirmed and cooldown expired: switch",
+            _and(confirmed, cooldown_expired),
+            values(proposal_q, restart, table_reason(Reason.SWITCH)),
+        ),
+        Rule(
+            "5. proposal not yet confirmed: hold and count",
+            _not(confirmed),
+            values(current, counted_down, table_reason(Reason.HOLD_CONFIRMING), proposal_q, proposal_count),
+        ),
     )
-    otherwise = Rule("5. confirmed, cooldown running: hold", Const(1, 1),
-                     values(current, counted_down, table_reason(Reason.HOLD_COOLDOWN), proposal_q, proposal_count))
-    decision = Decision(targets, rules, otherwise,
-                        "one step of certfsm.machine.step, tested in its order, the first rule that holds wins "
-                        "(numbers: the rules in certfsm.machine's docstring); "
-                        "a requested override that is not obeyed leaves the table path to decide and reports "
-                        "the refusal as the reason")
+    otherwise = Rule(
+        "5. confirmed, cooldown running: hold",
+        Const(1, 1),
+        values(current, counted_down, table_reason(Reason.HOLD_COOLDOWN), proposal_q, proposal_count),
+    )
+    decision = Decision(
+        targets,
+        rules,
+        otherwise,
+        "one step of certfsm.machine.step, tested in its order, the first rule that holds wins "
+        "(numbers: the rules in certfsm.machine's docstring); "
+        "a requested override that is not obeyed leaves the table path to decide and reports "
+        "the refusal as the reason",
+    )
 
     state_enable = valid_q
     state = [
@@ -360,9 +530,14 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         Register("count", nw, Ref("next_count", nw), 0, state_enable, "cycles the candidate has been proposed"),
         Register("cooldown", dw, Ref("next_cooldown", dw), 0, state_enable, "cycles until a switch may happen"),
     ]
-    code_lookup = Lookup("next_token_code", 4, Ref("next_current", tw),
-                         tuple((t, params.codes[t], machine.tokens[t]) for t in range(n)), params.codes[
-                             params.conservative], "the code of the token emitted this cycle")
+    code_lookup = Lookup(
+        "next_token_code",
+        4,
+        Ref("next_current", tw),
+        tuple((t, params.codes[t], machine.tokens[t]) for t in range(n)),
+        params.codes[params.conservative],
+        "the code of the token emitted this cycle",
+    )
     outputs = [
         Register("token_code", 4, Ref("next_token_code", 4), params.codes[params.conservative], state_enable, ""),
         Register("reason_code", 4, Ref("next_reason", 4), 0, state_enable, ""),
@@ -370,14 +545,26 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         Register("out_valid", 1, valid_q, 0, None, ""),
     ]
 
-    body = (*banks, Wire("in_envelope", 1, in_envelope, "every input inside its envelope"),
-            Wire("reading_cell", cw, cell_index, "the flat cell index, C order (the last input varies fastest)"),
-            table, masks, *pipeline, *state, *stage1, decision, code_lookup, *outputs)
-    doc = (f"certfsm: the certified machine of artifact sha256 {machine.artifact_sha256 or '(none)'}",
-           f"inputs: {', '.join(machine.names)}; grid {' x '.join(map(str, machine.shape))} = {machine.n_cells} cells",
-           "tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
-           f"machine: {params.describe()}",
-           f"latency: {LATENCY} cycles (reading sampled at edge n, decision on the outputs after edge n + 1); "
-           "one decision per clock")
+    body = (
+        *banks,
+        Wire("in_envelope", 1, in_envelope, "every input inside its envelope"),
+        Wire("reading_cell", cw, cell_index, "the flat cell index, C order (the last input varies fastest)"),
+        table,
+        masks,
+        *pipeline,
+        *state,
+        *stage1,
+        decision,
+        code_lookup,
+        *outputs,
+    )
+    doc = (
+        f"certfsm: the certified machine of artifact sha256 {machine.artifact_sha256 or '(none)'}",
+        f"inputs: {', '.join(machine.names)}; grid {' x '.join(map(str, machine.shape))} = {machine.n_cells} cells",
+        "tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
+        f"machine: {params.describe()}",
+        f"latency: {LATENCY} cycles (reading sampled at edge n, decision on the outputs after edge n + 1); "
+        "one decision per clock",
+    )
     module = Module(module_name, doc, tuple(ports), tuple(constants), body, LATENCY)
     return Hardware(module, machine, tw, cw, nw, dw)

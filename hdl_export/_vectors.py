@@ -85,19 +85,42 @@ class Layout:
 
 
 def stimulus_layout(hw: Hardware) -> Layout:
-    return Layout((("rst", 1), ("in_valid", 1), ("sla_ok", 1), ("override_request", 1), ("override_code", 4),
-                   *((bank.bus.name, bank.bus.width) for bank in hw.banks)))
+    return Layout(
+        (
+            ("rst", 1),
+            ("in_valid", 1),
+            ("sla_ok", 1),
+            ("override_request", 1),
+            ("override_code", 4),
+            *((bank.bus.name, bank.bus.width) for bank in hw.banks),
+        )
+    )
 
 
 def expected_layout(hw: Hardware) -> Layout:
     """The outputs, then the state registers in `STATE_REGISTERS` order (`Reference.edge` gives them so)."""
-    return Layout((("out_valid", 1), ("token_code", 4), ("reason_code", 4), ("cell_index", hw.cell_width),
-                   *zip(STATE_REGISTERS, hw.state_widths)))
+    return Layout(
+        (
+            ("out_valid", 1),
+            ("token_code", 4),
+            ("reason_code", 4),
+            ("cell_index", hw.cell_width),
+            *zip(STATE_REGISTERS, hw.state_widths),
+        )
+    )
 
 
 def pack_cycle(layout: Layout, cycle: Cycle) -> int:
-    return layout.pack((int(cycle.rst), int(cycle.in_valid), int(cycle.sla_ok), int(cycle.override_request),
-                        cycle.override_code, *cycle.values))
+    return layout.pack(
+        (
+            int(cycle.rst),
+            int(cycle.in_valid),
+            int(cycle.sla_ok),
+            int(cycle.override_request),
+            cycle.override_code,
+            *cycle.values,
+        )
+    )
 
 
 class Reference:
@@ -190,8 +213,12 @@ class _Probes:
         codes = list(machine.params.codes)
         spare = next(c for c in range(16) if c not in codes) if len(codes) < 16 else None
         overrides = [None, *codes] + ([spare] if spare is not None else [])
-        self.inputs = [_valid(values, sla_ok, override) for values in readings for sla_ok in (True, False)
-                       for override in overrides]
+        self.inputs = [
+            _valid(values, sla_ok, override)
+            for values in readings
+            for sla_ok in (True, False)
+            for override in overrides
+        ]
         self.steps = [self.reference.sample(cycle) for cycle in self.inputs]
         self.start = machine.initial_state()
         self.successors: dict[State, list[State]] = {}
@@ -267,7 +294,7 @@ def stimulus(hw: Hardware, random_steps: int, seed: int = 0) -> list[Cycle]:
         smallest, largest = _bus_limits(bank)
         for value in sorted({smallest, bank.low - 1, bank.low, bank.high, bank.high + 1, largest}):
             if smallest <= value <= largest:
-                cycles.append(_valid(middle[:i] + (value,) + middle[i + 1:]))
+                cycles.append(_valid(middle[:i] + (value,) + middle[i + 1 :]))
     probes = _Probes(hw)
     cycles += [*probes.every_transition(reset), reset, *probes.every_cell_under(range(machine.n_cells))]
     cycles += _random_run(hw, random_steps, seed)
@@ -295,8 +322,16 @@ def _random_run(hw: Hardware, steps: int, seed: int) -> list[Cycle]:
         if rng.random() < 0.3:
             values = [value(i) if rng.random() < 0.5 else v for i, v in enumerate(values)]
         override = rng.randrange(16) if rng.random() < 0.05 else None
-        cycles.append(Cycle(rng.random() < 0.001, rng.random() < 0.95, tuple(values), rng.random() < 0.97,
-                            override is not None, 0 if override is None else override))
+        cycles.append(
+            Cycle(
+                rng.random() < 0.001,
+                rng.random() < 0.95,
+                tuple(values),
+                rng.random() < 0.97,
+                override is not None,
+                0 if override is None else override,
+            )
+        )
     return cycles
 
 

@@ -106,10 +106,12 @@ def _declarations(module: Module, indexed: frozenset[str]) -> list[str]:
 
 def _bank(bank: ComparatorBank) -> list[str]:
     bus, unit = bank.bus.name, f" {bank.unit}" if bank.unit else ""
-    lines = [f"// {bank.input_name}{unit}: bus value v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "
-             f"2^{bank.frac_bits}), so v >= threshold exactly when v * 2^-{bank.frac_bits} >= edge",
-             f"// envelope [{_show(bank.edges[0])}, {_show(bank.edges[-1])}]{unit} = "
-             f"{bank.low} .. {bank.high}; {len(bank.edges) - 1} bins"]
+    lines = [
+        f"// {bank.input_name}{unit}: bus value v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "
+        f"2^{bank.frac_bits}), so v >= threshold exactly when v * 2^-{bank.frac_bits} >= edge",
+        f"// envelope [{_show(bank.edges[0])}, {_show(bank.edges[-1])}]{unit} = "
+        f"{bank.low} .. {bank.high}; {len(bank.edges) - 1} bins",
+    ]
     checks = []
     if bank.signed or bank.low > 0:
         checks.append(f"({bus} >= {_bus_literal(bank.low, bank)})")
@@ -152,8 +154,10 @@ def _rom(rom: Rom) -> list[str]:
 def _lookup(lookup: Lookup) -> list[str]:
     lines = [f"// {lookup.doc}", "always @* begin", f"{_INDENT}case ({lookup.selector.name})"]
     for key, value, comment in lookup.cases:
-        lines.append(f"{_INDENT * 2}{_literal(key, lookup.selector.width)}: {lookup.name} = "
-                     f"{_literal(value, lookup.width)};  // {comment}")
+        lines.append(
+            f"{_INDENT * 2}{_literal(key, lookup.selector.width)}: {lookup.name} = "
+            f"{_literal(value, lookup.width)};  // {comment}"
+        )
     lines.append(f"{_INDENT * 2}default: {lookup.name} = {_literal(lookup.default, lookup.width)};")
     lines += [f"{_INDENT}endcase", "end"]
     return lines
@@ -165,8 +169,11 @@ def _registers(group: list[Register]) -> list[str]:
     lines = [f"// {r.name}: {r.doc}" for r in group if r.doc]
     lines.append("always @(posedge clk) begin")
     loads = [f"{r.name} <= {expression(r.next)};" for r in group]
-    body = loads if first.enable is None else [f"if ({expression(first.enable)}) begin",
-                                               *[_INDENT + line for line in loads], "end"]
+    body = (
+        loads
+        if first.enable is None
+        else [f"if ({expression(first.enable)}) begin", *[_INDENT + line for line in loads], "end"]
+    )
     if first.reset is None:
         lines += [_INDENT + line for line in body]
     else:
@@ -203,8 +210,13 @@ def _same_kind(a: Register, b: Register) -> bool:
 def print_verilog(module: Module) -> str:
     """The module as Verilog-2005 text, ending in a newline."""
     lines = [f"// {line}" for line in module.doc]
-    lines += ["// Written by certfsm export-verilog from the artifact named above; every ROM line names its cell.",
-              "", "`default_nettype none", "", f"module {module.name} ("]
+    lines += [
+        "// Written by certfsm export-verilog from the artifact named above; every ROM line names its cell.",
+        "",
+        "`default_nettype none",
+        "",
+        f"module {module.name} (",
+    ]
     for index, port in enumerate(module.ports):
         kind = "reg " if port.direction == "output" else "wire"
         signed = "signed " if port.signed else ""
@@ -237,8 +249,9 @@ def print_verilog(module: Module) -> str:
             body += _decision(node)
         elif isinstance(node, Register):
             group = [node]
-            while index + 1 < len(nodes) and isinstance(nodes[index + 1], Register) \
-                    and _same_kind(nodes[index + 1], node):
+            while (
+                index + 1 < len(nodes) and isinstance(nodes[index + 1], Register) and _same_kind(nodes[index + 1], node)
+            ):
                 index += 1
                 group.append(nodes[index])
             body += _registers(group)
@@ -248,8 +261,14 @@ def print_verilog(module: Module) -> str:
     return "\n".join(lines)
 
 
-def print_testbench(module: Module, stimulus: Layout, expected: Layout, steps: int,
-                    stimulus_file: str = "stimulus.hex", expected_file: str = "expected.hex") -> str:
+def print_testbench(
+    module: Module,
+    stimulus: Layout,
+    expected: Layout,
+    steps: int,
+    stimulus_file: str = "stimulus.hex",
+    expected_file: str = "expected.hex",
+) -> str:
     """A self-checking test bench: drive one stimulus word per rising edge, compare the ports and state after it.
 
     Outputs are read from the ports; the state registers through the
@@ -259,14 +278,21 @@ def print_testbench(module: Module, stimulus: Layout, expected: Layout, steps: i
     """
     ports = {port.name: port for port in module.ports}
     observed = [name if name in ports else f"dut.{name}" for name, _ in expected.fields]
-    lines = ["`timescale 1ns / 1ps", "`default_nettype none", "",
-             f"// Self-checking test bench for {module.name}: {steps} rising edges, expected values from the Python "
-             "reference (certfsm.machine).", f"module {module.name}_tb;"]
-    body = [f"localparam integer STEPS = {steps};",
-            f"reg [{stimulus.width - 1}:0] stimulus [0:STEPS - 1];",
-            f"reg [{expected.width - 1}:0] expected [0:STEPS - 1];",
-            f"reg [{expected.width - 1}:0] seen;",
-            "reg clk;"]
+    lines = [
+        "`timescale 1ns / 1ps",
+        "`default_nettype none",
+        "",
+        f"// Self-checking test bench for {module.name}: {steps} rising edges, expected values from the Python "
+        "reference (certfsm.machine).",
+        f"module {module.name}_tb;",
+    ]
+    body = [
+        f"localparam integer STEPS = {steps};",
+        f"reg [{stimulus.width - 1}:0] stimulus [0:STEPS - 1];",
+        f"reg [{expected.width - 1}:0] expected [0:STEPS - 1];",
+        f"reg [{expected.width - 1}:0] seen;",
+        "reg clk;",
+    ]
     for name, width in stimulus.fields:
         signed = "signed " if ports[name].signed else ""
         body.append(f"reg {signed}{_range(width)}{name};")
@@ -274,24 +300,30 @@ def print_testbench(module: Module, stimulus: Layout, expected: Layout, steps: i
     body += [f"wire {_range(p.width)}{p.name};" for p in outputs]
     connections = [f".{p.name}({p.name})" for p in module.ports]
     body.append(f"{module.name} dut ({', '.join(connections)});")
-    body += ["integer step;", "integer mismatches;", "", "initial begin",
-             f"{_INDENT}$readmemh(\"{stimulus_file}\", stimulus);",
-             f"{_INDENT}$readmemh(\"{expected_file}\", expected);",
-             f"{_INDENT}clk = 1'b0;", f"{_INDENT}mismatches = 0;",
-             f"{_INDENT}for (step = 0; step < STEPS; step = step + 1) begin",
-             f"{_INDENT * 2}{{{', '.join(name for name, _ in stimulus.fields)}}} = stimulus[step];",
-             f"{_INDENT * 2}#1 clk = 1'b1;",
-             f"{_INDENT * 2}#1 seen = {{{', '.join(observed)}}};",
-             f"{_INDENT * 2}if (seen !== expected[step]) begin",
-             f"{_INDENT * 3}mismatches = mismatches + 1;",
-             f"{_INDENT * 3}if (mismatches <= 10) $display(\"MISMATCH step=%0d seen=%h expected=%h\", step, seen, "
-             "expected[step]);",
-             f"{_INDENT * 2}end",
-             f"{_INDENT * 2}clk = 1'b0;",
-             f"{_INDENT}end",
-             f"{_INDENT}$display(\"RESULT steps=%0d mismatches=%0d\", STEPS, mismatches);",
-             f"{_INDENT}$finish;",
-             "end"]
+    body += [
+        "integer step;",
+        "integer mismatches;",
+        "",
+        "initial begin",
+        f'{_INDENT}$readmemh("{stimulus_file}", stimulus);',
+        f'{_INDENT}$readmemh("{expected_file}", expected);',
+        f"{_INDENT}clk = 1'b0;",
+        f"{_INDENT}mismatches = 0;",
+        f"{_INDENT}for (step = 0; step < STEPS; step = step + 1) begin",
+        f"{_INDENT * 2}{{{', '.join(name for name, _ in stimulus.fields)}}} = stimulus[step];",
+        f"{_INDENT * 2}#1 clk = 1'b1;",
+        f"{_INDENT * 2}#1 seen = {{{', '.join(observed)}}};",
+        f"{_INDENT * 2}if (seen !== expected[step]) begin",
+        f"{_INDENT * 3}mismatches = mismatches + 1;",
+        f'{_INDENT * 3}if (mismatches <= 10) $display("MISMATCH step=%0d seen=%h expected=%h", step, seen, '
+        "expected[step]);",
+        f"{_INDENT * 2}end",
+        f"{_INDENT * 2}clk = 1'b0;",
+        f"{_INDENT}end",
+        f'{_INDENT}$display("RESULT steps=%0d mismatches=%0d", STEPS, mismatches);',
+        f"{_INDENT}$finish;",
+        "end",
+    ]
     lines += [(_INDENT + line) if line else "" for line in body]
     lines += ["endmodule", "", "`default_nettype wire", ""]
     return "\n".join(lines)

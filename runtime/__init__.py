@@ -88,8 +88,9 @@ def load_machine(path, *, trusted_keys=None) -> Machine:
 
 def open_audit(controller: Controller, path, **options) -> AuditWriter:
     """Start an audit log at `path` for `controller` (its artifact, inputs and SLA metrics) and attach it."""
-    writer = AuditWriter(path, controller.machine.artifact_sha256, controller.machine.names,
-                         controller.metric_names, **options)
+    writer = AuditWriter(
+        path, controller.machine.artifact_sha256, controller.machine.names, controller.metric_names, **options
+    )
     controller.attach_audit(writer)
     return writer
 
@@ -101,5 +102,30 @@ def serve_metrics(counters: RuntimeCounters, port: int):
     return serve(counters, port)
 
 
-__all__ = ["AuditReport", "write_audit_report", "AuditWriter", "Calibration", "CountersSnapshot", "RuntimeCounters", "serve_metrics", "RunSummary", "open_probe", "run", "ArtifactRun", "run_artifact", "Controller", "Decision", "Machine", "Reason", "ReplayOutcome", "State", "export_jsonl",
-           "load", "load_machine", "open_audit", "read_log", "replay_log", "verify_log"]
+__all__ = [
+    "AuditReport",
+    "write_audit_report",
+    "AuditWriter",
+    "Calibration",
+    "CountersSnapshot",
+    "RuntimeCounters",
+    "serve_metrics",
+    "RunSummary",
+    "open_probe",
+    "run",
+    "ArtifactRun",
+    "run_artifact",
+    "Controller",
+    "Decision",
+    "Machine",
+    "Reason",
+    "ReplayOutcome",
+    "State",
+    "export_jsonl",
+    "load",
+    "load_machine",
+    "open_audit",
+    "read_log",
+    "replay_log",
+    "verify_log",
+]

@@ -46,8 +46,20 @@ from pathlib import Path
 
 from certfsm import AuditLogError
 
-from ._audit_format import (FLAG_OVERRIDE, FLAG_SLA_OK, GENESIS, KIND_STEP, KIND_STEP_FIXED, close_body, encode_header,
-                            override_body, refusal_body, saturated_int64, step_body, swap_body)
+from ._audit_format import (
+    FLAG_OVERRIDE,
+    FLAG_SLA_OK,
+    GENESIS,
+    KIND_STEP,
+    KIND_STEP_FIXED,
+    close_body,
+    encode_header,
+    override_body,
+    refusal_body,
+    saturated_int64,
+    step_body,
+    swap_body,
+)
 
 _NAN = math.nan
 
@@ -87,20 +99,33 @@ class AuditWriter:
     so a log is a pure function of the calls made.
     """
 
-    def __init__(self, path, artifact_sha256: str, input_names, metric_names=(), *, fsync_every: int = 1000,
-                 rotate_bytes: int | None = None, buffer_bytes: int = 1 << 16) -> None:
+    def __init__(
+        self,
+        path,
+        artifact_sha256: str,
+        input_names,
+        metric_names=(),
+        *,
+        fsync_every: int = 1000,
+        rotate_bytes: int | None = None,
+        buffer_bytes: int = 1 << 16,
+    ) -> None:
         self.path = Path(path)
         self._artifact = _sha256_bytes(artifact_sha256, "artifact_sha256")
         self.input_names = _names(input_names, "input_names")
         self.metric_names = _names(metric_names, "metric_names")
         if not isinstance(fsync_every, int) or fsync_every < 0:
-            raise AuditLogError(f"fsync_every={fsync_every!r} must be an integer >= 0 "
-                                "(1: every record, N: every N records, 0: on close only)")
+            raise AuditLogError(
+                f"fsync_every={fsync_every!r} must be an integer >= 0 "
+                "(1: every record, N: every N records, 0: on close only)"
+            )
         if rotate_bytes is not None and (not isinstance(rotate_bytes, int) or rotate_bytes < 1):
             raise AuditLogError(f"rotate_bytes={rotate_bytes!r} must be a positive integer or None (no rotation)")
         if rotated_path(self.path, 1).exists():
-            raise AuditLogError(f"{rotated_path(self.path, 1)} exists: {self.path} would mix with an older log; "
-                                "choose a new path or move the old log away")
+            raise AuditLogError(
+                f"{rotated_path(self.path, 1)} exists: {self.path} would mix with an older log; "
+                "choose a new path or move the old log away"
+            )
         self._fsync_every, self._rotate_bytes, self._buffer_bytes = fsync_every, rotate_bytes, buffer_bytes
         self._metric_set = frozenset(self.metric_names)
         self._n_inputs, self._n_metrics = len(self.input_names), len(self.metric_names)
@@ -133,8 +158,19 @@ class AuditWriter:
         """The artifact in force: the one given at creation, or the new one of the last swap."""
         return self._artifact.hex()
 
-    def append_step(self, time: float, reading, metrics, cell: int, token: int, code: int, reason: int, state,
-                    sla_ok: bool, override: int | None = None) -> int:
+    def append_step(
+        self,
+        time: float,
+        reading,
+        metrics,
+        cell: int,
+        token: int,
+        code: int,
+        reason: int,
+        state,
+        sla_ok: bool,
+        override: int | None = None,
+    ) -> int:
         """Log one step; returns its index. `state` is the state after the step (a `State` or `LoggedState`).
 
         `reading` holds one number per input name (NaN or None when a value
@@ -154,22 +190,47 @@ class AuditWriter:
         try:
             index = self._index
             try:
-                body = self._step_frame.pack(KIND_STEP, index, time, *values, cell, token, code, reason, flags,
-                                             override or 0, state.current, state.candidate, state.count,
-                                             state.cooldown)
+                body = self._step_frame.pack(
+                    KIND_STEP,
+                    index,
+                    time,
+                    *values,
+                    cell,
+                    token,
+                    code,
+                    reason,
+                    flags,
+                    override or 0,
+                    state.current,
+                    state.candidate,
+                    state.count,
+                    state.cooldown,
+                )
             except (struct.error, AttributeError) as error:
                 if None not in values:
                     raise self._explain(error, time, values, cell, token, code, reason, override, state) from None
                 # A missing value (None) is logged as NaN; looked for only now, so a full reading costs nothing.
-                return self._append_step_with_nan(index, time, values, cell, token, code, reason, flags, override,
-                                                  state)
+                return self._append_step_with_nan(
+                    index, time, values, cell, token, code, reason, flags, override, state
+                )
             self._append(body, time)
             return index
         finally:
             lock.release()
 
-    def append_step_fixed(self, time: float, reading, metrics, cell: int, token: int, code: int, reason: int, state,
-                          sla_ok: bool, override: int | None = None) -> int:
+    def append_step_fixed(
+        self,
+        time: float,
+        reading,
+        metrics,
+        cell: int,
+        token: int,
+        code: int,
+        reason: int,
+        state,
+        sla_ok: bool,
+        override: int | None = None,
+    ) -> int:
         """`append_step` for a cycle given fixed-point integers (`Controller.step_fixed`): the reading is logged as
         the integers, so a replay bins it by the fixed-point path. An integer beyond the i64 range is logged
         saturated (`_audit_format` says why that bins the same)."""
@@ -178,16 +239,31 @@ class AuditWriter:
         n = self._n_inputs
         for name, value in zip(self.input_names, values[:n]):
             if isinstance(value, (bool, float)) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"append_step_fixed: {name}={value!r} is not an integer; a fixed-point reading "
-                                "holds integers v meaning v * 2^-frac_bits")
+                raise TypeError(
+                    f"append_step_fixed: {name}={value!r} is not an integer; a fixed-point reading "
+                    "holds integers v meaning v * 2^-frac_bits"
+                )
         values[:n] = [saturated_int64(int(v)) for v in values[:n]]
         values[n:] = [_NAN if v is None else v for v in values[n:]]
         with self._lock:
             index = self._index
             try:
-                body = self._fixed_step_frame.pack(KIND_STEP_FIXED, index, time, *values, cell, token, code, reason,
-                                                   flags, override or 0, state.current, state.candidate, state.count,
-                                                   state.cooldown)
+                body = self._fixed_step_frame.pack(
+                    KIND_STEP_FIXED,
+                    index,
+                    time,
+                    *values,
+                    cell,
+                    token,
+                    code,
+                    reason,
+                    flags,
+                    override or 0,
+                    state.current,
+                    state.candidate,
+                    state.count,
+                    state.cooldown,
+                )
             except (struct.error, AttributeError) as error:
                 raise self._explain(error, time, values, cell, token, code, reason, override, state) from None
             self._append(body, time)
@@ -203,8 +279,9 @@ class AuditWriter:
             try:
                 body = refusal_body(self._index, time, self._artifact, refused, reason)
             except struct.error as error:
-                raise AuditLogError(f"append_refusal: time={time!r} does not fit the log ({error}); pass seconds"
-                                    ) from None
+                raise AuditLogError(
+                    f"append_refusal: time={time!r} does not fit the log ({error}); pass seconds"
+                ) from None
             index = self._index
             self._append(body, time)
             return index
@@ -217,13 +294,17 @@ class AuditWriter:
         old, new = _sha256_bytes(old_sha256, "old_sha256"), _sha256_bytes(new_sha256, "new_sha256")
         with self._lock:
             if old != self._artifact:
-                raise AuditLogError(f"append_swap: old_sha256={old_sha256} is not the artifact in force "
-                                    f"({self._artifact.hex()}); pass the hash of the artifact being replaced")
+                raise AuditLogError(
+                    f"append_swap: old_sha256={old_sha256} is not the artifact in force "
+                    f"({self._artifact.hex()}); pass the hash of the artifact being replaced"
+                )
             try:
                 body = swap_body(self._index, time, old, new, state)
             except (struct.error, AttributeError) as error:
-                raise AuditLogError(f"append_swap: time={time!r} state={state!r} do not fit the log ({error}); "
-                                    "pass seconds and the machine State") from None
+                raise AuditLogError(
+                    f"append_swap: time={time!r} state={state!r} do not fit the log ({error}); "
+                    "pass seconds and the machine State"
+                ) from None
             self._check_open()
             index, self._artifact = self._index, new  # before _append: a rotation it causes names the new artifact
             self._append(body, time)
@@ -235,9 +316,10 @@ class AuditWriter:
             try:
                 body = override_body(self._index, time, token, cycles)
             except struct.error as error:
-                raise AuditLogError(f"append_override: time={time!r} token={token!r} cycles={cycles!r} do not "
-                                    f"fit the log ({error}); pass seconds, a token index and a count >= 0 or None"
-                                    ) from None
+                raise AuditLogError(
+                    f"append_override: time={time!r} token={token!r} cycles={cycles!r} do not "
+                    f"fit the log ({error}); pass seconds, a token index and a count >= 0 or None"
+                ) from None
             index = self._index
             self._append(body, time)
             return index
@@ -276,28 +358,48 @@ class AuditWriter:
         if type(reading) not in (list, tuple):
             reading = list(reading)
         if len(reading) != self._n_inputs:
-            raise AuditLogError(f"append_step: reading has {len(reading)} values, the log names "
-                                f"{self._n_inputs} inputs {list(self.input_names)}; pass one value per input")
+            raise AuditLogError(
+                f"append_step: reading has {len(reading)} values, the log names "
+                f"{self._n_inputs} inputs {list(self.input_names)}; pass one value per input"
+            )
         if type(metrics) is dict or isinstance(metrics, Mapping):
             if not self._metric_set.issuperset(metrics):
                 unknown = sorted(set(metrics) - self._metric_set)
-                raise AuditLogError(f"append_step: metrics name {unknown}, which the log's header does not "
-                                    f"({list(self.metric_names)}); create the log with every metric name")
+                raise AuditLogError(
+                    f"append_step: metrics name {unknown}, which the log's header does not "
+                    f"({list(self.metric_names)}); create the log with every metric name"
+                )
             values = [*reading, *map(metrics.get, self.metric_names)]  # None where absent
         else:
             metrics = () if metrics is None else list(metrics)
             if len(metrics) not in (0, self._n_metrics):
-                raise AuditLogError(f"append_step: metrics has {len(metrics)} values, the log names "
-                                    f"{self._n_metrics} metrics {list(self.metric_names)}; pass a mapping or one "
-                                    "value per metric")
+                raise AuditLogError(
+                    f"append_step: metrics has {len(metrics)} values, the log names "
+                    f"{self._n_metrics} metrics {list(self.metric_names)}; pass a mapping or one "
+                    "value per metric"
+                )
             values = [*reading, *(metrics or [_NAN] * self._n_metrics)]
         return values  # a None (missing) stays until the pack refuses it; `_append_step_with_nan` logs NaN
 
     def _append_step_with_nan(self, index, time, values, cell, token, code, reason, flags, override, state) -> int:
         values = [_NAN if v is None else v for v in values]
         try:
-            body = self._step_frame.pack(KIND_STEP, index, time, *values, cell, token, code, reason, flags,
-                                         override or 0, state.current, state.candidate, state.count, state.cooldown)
+            body = self._step_frame.pack(
+                KIND_STEP,
+                index,
+                time,
+                *values,
+                cell,
+                token,
+                code,
+                reason,
+                flags,
+                override or 0,
+                state.current,
+                state.candidate,
+                state.count,
+                state.cooldown,
+            )
         except (struct.error, AttributeError) as error:
             raise self._explain(error, time, values, cell, token, code, reason, override, state) from None
         self._append(body, time)
@@ -315,22 +417,30 @@ class AuditWriter:
                 struct.pack("<d", value)
             except struct.error:
                 return TypeError(f"append_step: {name}={value!r} is not a number; pass a float, or None when missing")
-        fields = [("cell", "i", cell), ("token", "B", token), ("code", "B", code), ("reason", "B", reason),
-                  ("override", "i", override or 0)]
+        fields = [
+            ("cell", "i", cell),
+            ("token", "B", token),
+            ("code", "B", code),
+            ("reason", "B", reason),
+            ("override", "i", override or 0),
+        ]
         for attribute, fmt in zip(("current", "candidate", "count", "cooldown"), "BbII"):
             fields.append((f"state.{attribute}", fmt, getattr(state, attribute, None)))
         for name, fmt, value in fields:
             try:
                 struct.pack("<" + fmt, value)
             except struct.error as field_error:
-                return AuditLogError(f"append_step: {name}={value!r} does not fit the log ({field_error}); "
-                                     "pass the machine's own values")
+                return AuditLogError(
+                    f"append_step: {name}={value!r} does not fit the log ({field_error}); pass the machine's own values"
+                )
         return AuditLogError(f"append_step: {error}")
 
     def _check_open(self) -> None:
         if self._failure is not None:
-            raise AuditLogError(f"{self.path}: the writer stopped after an I/O error ({self._failure}); "
-                                "verify the log and start a new one")
+            raise AuditLogError(
+                f"{self.path}: the writer stopped after an I/O error ({self._failure}); "
+                "verify the log and start a new one"
+            )
         if self._fd is None:
             raise AuditLogError(f"{self.path}: the audit log is closed; open a new AuditWriter to log more")
 
@@ -406,13 +516,20 @@ class AuditWriter:
     def _open_file(self) -> None:
         """Create file k with its header, written and fsynced at once (with its folder) so it is never torn late."""
         path = rotated_path(self.path, self._file_number)
-        header = encode_header(file_number=self._file_number, first_index=self._index, artifact=self._artifact,
-                               previous=self._chain, input_names=self.input_names, metric_names=self.metric_names)
+        header = encode_header(
+            file_number=self._file_number,
+            first_index=self._index,
+            artifact=self._artifact,
+            previous=self._chain,
+            input_names=self.input_names,
+            metric_names=self.metric_names,
+        )
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            raise AuditLogError(f"{path} exists; an audit log is never overwritten: choose a new path "
-                                "or move the old log away") from None
+            raise AuditLogError(
+                f"{path} exists; an audit log is never overwritten: choose a new path or move the old log away"
+            ) from None
         self._file_bytes = 0
         self._buffer += header
         self._write_out(sync=True)

@@ -71,10 +71,18 @@ GENESIS = bytes(32)
 HASH_SIZE = 32
 
 KIND_STEP, KIND_SWAP, KIND_OVERRIDE, KIND_CLOSE, KIND_STEP_FIXED, KIND_REFUSAL = 1, 2, 3, 4, 5, 6
-KIND_NAMES = {KIND_STEP: "step", KIND_SWAP: "swap", KIND_OVERRIDE: "override", KIND_CLOSE: "close",
-              KIND_STEP_FIXED: "fixed-point step", KIND_REFUSAL: "refusal"}
-_KINDS_OF_VERSION = {1: (KIND_STEP, KIND_SWAP, KIND_OVERRIDE, KIND_CLOSE),
-                     2: (KIND_STEP, KIND_SWAP, KIND_OVERRIDE, KIND_CLOSE, KIND_STEP_FIXED, KIND_REFUSAL)}
+KIND_NAMES = {
+    KIND_STEP: "step",
+    KIND_SWAP: "swap",
+    KIND_OVERRIDE: "override",
+    KIND_CLOSE: "close",
+    KIND_STEP_FIXED: "fixed-point step",
+    KIND_REFUSAL: "refusal",
+}
+_KINDS_OF_VERSION = {
+    1: (KIND_STEP, KIND_SWAP, KIND_OVERRIDE, KIND_CLOSE),
+    2: (KIND_STEP, KIND_SWAP, KIND_OVERRIDE, KIND_CLOSE, KIND_STEP_FIXED, KIND_REFUSAL),
+}
 
 FLAG_SLA_OK, FLAG_OVERRIDE = 1, 2
 FLAG_TOKEN, FLAG_CYCLES = 1, 2
@@ -203,17 +211,33 @@ Record = StepRecord | SwapRecord | OverrideRecord | CloseRecord | RefusalRecord
 # ------------------------------------------------------------- header
 
 
-def encode_header(*, file_number: int, first_index: int, artifact: bytes, previous: bytes,
-                  input_names, metric_names) -> bytes:
+def encode_header(
+    *, file_number: int, first_index: int, artifact: bytes, previous: bytes, input_names, metric_names
+) -> bytes:
     """The header bytes, digest included; the digest (its last 32 bytes) starts the file's chain."""
-    names = b"".join(_NAME_LENGTH.pack(len(raw)) + raw
-                     for raw in (name.encode("utf-8") for name in (*input_names, *metric_names)))
+    names = b"".join(
+        _NAME_LENGTH.pack(len(raw)) + raw for raw in (name.encode("utf-8") for name in (*input_names, *metric_names))
+    )
     size = _HEADER_FIXED.size + len(names) + HASH_SIZE
     if size > MAX_HEADER:
-        raise AuditLogError(f"audit log header: the input and metric names take {size} bytes, "
-                            f"more than the format's {MAX_HEADER}; use shorter names")
-    body = _HEADER_FIXED.pack(MAGIC, FORMAT_VERSION, size, file_number, first_index, artifact, previous,
-                              len(input_names), len(metric_names)) + names
+        raise AuditLogError(
+            f"audit log header: the input and metric names take {size} bytes, "
+            f"more than the format's {MAX_HEADER}; use shorter names"
+        )
+    body = (
+        _HEADER_FIXED.pack(
+            MAGIC,
+            FORMAT_VERSION,
+            size,
+            file_number,
+            first_index,
+            artifact,
+            previous,
+            len(input_names),
+            len(metric_names),
+        )
+        + names
+    )
     return body + hashlib.sha256(body).digest()
 
 
@@ -224,30 +248,42 @@ def decode_header(data: bytes, where: str) -> LogHeader | None:
     log, have another format version, or do not match their digest.
     """
     if len(data) < _HEADER_FIXED.size:
-        if MAGIC.startswith(data[:len(MAGIC)]):
+        if MAGIC.startswith(data[: len(MAGIC)]):
             return None
         raise AuditLogError(f"{where}: not a certfsm audit log (no {MAGIC!r} magic); give the path of an audit log")
-    magic, version, size, file_number, first_index, artifact, previous, n_inputs, n_metrics = \
-        _HEADER_FIXED.unpack_from(data)
+    magic, version, size, file_number, first_index, artifact, previous, n_inputs, n_metrics = _HEADER_FIXED.unpack_from(
+        data
+    )
     if magic != MAGIC:
         raise AuditLogError(f"{where}: not a certfsm audit log (no {MAGIC!r} magic); give the path of an audit log")
     if version not in READABLE_VERSIONS:
-        raise AuditLogError(f"{where}: audit log format version={version}, this certfsm reads versions "
-                            f"{', '.join(map(str, READABLE_VERSIONS))}; read it with the certfsm that wrote it")
+        raise AuditLogError(
+            f"{where}: audit log format version={version}, this certfsm reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}; read it with the certfsm that wrote it"
+        )
     if size < _HEADER_FIXED.size + HASH_SIZE:
         raise AuditLogError(f"{where}: corrupt audit log header (header length={size} is too small)")
     if len(data) < size:
         return None
-    digest = hashlib.sha256(data[:size - HASH_SIZE]).digest()
-    if digest != data[size - HASH_SIZE:size]:
+    digest = hashlib.sha256(data[: size - HASH_SIZE]).digest()
+    if digest != data[size - HASH_SIZE : size]:
         raise AuditLogError(f"{where}: corrupt audit log header (its SHA-256 does not match its bytes)")
     names, pos = [], _HEADER_FIXED.size
     for _ in range(n_inputs + n_metrics):
         (length,) = _NAME_LENGTH.unpack_from(data, pos)
-        names.append(data[pos + 2:pos + 2 + length].decode("utf-8"))
+        names.append(data[pos + 2 : pos + 2 + length].decode("utf-8"))
         pos += 2 + length
-    return LogHeader(version, file_number, first_index, artifact.hex(), previous.hex(), tuple(names[:n_inputs]),
-                     tuple(names[n_inputs:]), size, digest.hex())
+    return LogHeader(
+        version,
+        file_number,
+        first_index,
+        artifact.hex(),
+        previous.hex(),
+        tuple(names[:n_inputs]),
+        tuple(names[n_inputs:]),
+        size,
+        digest.hex(),
+    )
 
 
 # ------------------------------------------------------------- frames
@@ -262,9 +298,14 @@ class FrameLayout:
         n, m = len(self.input_names), len(self.metric_names)
         self.step_payload = step_payload(n, m)
         self.fixed_step_payload = step_payload(n, m, fixed=True)
-        body_sizes = {KIND_STEP: PREFIX.size + self.step_payload.size, KIND_SWAP: _SWAP.size,
-                      KIND_OVERRIDE: _OVERRIDE.size, KIND_CLOSE: _CLOSE.size,
-                      KIND_STEP_FIXED: PREFIX.size + self.fixed_step_payload.size, KIND_REFUSAL: _REFUSAL.size}
+        body_sizes = {
+            KIND_STEP: PREFIX.size + self.step_payload.size,
+            KIND_SWAP: _SWAP.size,
+            KIND_OVERRIDE: _OVERRIDE.size,
+            KIND_CLOSE: _CLOSE.size,
+            KIND_STEP_FIXED: PREFIX.size + self.fixed_step_payload.size,
+            KIND_REFUSAL: _REFUSAL.size,
+        }
         self.frame_sizes = {kind: body_sizes[kind] + HASH_SIZE for kind in _KINDS_OF_VERSION[format_version]}
 
     def decode(self, body: bytes, chain: bytes) -> Record:
@@ -274,21 +315,40 @@ class FrameLayout:
             fixed = kind == KIND_STEP_FIXED
             values = (self.fixed_step_payload if fixed else self.step_payload).unpack_from(body, PREFIX.size)
             n, m = len(self.input_names), len(self.metric_names)
-            cell, token, code, reason, flags, override = values[n + m:n + m + 6]
-            return StepRecord(index, time, values[:n], dict(zip(self.metric_names, values[n:n + m])), cell, token,
-                              code, reason, bool(flags & FLAG_SLA_OK), override if flags & FLAG_OVERRIDE else None,
-                              LoggedState(*values[n + m + 6:]), chain.hex(), fixed)
+            cell, token, code, reason, flags, override = values[n + m : n + m + 6]
+            return StepRecord(
+                index,
+                time,
+                values[:n],
+                dict(zip(self.metric_names, values[n : n + m])),
+                cell,
+                token,
+                code,
+                reason,
+                bool(flags & FLAG_SLA_OK),
+                override if flags & FLAG_OVERRIDE else None,
+                LoggedState(*values[n + m + 6 :]),
+                chain.hex(),
+                fixed,
+            )
         if kind == KIND_SWAP:
             _, _, _, old, new, *state = _SWAP.unpack(body)
             return SwapRecord(index, time, old.hex(), new.hex(), LoggedState(*state), chain.hex())
         if kind == KIND_OVERRIDE:
             _, _, _, flags, token, cycles = _OVERRIDE.unpack(body)
-            return OverrideRecord(index, time, token if flags & FLAG_TOKEN else None,
-                                  cycles if flags & FLAG_CYCLES else None, chain.hex())
+            return OverrideRecord(
+                index, time, token if flags & FLAG_TOKEN else None, cycles if flags & FLAG_CYCLES else None, chain.hex()
+            )
         if kind == KIND_REFUSAL:
             _, _, _, in_force, refused, length, text = _REFUSAL.unpack(body)
-            return RefusalRecord(index, time, in_force.hex(), refused.hex() if any(refused) else None,
-                                 text[:length].decode("utf-8", "replace"), chain.hex())
+            return RefusalRecord(
+                index,
+                time,
+                in_force.hex(),
+                refused.hex() if any(refused) else None,
+                text[:length].decode("utf-8", "replace"),
+                chain.hex(),
+            )
         return CloseRecord(index, time, bool(_CLOSE.unpack(body)[3]), chain.hex())
 
 

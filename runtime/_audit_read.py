@@ -26,8 +26,22 @@ from pathlib import Path
 from certfsm import AuditLogError
 
 from ._audit import rotated_path
-from ._audit_format import (GENESIS, KIND_CLOSE, KIND_NAMES, KIND_REFUSAL, KIND_SWAP, MAGIC, FrameLayout, LogHeader,
-                            Record, RefusalRecord, StepRecord, SwapRecord, decode_header, json_float)
+from ._audit_format import (
+    GENESIS,
+    KIND_CLOSE,
+    KIND_NAMES,
+    KIND_REFUSAL,
+    KIND_SWAP,
+    MAGIC,
+    FrameLayout,
+    LogHeader,
+    Record,
+    RefusalRecord,
+    StepRecord,
+    SwapRecord,
+    decode_header,
+    json_float,
+)
 
 _KIND_AND_INDEX = struct.Struct("<BQ")
 _ROTATED = re.compile(r"\.[0-9]+$")
@@ -60,11 +74,12 @@ class LogVerification:
         where = self.files[0]
         if self.ok:
             ending = "closed" if self.closed else "not closed (still being written, or the writer stopped)"
-            return (f"{where}: intact, {self.records} records in {len(self.files)} file(s), {ending}; "
-                    f"head {self.head}")
+            return f"{where}: intact, {self.records} records in {len(self.files)} file(s), {ending}; head {self.head}"
         if self.torn:
-            return (f"{where}: torn tail at record {self.first_bad}: {self.reason}; "
-                    f"the {self.records} records before it verify")
+            return (
+                f"{where}: torn tail at record {self.first_bad}: {self.reason}; "
+                f"the {self.records} records before it verify"
+            )
         return f"{where}: record {self.first_bad} is bad: {self.reason}; the {self.records} records before it verify"
 
 
@@ -74,8 +89,10 @@ def log_files(path) -> list[Path]:
     if path.is_dir():
         firsts = sorted(p for p in path.iterdir() if p.is_file() and not _ROTATED.search(p.name) and _is_log(p))
         if len(firsts) != 1:
-            raise AuditLogError(f"{path}: folder holds {len(firsts)} audit logs {[p.name for p in firsts]}, "
-                                "expected 1; give the path of the log's first file")
+            raise AuditLogError(
+                f"{path}: folder holds {len(firsts)} audit logs {[p.name for p in firsts]}, "
+                "expected 1; give the path of the log's first file"
+            )
         path = firsts[0]
     if not path.is_file():
         raise AuditLogError(f"{path}: no such audit log; give the path of the log's first file or of its folder")
@@ -106,8 +123,9 @@ def read_header(path) -> LogHeader:
     first = log_files(path)[0]
     header = decode_header(first.read_bytes(), str(first))
     if header is None:
-        raise AuditLogError(f"{first}: the header is torn (the writer stopped while creating the file); "
-                            "the log holds no records")
+        raise AuditLogError(
+            f"{first}: the header is torn (the writer stopped while creating the file); the log holds no records"
+        )
     return header
 
 
@@ -141,11 +159,16 @@ class _Walk:
         following = rotated_path(self.files[0], len(self.files))
         beyond = rotated_path(self.files[0], len(self.files) + 1)
         if self._continues and beyond.exists():
-            self._finish(f"{self.files[-1]} says the log continues in {following}, which is missing "
-                         f"while {beyond} exists: a file was removed")
+            self._finish(
+                f"{self.files[-1]} says the log continues in {following}, which is missing "
+                f"while {beyond} exists: a file was removed"
+            )
         elif self._continues:
-            self._finish(f"{self.files[-1]} says the log continues in {following}, which is missing "
-                         "(the writer stopped while rotating, or the file was removed)", torn=True)
+            self._finish(
+                f"{self.files[-1]} says the log continues in {following}, which is missing "
+                "(the writer stopped while rotating, or the file was removed)",
+                torn=True,
+            )
         else:
             self._finish("", closed=self._continues is False)
 
@@ -159,13 +182,16 @@ class _Walk:
             self._finish(str(error))
             return None
         if header is None:
-            self._finish(f"{path}: the header is torn (the writer stopped while creating the file)",
-                         torn=number == len(self.files) - 1)
+            self._finish(
+                f"{path}: the header is torn (the writer stopped while creating the file)",
+                torn=number == len(self.files) - 1,
+            )
             return None
         if number == 0:
             if header.file_number != 0:
-                raise AuditLogError(f"{path}: this is file {header.file_number} of a rotated log; "
-                                    "give the path of its first file")
+                raise AuditLogError(
+                    f"{path}: this is file {header.file_number} of a rotated log; give the path of its first file"
+                )
             self._first, self._artifact = header, header.artifact_sha256
         else:
             problem = self._link_problem(path, header, number)
@@ -189,16 +215,24 @@ class _Walk:
             size = sizes.get(kind)
             if size is None or pos + size > end:
                 rest_is_zero = not any(data[pos:])
-                what = (f"{end - pos} bytes of a {KIND_NAMES[kind]} record of {size}" if size is not None
-                        else f"{end - pos} zero bytes" if rest_is_zero else f"unknown record kind {kind}")
-                self._finish(f"{path} ends with {what} at byte {pos}",
-                             torn=is_last and (size is not None or rest_is_zero))
+                what = (
+                    f"{end - pos} bytes of a {KIND_NAMES[kind]} record of {size}"
+                    if size is not None
+                    else f"{end - pos} zero bytes"
+                    if rest_is_zero
+                    else f"unknown record kind {kind}"
+                )
+                self._finish(
+                    f"{path} ends with {what} at byte {pos}", torn=is_last and (size is not None or rest_is_zero)
+                )
                 return False
             _, stored_index = _KIND_AND_INDEX.unpack_from(data, pos)
-            body, stored = data[pos:pos + size - 32], data[pos + size - 32:pos + size]
+            body, stored = data[pos : pos + size - 32], data[pos + size - 32 : pos + size]
             if stored_index != self._index:
-                self._finish(f"the {KIND_NAMES[kind]} record at this position carries index {stored_index}: "
-                             "records were removed, inserted or reordered here")
+                self._finish(
+                    f"the {KIND_NAMES[kind]} record at this position carries index {stored_index}: "
+                    "records were removed, inserted or reordered here"
+                )
                 return False
             if sha256(self._chain + body).digest() != stored:
                 self._finish(f"the {KIND_NAMES[kind]} record does not match its chain hash: its bytes were changed")
@@ -206,8 +240,9 @@ class _Walk:
             if kind == KIND_SWAP:
                 record = layout.decode(body, stored)
                 if record.old_sha256 != self._artifact:
-                    self._finish(f"the swap record replaces artifact {record.old_sha256}, but {self._artifact} "
-                                 "was in force")
+                    self._finish(
+                        f"the swap record replaces artifact {record.old_sha256}, but {self._artifact} was in force"
+                    )
                     return False
                 self._artifact = record.new_sha256
             elif kind == KIND_CLOSE:
@@ -215,8 +250,10 @@ class _Walk:
             elif kind == KIND_REFUSAL:
                 record = layout.decode(body, stored)
                 if record.artifact_sha256 != self._artifact:
-                    self._finish(f"the refusal record says artifact {record.artifact_sha256} was in force, but "
-                                 f"{self._artifact} was")
+                    self._finish(
+                        f"the refusal record says artifact {record.artifact_sha256} was in force, but "
+                        f"{self._artifact} was"
+                    )
                     return False
             yield layout, body, stored
             self._chain, self._index, pos = stored, self._index + 1, pos + size
@@ -230,11 +267,15 @@ class _Walk:
         if header.first_index != index:
             return f"{path}: the header says the file starts at record {header.first_index}, expected {index}"
         if header.previous_chain != chain.hex():
-            return (f"{path}: the header names previous chain hash {header.previous_chain}, but the log before it "
-                    f"ends at {chain.hex()}: a file was replaced, removed or reordered")
+            return (
+                f"{path}: the header names previous chain hash {header.previous_chain}, but the log before it "
+                f"ends at {chain.hex()}: a file was replaced, removed or reordered"
+            )
         if header.format_version != first.format_version:
-            return (f"{path}: the header says format version {header.format_version}, but the log's first file "
-                    f"has version {first.format_version}: one writer writes one version")
+            return (
+                f"{path}: the header says format version {header.format_version}, but the log's first file "
+                f"has version {first.format_version}: one writer writes one version"
+            )
         if (header.input_names, header.metric_names) != (first.input_names, first.metric_names):
             return f"{path}: the header names other inputs or metrics than the log's first file"
         if header.artifact_sha256 != artifact:
@@ -245,8 +286,15 @@ class _Walk:
         """Record the verdict at the current index (`reason` empty when the log verified)."""
         index = self._index
         self.verification = LogVerification(
-            ok=not reason, records=index, first_bad=index if reason else None, reason=reason, torn=torn,
-            closed=closed, head=self._chain.hex(), files=tuple(str(p) for p in self.files))
+            ok=not reason,
+            records=index,
+            first_bad=index if reason else None,
+            reason=reason,
+            torn=torn,
+            closed=closed,
+            head=self._chain.hex(),
+            files=tuple(str(p) for p in self.files),
+        )
 
 
 def verify_log(path) -> LogVerification:
@@ -295,18 +343,42 @@ def export_jsonl(path, out) -> LogVerification:
     write = out.write
 
     def header_line(file, header: LogHeader) -> None:
-        write(json.dumps({"kind": "header", "file": str(file), "file_number": header.file_number,
-                          "format_version": header.format_version, "first_index": header.first_index,
-                          "artifact_sha256": header.artifact_sha256, "previous_chain": header.previous_chain,
-                          "inputs": list(header.input_names), "metrics": list(header.metric_names)}) + "\n")
+        write(
+            json.dumps(
+                {
+                    "kind": "header",
+                    "file": str(file),
+                    "file_number": header.file_number,
+                    "format_version": header.format_version,
+                    "first_index": header.first_index,
+                    "artifact_sha256": header.artifact_sha256,
+                    "previous_chain": header.previous_chain,
+                    "inputs": list(header.input_names),
+                    "metrics": list(header.metric_names),
+                }
+            )
+            + "\n"
+        )
 
     walk = _Walk(path, on_header=header_line)
     for layout, body, chain in walk.frames():
         write(json.dumps(_jsonable(layout.decode(body, chain), layout)) + "\n")
     verification = walk.verification
-    write(json.dumps({"kind": "verification", "ok": verification.ok, "records": verification.records,
-                      "first_bad": verification.first_bad, "reason": verification.reason,
-                      "torn": verification.torn, "closed": verification.closed, "head": verification.head}) + "\n")
+    write(
+        json.dumps(
+            {
+                "kind": "verification",
+                "ok": verification.ok,
+                "records": verification.records,
+                "first_bad": verification.first_bad,
+                "reason": verification.reason,
+                "torn": verification.torn,
+                "closed": verification.closed,
+                "head": verification.head,
+            }
+        )
+        + "\n"
+    )
     return verification
 
 
@@ -314,17 +386,24 @@ def _jsonable(record: Record, layout: FrameLayout) -> dict:
     kind = type(record).__name__.removesuffix("Record").lower()
     line = {"kind": kind, "index": record.index, "time": json_float(record.time)}
     if isinstance(record, StepRecord):
-        line.update(reading={n: json_float(v) for n, v in zip(layout.input_names, record.reading)},
-                    metrics={n: json_float(v) for n, v in record.metrics.items()}, cell=record.cell,
-                    token=record.token, code=record.code, reason=record.reason, sla_ok=record.sla_ok,
-                    override=record.override, state=record.state._asdict(), fixed=record.fixed)
+        line.update(
+            reading={n: json_float(v) for n, v in zip(layout.input_names, record.reading)},
+            metrics={n: json_float(v) for n, v in record.metrics.items()},
+            cell=record.cell,
+            token=record.token,
+            code=record.code,
+            reason=record.reason,
+            sla_ok=record.sla_ok,
+            override=record.override,
+            state=record.state._asdict(),
+            fixed=record.fixed,
+        )
     elif isinstance(record, SwapRecord):
         line.update(old_sha256=record.old_sha256, new_sha256=record.new_sha256, state=record.state._asdict())
     elif kind == "override":
         line.update(token=record.token, cycles=record.cycles)
     elif isinstance(record, RefusalRecord):
-        line.update(artifact_sha256=record.artifact_sha256, refused_sha256=record.refused_sha256,
-                    reason=record.reason)
+        line.update(artifact_sha256=record.artifact_sha256, refused_sha256=record.refused_sha256, reason=record.reason)
     else:
         line.update(continues=record.continues)
     line["chain"] = record.chain

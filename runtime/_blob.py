@@ -114,31 +114,44 @@ class BlobLayout:
         """The layout of a spec's inputs (objects with name, min, max and frac_bits, such as `InputSpec`); with
         their edges too, it keeps every reading in its cell."""
         inputs = tuple(inputs)
-        return cls(tuple(item.name for item in inputs),
-                   tuple(_finest_frac_bits(item.min, item.max) if item.frac_bits is None else item.frac_bits
-                         for item in inputs),
-                   tuple(item.min for item in inputs), tuple(item.max for item in inputs),
-                   tuple(tuple(item.edges) for item in inputs) if all(hasattr(i, "edges") for i in inputs) else ())
+        return cls(
+            tuple(item.name for item in inputs),
+            tuple(
+                _finest_frac_bits(item.min, item.max) if item.frac_bits is None else item.frac_bits for item in inputs
+            ),
+            tuple(item.min for item in inputs),
+            tuple(item.max for item in inputs),
+            tuple(tuple(item.edges) for item in inputs) if all(hasattr(i, "edges") for i in inputs) else (),
+        )
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.names) <= MAX_INPUTS:
-            raise ProbeError(f"reading blob: {len(self.names)} inputs ({', '.join(self.names)}); the 16-byte blob "
-                             f"holds 1 to {MAX_INPUTS} inputs; record readings of larger specs another way")
+            raise ProbeError(
+                f"reading blob: {len(self.names)} inputs ({', '.join(self.names)}); the 16-byte blob "
+                f"holds 1 to {MAX_INPUTS} inputs; record readings of larger specs another way"
+            )
         if not len(self.names) == len(self.frac_bits) == len(self.lower) == len(self.upper):
-            raise ProbeError(f"reading blob: {len(self.names)} names but {len(self.frac_bits)} frac_bits, "
-                             f"{len(self.lower)} lower and {len(self.upper)} upper bounds; give one of each per input")
+            raise ProbeError(
+                f"reading blob: {len(self.names)} names but {len(self.frac_bits)} frac_bits, "
+                f"{len(self.lower)} lower and {len(self.upper)} upper bounds; give one of each per input"
+            )
         for name, f, low, high in zip(self.names, self.frac_bits, self.lower, self.upper):
             if isinstance(f, bool) or not isinstance(f, int) or not 0 <= f <= MAX_FRAC_BITS:
-                raise ProbeError(f"reading blob: {name}: frac_bits={f!r} is not an integer 0..{MAX_FRAC_BITS}; "
-                                 "use the spec's frac_bits")
+                raise ProbeError(
+                    f"reading blob: {name}: frac_bits={f!r} is not an integer 0..{MAX_FRAC_BITS}; "
+                    "use the spec's frac_bits"
+                )
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
-                raise ProbeError(f"reading blob: {name}: envelope [{low!r}, {high!r}] is not a finite range "
-                                 "with min < max; use the spec's min and max")
+                raise ProbeError(
+                    f"reading blob: {name}: envelope [{low!r}, {high!r}] is not a finite range "
+                    "with min < max; use the spec's min and max"
+                )
             if math.ceil(math.ldexp(low, f)) < FINITE_MIN or math.floor(math.ldexp(high, f)) + 1 > FINITE_MAX:
                 raise ProbeError(
                     f"reading blob: {name}: envelope [{_show(low)}, {_show(high)}] with frac_bits {f} needs codes "
                     f"beyond the 16-bit range {FINITE_MIN}..{FINITE_MAX}; lower frac_bits in the spec "
-                    "(or record readings of this spec another way)")
+                    "(or record readings of this spec another way)"
+                )
         key = json.dumps([list(self.names), list(self.frac_bits)]).encode("utf-8")
         object.__setattr__(self, "_seed", zlib.crc32(key))
         object.__setattr__(self, "_cuts", self._bin_codes())
@@ -152,8 +165,10 @@ class BlobLayout:
         if not self.edges:
             return ()
         if len(self.edges) != len(self.names):
-            raise ProbeError(f"reading blob: {len(self.edges)} edge lists for {len(self.names)} inputs; "
-                             "give one per input (the spec's edges) or none")
+            raise ProbeError(
+                f"reading blob: {len(self.edges)} edge lists for {len(self.names)} inputs; "
+                "give one per input (the spec's edges) or none"
+            )
         cuts = []
         for name, f, edges in zip(self.names, self.frac_bits, self.edges):
             exact = [decimal_value(e) for e in edges]
@@ -164,18 +179,23 @@ class BlobLayout:
                     raise ProbeError(
                         f"reading blob: {name}: the bin [{_show(edges[k])}, {_show(edges[k + 1])}] holds no multiple "
                         f"of 2^-{f}, so no blob code keeps its readings in their cell; raise that input's frac_bits "
-                        "in the spec or widen the bin")
+                        "in the spec or widen the bin"
+                    )
             cuts.append((tuple(exact[1:-1]), tuple(least)))
         return tuple(cuts)
 
     def encode(self, values: Sequence[float | None]) -> bytes:
         """The 16-byte blob of one reading: one value (a real number, or None for missing) per input, in order."""
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-            raise TypeError(f"reading blob: got {type(values).__name__}, expected a sequence of one number "
-                            f"(or None) per input: {', '.join(self.names)}")
+            raise TypeError(
+                f"reading blob: got {type(values).__name__}, expected a sequence of one number "
+                f"(or None) per input: {', '.join(self.names)}"
+            )
         if len(values) != len(self.names):
-            raise ProbeError(f"reading blob: got {len(values)} values, expected {len(self.names)} "
-                             f"(one per input: {', '.join(self.names)}); give one value (None if missing) per input")
+            raise ProbeError(
+                f"reading blob: got {len(values)} values, expected {len(self.names)} "
+                f"(one per input: {', '.join(self.names)}); give one value (None if missing) per input"
+            )
         codes = [self._code(k, value) for k, value in enumerate(values)]
         body = _BODY.pack(BLOB_VERSION, len(codes), *codes, *[0] * (MAX_INPUTS - len(codes)))
         return body + _CRC.pack(zlib.crc32(body, self._seed))
@@ -185,8 +205,9 @@ class BlobLayout:
         if value is None:
             return MISSING
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal)):
-            raise TypeError(f"reading blob: {name}={value!r} is a {type(value).__name__}; give a real number "
-                            "or None (missing)")
+            raise TypeError(
+                f"reading blob: {name}={value!r} is a {type(value).__name__}; give a real number or None (missing)"
+            )
         exact = exact_reading_value(name, value, "reading blob")
         if exact != exact:
             return NAN
@@ -205,7 +226,8 @@ class BlobLayout:
                 f"reading blob: {name}={_show_exact(value)} does not fit: with frac_bits {f} the blob holds finite values from "
                 f"{_show(math.ldexp(FINITE_MIN, -f))} up to below {_show(math.ldexp(FINITE_MAX + 1, -f))}; it is "
                 f"far outside the envelope [{_show(self.lower[k])}, {_show(self.upper[k])}], so clip it to just "
-                "outside the envelope (the decision is the same fallback) or record it another way")
+                "outside the envelope (the decision is the same fallback) or record it another way"
+            )
         return code
 
     def decode(self, blob: bytes | bytearray | memoryview) -> tuple[float | None, ...]:
@@ -216,23 +238,32 @@ class BlobLayout:
         if len(blob) != BLOB_SIZE:
             raise ProbeError(f"reading blob: got {len(blob)} bytes, expected {BLOB_SIZE}; pass the whole blob")
         if blob[0] != BLOB_VERSION:
-            raise ProbeError(f"reading blob: version {blob[0]}, this certfsm reads version {BLOB_VERSION}; "
-                             "decode it with the certfsm release that wrote it, or re-encode the reading")
+            raise ProbeError(
+                f"reading blob: version {blob[0]}, this certfsm reads version {BLOB_VERSION}; "
+                "decode it with the certfsm release that wrote it, or re-encode the reading"
+            )
         (stored,) = _CRC.unpack_from(blob, 12)
         computed = zlib.crc32(blob[:12], self._seed)
         if stored != computed:
-            raise ProbeError(f"reading blob: checksum 0x{stored:08x} does not match its content (0x{computed:08x}): "
-                             "the blob is damaged, or was written for other inputs or frac_bits than "
-                             f"{', '.join(self.names)}; read it again from its source")
+            raise ProbeError(
+                f"reading blob: checksum 0x{stored:08x} does not match its content (0x{computed:08x}): "
+                "the blob is damaged, or was written for other inputs or frac_bits than "
+                f"{', '.join(self.names)}; read it again from its source"
+            )
         _, n, *codes = _BODY.unpack_from(blob)
         if n != len(self.names):
-            raise ProbeError(f"reading blob: holds {n} inputs, expected {len(self.names)} ({', '.join(self.names)}); "
-                             "decode it with the layout of the spec that wrote it")
+            raise ProbeError(
+                f"reading blob: holds {n} inputs, expected {len(self.names)} ({', '.join(self.names)}); "
+                "decode it with the layout of the spec that wrote it"
+            )
         if any(codes[n:]):
-            raise ProbeError(f"reading blob: unused slots {n}..{MAX_INPUTS - 1} are not zero; the encoder that "
-                             "wrote it does not follow this layout: re-encode the reading with this one")
-        return tuple(_SPECIAL[code] if code in _SPECIAL else math.ldexp(code, -f)
-                     for code, f in zip(codes, self.frac_bits))
+            raise ProbeError(
+                f"reading blob: unused slots {n}..{MAX_INPUTS - 1} are not zero; the encoder that "
+                "wrote it does not follow this layout: re-encode the reading with this one"
+            )
+        return tuple(
+            _SPECIAL[code] if code in _SPECIAL else math.ldexp(code, -f) for code, f in zip(codes, self.frac_bits)
+        )
 
 
 _SPECIAL = {MISSING: None, NAN: math.nan, NEG_INF: -math.inf, POS_INF: math.inf}

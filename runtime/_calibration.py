@@ -81,8 +81,10 @@ class Calibration:
         entries = document["inputs"]
         for name in entries:
             if name not in names:
-                raise ProbeError(f"{label}: {json_path(('inputs', name), '')} names no input of the spec "
-                                 f"(its inputs: {', '.join(names)}); use one of those names or remove the entry")
+                raise ProbeError(
+                    f"{label}: {json_path(('inputs', name), '')} names no input of the spec "
+                    f"(its inputs: {', '.join(names)}); use one of those names or remove the entry"
+                )
         return cls(tuple(_entry(label, name, entries.get(name, {})) for name in names), label)
 
     @property
@@ -101,7 +103,8 @@ class Calibration:
                 raise ProbeError(
                     f"{self.source}: input {item.name} reads quantity {item.quantity!r}, which the {probe.label} "
                     f"probe does not report (it reports {', '.join(sorted(offered))}); set "
-                    f"{json_path(('inputs', item.name, 'quantity'), '')} to one of those")
+                    f"{json_path(('inputs', item.name, 'quantity'), '')} to one of those"
+                )
 
 
 def _show(value: Any) -> str:
@@ -114,8 +117,15 @@ def _show(value: Any) -> str:
 
 def _kind(value: Any) -> str:
     """The JSON kind of a parsed value, for messages."""
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
-            dict: "an object", type(None): "null"}[type(value)]
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+        type(None): "null",
+    }[type(value)]
 
 
 class _Reader:
@@ -132,35 +142,51 @@ class _Reader:
             text = Path(self.label).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             problem = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
-            raise ProbeError(f"{self.label}: cannot read the calibration file ({problem}); "
-                             "give the path of a readable UTF-8 JSON file") from None
+            raise ProbeError(
+                f"{self.label}: cannot read the calibration file ({problem}); "
+                "give the path of a readable UTF-8 JSON file"
+            ) from None
         try:
             data = json.loads(text, object_pairs_hook=self._object)
         except json.JSONDecodeError as exc:
-            raise ProbeError(f"{self.label}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); "
-                             "fix the JSON syntax there") from None
+            raise ProbeError(
+                f"{self.label}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg}); "
+                "fix the JSON syntax there"
+            ) from None
         if not isinstance(data, dict):
-            raise self.fail((), f" is {_kind(data)}", 'write an object such as {"certfsm_calibration": 1, "inputs": {}}')
+            raise self.fail(
+                (), f" is {_kind(data)}", 'write an object such as {"certfsm_calibration": 1, "inputs": {}}'
+            )
         for key in data:
             if key not in ("certfsm_calibration", "inputs"):
                 raise self.fail((key,), " is not a field of a calibration file", "use certfsm_calibration and inputs")
         version = data.get("certfsm_calibration")
         if version != CALIBRATION_FORMAT_VERSION or isinstance(version, bool):
-            problem = " is missing" if "certfsm_calibration" not in data else \
-                f"={_show(version)} is not a calibration format this certfsm reads"
-            raise self.fail(("certfsm_calibration",), problem,
-                            f'write "certfsm_calibration": {CALIBRATION_FORMAT_VERSION} (the only version)')
+            problem = (
+                " is missing"
+                if "certfsm_calibration" not in data
+                else f"={_show(version)} is not a calibration format this certfsm reads"
+            )
+            raise self.fail(
+                ("certfsm_calibration",),
+                problem,
+                f'write "certfsm_calibration": {CALIBRATION_FORMAT_VERSION} (the only version)',
+            )
         inputs = data.get("inputs", {})
         if not isinstance(inputs, dict):
             raise self.fail(("inputs",), f" is {_kind(inputs)}", "write an object from input name to its calibration")
         for name, entry in inputs.items():
             if not isinstance(entry, dict):
-                raise self.fail(("inputs", name), f" is {_kind(entry)}",
-                                'write an object such as {"scale": 1.0, "offset": 0.0}')
+                raise self.fail(
+                    ("inputs", name), f" is {_kind(entry)}", 'write an object such as {"scale": 1.0, "offset": 0.0}'
+                )
             for key in entry:
                 if key not in _ENTRY_FIELDS:
-                    raise self.fail(("inputs", name, key), " is not a field of an input's calibration",
-                                    f"use {', '.join(_ENTRY_FIELDS)}")
+                    raise self.fail(
+                        ("inputs", name, key),
+                        " is not a field of an input's calibration",
+                        f"use {', '.join(_ENTRY_FIELDS)}",
+                    )
         return data
 
     def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -168,28 +194,36 @@ class _Reader:
         if len(document) < len(pairs):
             seen: set[str] = set()
             key = next(key for key, _ in pairs if key in seen or seen.add(key))
-            raise ProbeError(f"{self.label}: key {key!r} appears more than once in one object "
-                             "(JSON would keep only the last); keep one")
+            raise ProbeError(
+                f"{self.label}: key {key!r} appears more than once in one object "
+                "(JSON would keep only the last); keep one"
+            )
         return document
 
 
 def _entry(label: str, name: str, entry: dict[str, Any]) -> InputCalibration:
     quantity = entry.get("quantity", name)
     if not isinstance(quantity, str) or not quantity:
-        raise ProbeError(f"{label}: {json_path(('inputs', name, 'quantity'), '')}={_show(quantity)} is not a "
-                         "quantity name; write a non-empty string such as \"temperature\"")
+        raise ProbeError(
+            f"{label}: {json_path(('inputs', name, 'quantity'), '')}={_show(quantity)} is not a "
+            'quantity name; write a non-empty string such as "temperature"'
+        )
     scale = _number(label, name, "scale", entry.get("scale", 1.0))
     if scale == 0:
-        raise ProbeError(f"{label}: {json_path(('inputs', name, 'scale'), '')}=0 would map every reading to "
-                         "the offset; write a nonzero scale (1.0 leaves the reading as it is)")
+        raise ProbeError(
+            f"{label}: {json_path(('inputs', name, 'scale'), '')}=0 would map every reading to "
+            "the offset; write a nonzero scale (1.0 leaves the reading as it is)"
+        )
     return InputCalibration(name, quantity, scale, _number(label, name, "offset", entry.get("offset", 0.0)))
 
 
 def _number(label: str, name: str, field: str, value: Any) -> float:
     where = json_path(("inputs", name, field), "")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProbeError(f"{label}: {where}={_show(value)} is {_kind(value)}, not a number; "
-                         f"write a number such as {1.0 if field == 'scale' else 0.0}")
+        raise ProbeError(
+            f"{label}: {where}={_show(value)} is {_kind(value)}, not a number; "
+            f"write a number such as {1.0 if field == 'scale' else 0.0}"
+        )
     try:
         number = float(value)
     except OverflowError:

@@ -93,8 +93,16 @@ class Controller:
     swap, refused swap and override request is counted, under the same lock.
     """
 
-    def __init__(self, machine: Machine, *, sla=None, record: Callable | None = None, audit=None,
-                 clock: Callable[[], float] = time.time, counters=None) -> None:
+    def __init__(
+        self,
+        machine: Machine,
+        *,
+        sla=None,
+        record: Callable | None = None,
+        audit=None,
+        clock: Callable[[], float] = time.time,
+        counters=None,
+    ) -> None:
         self._compiled = _Compiled.of(machine)
         self._counters = counters
         self._audit = audit
@@ -155,8 +163,9 @@ class Controller:
         if isinstance(values, Mapping):
             unknown = sorted(set(values) - set(machine.names))
             if unknown:
-                raise ValueError(f"reading names unknown input {unknown[0]!r}; the inputs are "
-                                 f"{', '.join(machine.names)}")
+                raise ValueError(
+                    f"reading names unknown input {unknown[0]!r}; the inputs are {', '.join(machine.names)}"
+                )
             return tuple(values.get(name) for name in machine.names)
         return tuple(values)
 
@@ -164,13 +173,15 @@ class Controller:
     """``step(reading, metrics=None, now=None) -> Decision``: decide one cycle from real-valued readings (a sequence
     in input order, or a mapping by name). An attribute of each controller, not a method (`_bind_step` says why)."""
 
-    def _step_observed(self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-                       ) -> Decision:
+    def _step_observed(
+        self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+    ) -> Decision:
         """`step` while observers are attached: every cycle through `_cycle`, which tells them."""
         return self._cycle(reading, False, metrics, now, _QUEUED)
 
-    def step_fixed(self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-                   ) -> Decision:
+    def step_fixed(
+        self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
+    ) -> Decision:
         """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
         return self._cycle(values, True, metrics, now, _QUEUED)
 
@@ -239,8 +250,9 @@ class Controller:
         values = self.reading_of(reading)
         return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
 
-    def _observe(self, decision: Decision, reading, metrics, override, started: int, fixed: bool,
-                 off_fast_path: bool) -> None:
+    def _observe(
+        self, decision: Decision, reading, metrics, override, started: int, fixed: bool, off_fast_path: bool
+    ) -> None:
         """Hand a decision to the recorder, the audit log and the counters that are attached (under the lock).
 
         The audit log gets the reading as given: real values, or the integers of a fixed-point cycle in a record
@@ -252,8 +264,18 @@ class Controller:
             append = self._audit.append_step_fixed if fixed else self._audit.append_step
             if off_fast_path and not fixed:  # a reading of other numbers: log floats that bin into the same cell
                 reading = self._compiled.machine.float_reading(reading)
-            append(self._clock() if now is None else now, reading, metrics or {}, cell, index, code, reason, state,
-                   sla_ok, override)
+            append(
+                self._clock() if now is None else now,
+                reading,
+                metrics or {},
+                cell,
+                index,
+                code,
+                reason,
+                state,
+                sla_ok,
+                override,
+            )
         if self._counters is not None:
             self._counters.count_step(index, reason, sla_ok, perf_counter_ns() - started)
 
@@ -284,13 +306,16 @@ class Controller:
                 return
             machine = self._compiled.machine
             if token not in machine.tokens:
-                raise ValueError(f"override token {token!r} is not a token of this controller; the tokens are "
-                                 f"{', '.join(machine.tokens)}")
+                raise ValueError(
+                    f"override token {token!r} is not a token of this controller; the tokens are "
+                    f"{', '.join(machine.tokens)}"
+                )
             index = machine.tokens.index(token)
             if index not in machine.params.overridable:
                 names = [machine.tokens[k] for k in sorted(machine.params.overridable)]
-                raise ValueError(f"override token {token!r} is not overridable; the spec allows "
-                                 f"{', '.join(names) or 'none'}")
+                raise ValueError(
+                    f"override token {token!r} is not overridable; the spec allows {', '.join(names) or 'none'}"
+                )
             if cycles is not None and (not isinstance(cycles, int) or cycles < 1):
                 raise ValueError(f"override cycles={cycles!r} is not a positive number of cycles; give e.g. 10 or None")
             self._override, self._override_cycles = index, cycles
@@ -387,22 +412,25 @@ def _batch_rows(np, readings, machine: Machine):
     array for the exact row-by-row path; a bool or a string anywhere is refused as `Machine.cell_of` refuses it."""
     rows = readings if isinstance(readings, np.ndarray) else np.asarray(readings, dtype=object)
     if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
-        raise ValueError(f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values "
-                         f"({', '.join(machine.names)})")
+        raise ValueError(
+            f"readings have shape {rows.shape}; give rows of {machine.n_inputs} values ({', '.join(machine.names)})"
+        )
     kind = rows.dtype.kind
     if kind == "f" and rows.dtype.itemsize <= 8:
         return rows.astype(np.float64, copy=False)
     if kind in "iu":
-        small = rows.size == 0 or int(np.abs(rows).max()) <= 2 ** 53
+        small = rows.size == 0 or int(np.abs(rows).max()) <= 2**53
         return rows.astype(np.float64) if small else rows.astype(object)
     if kind in "fO":
         values = rows.astype(object)
         types = set(map(type, values.ravel()))
-        if types <= _EXACT_IN_FLOAT64 and all(abs(v) <= 2 ** 53 for v in values.ravel() if type(v) is int):
+        if types <= _EXACT_IN_FLOAT64 and all(abs(v) <= 2**53 for v in values.ravel() if type(v) is int):
             return values.astype(np.float64)
         return values
-    raise TypeError(f"readings of dtype {rows.dtype} are not numbers; give rows of {machine.n_inputs} real values "
-                    f"({', '.join(machine.names)})")
+    raise TypeError(
+        f"readings of dtype {rows.dtype} are not numbers; give rows of {machine.n_inputs} real values "
+        f"({', '.join(machine.names)})"
+    )
 
 
 _EXACT_IN_FLOAT64 = {float, int}
@@ -467,8 +495,10 @@ def _layout_problem(old: Machine, new: Machine) -> str:
     if new.names != old.names:
         return f"inputs ({', '.join(new.names)}) differ from those of {running} ({', '.join(old.names)}); {fix}"
     if new.frac_bits != old.frac_bits:
-        return (f"inputs' frac_bits {list(new.frac_bits)} differ from those of {running} {list(old.frac_bits)} "
-                f"(a fixed-point integer would change meaning); {fix}")
+        return (
+            f"inputs' frac_bits {list(new.frac_bits)} differ from those of {running} {list(old.frac_bits)} "
+            f"(a fixed-point integer would change meaning); {fix}"
+        )
     if new.tokens != old.tokens:
         return f"tokens ({', '.join(new.tokens)}) differ from those of {running} ({', '.join(old.tokens)}); {fix}"
     if new.params.codes != old.params.codes:
@@ -513,4 +543,3 @@ def spec_sla_monitor(spec):
 
     monitor = SlaMonitor.from_document(spec)
     return monitor if monitor.paths else None
-

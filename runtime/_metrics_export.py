@@ -29,13 +29,17 @@ def _families(snapshot):
     for reason, count in snapshot.reason_counts().items():
         reasons.add_metric([reason], count)
     yield from (steps, tokens, reasons)
-    for name, text, value in (("sla_breaches", "SLA breaches (sla_ok turned false).", snapshot.sla_breaches),
-                              ("sla_recoveries", "SLA recoveries (sla_ok turned true again).",
-                               snapshot.sla_recoveries),
-                              ("swaps", "Hot swaps of the artifact.", snapshot.swaps),
-                              ("refused_reloads", "Swaps and reloads refused (the artifact in force kept running).",
-                               snapshot.refused_reloads),
-                              ("override_requests", "Operator override requests.", snapshot.override_requests)):
+    for name, text, value in (
+        ("sla_breaches", "SLA breaches (sla_ok turned false).", snapshot.sla_breaches),
+        ("sla_recoveries", "SLA recoveries (sla_ok turned true again).", snapshot.sla_recoveries),
+        ("swaps", "Hot swaps of the artifact.", snapshot.swaps),
+        (
+            "refused_reloads",
+            "Swaps and reloads refused (the artifact in force kept running).",
+            snapshot.refused_reloads,
+        ),
+        ("override_requests", "Operator override requests.", snapshot.override_requests),
+    ):
         family = CounterMetricFamily(f"{PREFIX}_{name}", text)
         family.add_metric([], value)
         yield family
@@ -67,13 +71,17 @@ def serve_metrics(counters: RuntimeCounters, port: int):
     try:
         from prometheus_client import CollectorRegistry, start_http_server
     except ImportError:
-        raise UsageError(f"port={port!r} needs prometheus-client, which is not installed; "
-                         "pip install 'certfsm[metrics]' (or prometheus-client), or serve no metrics") from None
+        raise UsageError(
+            f"port={port!r} needs prometheus-client, which is not installed; "
+            "pip install 'certfsm[metrics]' (or prometheus-client), or serve no metrics"
+        ) from None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(counters))
     try:
         served = start_http_server(port, addr="127.0.0.1", registry=registry)
     except OSError as error:
-        raise UsageError(f"port={port!r}: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); "
-                         "give a free port or stop what holds it") from None
+        raise UsageError(
+            f"port={port!r}: cannot listen on 127.0.0.1:{port} ({error.strerror or error}); "
+            "give a free port or stop what holds it"
+        ) from None
     return served[0] if isinstance(served, tuple) else served

@@ -25,8 +25,21 @@ from certfsm.machine import Reason
 
 # Upper bounds of the latency buckets, in nanoseconds (a last, unbounded bucket follows):
 # a table step takes microseconds, a step with an fsync'd audit record milliseconds.
-LATENCY_BOUNDS_NS = (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-                     2_500_000, 10_000_000, 100_000_000)
+LATENCY_BOUNDS_NS = (
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    10_000_000,
+    100_000_000,
+)
 
 
 @dataclass(frozen=True)
@@ -105,7 +118,17 @@ class RuntimeCounters:
 
     def snapshot(self) -> CountersSnapshot:
         with self._lock:
-            return CountersSnapshot(self._tokens, self._steps, tuple(self._by_token), tuple(self._by_reason),
-                                    self._sla_breaches, self._sla_recoveries, self._swaps, self._refused_reloads,
-                                    self._override_requests, LATENCY_BOUNDS_NS, tuple(self._buckets),
-                                    self._latency_sum_ns)
+            return CountersSnapshot(
+                self._tokens,
+                self._steps,
+                tuple(self._by_token),
+                tuple(self._by_reason),
+                self._sla_breaches,
+                self._sla_recoveries,
+                self._swaps,
+                self._refused_reloads,
+                self._override_requests,
+                LATENCY_BOUNDS_NS,
+                tuple(self._buckets),
+                self._latency_sum_ns,
+            )

@@ -59,7 +59,8 @@ def cache_miss_quantity(level: int) -> str:
 
 STANDARD_QUANTITIES = frozenset(
     (COMPUTE_UTIL, MEM_BW_USED, MEM_BW_PEAK, MEM_BW_UTIL, MEM_USED, MEM_TOTAL, MEM_UTIL, TEMPERATURE, QUEUE_DEPTH)
-    + tuple(cache_miss_quantity(level) for level in CACHE_LEVELS))
+    + tuple(cache_miss_quantity(level) for level in CACHE_LEVELS)
+)
 """Every quantity a hardware probe speaks of (the table above)."""
 
 
@@ -81,7 +82,9 @@ def _measurements(values: Mapping[str, object], what: str) -> _ReadOnlyValues:
         if not isinstance(name, str):
             raise TypeError(f"ProbeSample {what}: name {name!r} is not a string; name each quantity with a string")
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
-            raise TypeError(f"ProbeSample {what}[{name!r}]={value!r} is not a number; give a real number or None (missing)")
+            raise TypeError(
+                f"ProbeSample {what}[{name!r}]={value!r} is not a number; give a real number or None (missing)"
+            )
         checked[name] = None if value is None else float(value)
     return _ReadOnlyValues(checked)
 
@@ -102,10 +105,15 @@ class ProbeSample:
     metrics: Mapping[str, float | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if isinstance(self.timestamp, bool) or not isinstance(self.timestamp, numbers.Real) \
-                or not math.isfinite(self.timestamp):
-            raise TypeError(f"ProbeSample timestamp={self.timestamp!r} is not a finite number; "
-                            "give seconds on a monotonic clock such as time.monotonic()")
+        if (
+            isinstance(self.timestamp, bool)
+            or not isinstance(self.timestamp, numbers.Real)
+            or not math.isfinite(self.timestamp)
+        ):
+            raise TypeError(
+                f"ProbeSample timestamp={self.timestamp!r} is not a finite number; "
+                "give seconds on a monotonic clock such as time.monotonic()"
+            )
         object.__setattr__(self, "timestamp", float(self.timestamp))
         object.__setattr__(self, "values", _measurements(self.values, "values"))
         object.__setattr__(self, "metrics", _measurements(self.metrics, "metrics"))

@@ -45,9 +45,23 @@ import time
 
 from certfsm import ProbeError
 
-from ._probes import (CACHE_LEVELS, COMPUTE_UTIL, MEM_BW_PEAK, MEM_BW_USED, MEM_BW_UTIL, MEM_TOTAL, MEM_USED,
-                      MEM_UTIL, QUEUE_DEPTH, STANDARD_QUANTITIES, TEMPERATURE, HardwareProbe, ProbeSample,
-                      cache_miss_quantity, percent)
+from ._probes import (
+    CACHE_LEVELS,
+    COMPUTE_UTIL,
+    MEM_BW_PEAK,
+    MEM_BW_USED,
+    MEM_BW_UTIL,
+    MEM_TOTAL,
+    MEM_USED,
+    MEM_UTIL,
+    QUEUE_DEPTH,
+    STANDARD_QUANTITIES,
+    TEMPERATURE,
+    HardwareProbe,
+    ProbeSample,
+    cache_miss_quantity,
+    percent,
+)
 
 _UNREADABLE = (OSError, ValueError, IndexError)
 """What reading and parsing a kernel file may raise; each means: this source is missing."""
@@ -72,8 +86,10 @@ class LinuxProbe(HardwareProbe):
 
     def __init__(self, root: str | os.PathLike = "/", *, mem_bw_peak: float | None = None) -> None:
         if mem_bw_peak is not None and not _is_positive_number(mem_bw_peak):
-            raise ProbeError(f"LinuxProbe: mem_bw_peak={mem_bw_peak!r} is not a positive number of bytes/s; "
-                             "give the memory system's peak bandwidth from its data sheet, or None")
+            raise ProbeError(
+                f"LinuxProbe: mem_bw_peak={mem_bw_peak!r} is not a positive number of bytes/s; "
+                "give the memory system's peak bandwidth from its data sheet, or None"
+            )
         self.root = os.fspath(root)
         self.mem_bw_peak = None if mem_bw_peak is None else float(mem_bw_peak)
         self._cpu: tuple[int, int] | None = None  # (busy, total) ticks at the last sample that saw them advance
@@ -96,8 +112,12 @@ class LinuxProbe(HardwareProbe):
         values = {
             COMPUTE_UTIL: self._compute_util(stat),
             QUEUE_DEPTH: self._run_queue(stat),
-            MEM_USED: used, MEM_TOTAL: total, MEM_UTIL: percent(used, total),
-            MEM_BW_USED: bw_used, MEM_BW_PEAK: self.mem_bw_peak, MEM_BW_UTIL: percent(bw_used, self.mem_bw_peak),
+            MEM_USED: used,
+            MEM_TOTAL: total,
+            MEM_UTIL: percent(used, total),
+            MEM_BW_USED: bw_used,
+            MEM_BW_PEAK: self.mem_bw_peak,
+            MEM_BW_UTIL: percent(bw_used, self.mem_bw_peak),
             TEMPERATURE: self._temperature(),
         }
         values.update((cache_miss_quantity(level), None) for level in CACHE_LEVELS)

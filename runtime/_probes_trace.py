@@ -43,15 +43,18 @@ class TraceProbe(HardwareProbe):
         try:
             self._file = open(self.path, "rb")
         except OSError as exc:
-            raise ProbeError(f"{self.path}: cannot read the trace ({exc.strerror or exc}); "
-                             "give the path of a readable CSV file") from None
+            raise ProbeError(
+                f"{self.path}: cannot read the trace ({exc.strerror or exc}); give the path of a readable CSV file"
+            ) from None
         self._reader = csv.reader(self._lines())
         try:
             header = [cell.strip() for cell in self._next_row()]
         except EOFError:
             self.close()
-            raise ProbeError(f"{self.path}: the trace is empty; write a header line naming the columns "
-                             f"({', '.join(self.input_names)}) and one row per reading") from None
+            raise ProbeError(
+                f"{self.path}: the trace is empty; write a header line naming the columns "
+                f"({', '.join(self.input_names)}) and one row per reading"
+            ) from None
         except ProbeError:
             self.close()
             raise
@@ -66,12 +69,16 @@ class TraceProbe(HardwareProbe):
     def _header_problem(self) -> str | None:
         for index, name in enumerate(self.columns):
             if name in self.columns[:index]:
-                return f"column {name!r} appears twice in the header (columns {self.columns.index(name) + 1} " \
-                       f"and {index + 1}); keep one"
+                return (
+                    f"column {name!r} appears twice in the header (columns {self.columns.index(name) + 1} "
+                    f"and {index + 1}); keep one"
+                )
         for name in self.input_names:
             if name not in self.columns:
-                return (f"the header has no column {name!r} (it has {', '.join(map(repr, self.columns))}); add "
-                        f"a {name} column, with empty or nan cells where it was not measured")
+                return (
+                    f"the header has no column {name!r} (it has {', '.join(map(repr, self.columns))}); add "
+                    f"a {name} column, with empty or nan cells where it was not measured"
+                )
         return None
 
     @property
@@ -84,8 +91,9 @@ class TraceProbe(HardwareProbe):
             try:
                 yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                raise ProbeError(f"{self.path}:{number}: byte {exc.start + 1} of the line is not UTF-8; "
-                                 "save the trace as UTF-8 CSV") from None
+                raise ProbeError(
+                    f"{self.path}:{number}: byte {exc.start + 1} of the line is not UTF-8; save the trace as UTF-8 CSV"
+                ) from None
 
     def _next_row(self) -> list[str]:
         """The next non-blank row; EOFError at the end of the file."""
@@ -94,8 +102,9 @@ class TraceProbe(HardwareProbe):
                 if row:
                     return row
         except (csv.Error, OSError) as exc:
-            raise ProbeError(f"{self.path}:{self._reader.line_num}: cannot read the CSV ({exc}); "
-                             "fix the row there") from None
+            raise ProbeError(
+                f"{self.path}:{self._reader.line_num}: cannot read the CSV ({exc}); fix the row there"
+            ) from None
         raise EOFError(f"{self.path}: no more rows")
 
     def sample(self, now: float | None = None) -> ProbeSample:
@@ -109,8 +118,10 @@ class TraceProbe(HardwareProbe):
             raise
         line = self._reader.line_num
         if len(row) != len(self.columns):
-            raise ProbeError(f"{self.path}:{line}: {len(row)} cells, expected {len(self.columns)} (one per header "
-                             f"column: {', '.join(self.columns)}); fix the row (an empty cell still needs its comma)")
+            raise ProbeError(
+                f"{self.path}:{line}: {len(row)} cells, expected {len(self.columns)} (one per header "
+                f"column: {', '.join(self.columns)}); fix the row (an empty cell still needs its comma)"
+            )
         values, metrics = {}, {}
         for index, (name, is_input, cell) in enumerate(zip(self.columns, self._is_input, row)):
             target = values if is_input else metrics
@@ -125,8 +136,10 @@ class TraceProbe(HardwareProbe):
             return float(text)
         except ValueError:
             shown = cell if len(cell) <= 40 else cell[:37] + "..."
-            raise ProbeError(f"{self.path}:{line}: column {index + 1} ({name}) = {shown!r} is not a number; "
-                             "write a decimal number, nan, or leave the cell empty where nothing was measured") from None
+            raise ProbeError(
+                f"{self.path}:{line}: column {index + 1} ({name}) = {shown!r} is not a number; "
+                "write a decimal number, nan, or leave the cell empty where nothing was measured"
+            ) from None
 
     def __iter__(self) -> Iterator[ProbeSample]:
         while True:

@@ -30,8 +30,18 @@ from ._audit_format import FLAG_OVERRIDE, FLAG_SLA_OK, KIND_STEP, KIND_STEP_FIXE
 from ._audit_read import _Walk, read_header, verify_log
 from ._controller import Controller, spec_sla_monitor
 
-_COMPARED = ("cell", "token", "code", "reason", "flags (sla_ok)", "override", "state.current", "state.candidate",
-             "state.count", "state.cooldown")
+_COMPARED = (
+    "cell",
+    "token",
+    "code",
+    "reason",
+    "flags (sla_ok)",
+    "override",
+    "state.current",
+    "state.candidate",
+    "state.count",
+    "state.cooldown",
+)
 
 
 @dataclass(frozen=True)
@@ -72,31 +82,61 @@ def replay_log(path, artifacts) -> ReplayOutcome:
             values = unpackers[kind](body)
             logged = values[tail:]
             flags = logged[4]
-            decision = replay_step(values[3:3 + n], dict(zip(metric_names, values[3 + n:tail])), values[2],
-                                   logged[5] if flags & FLAG_OVERRIDE else None, kind == KIND_STEP_FIXED)
+            decision = replay_step(
+                values[3 : 3 + n],
+                dict(zip(metric_names, values[3 + n : tail])),
+                values[2],
+                logged[5] if flags & FLAG_OVERRIDE else None,
+                kind == KIND_STEP_FIXED,
+            )
             index, code, reason, cell, state, sla_ok = decision[1:7]
-            replayed = (cell, index, code, reason, (FLAG_SLA_OK if sla_ok else 0) | (flags & FLAG_OVERRIDE),
-                        logged[5], state.current, state.candidate, state.count, state.cooldown)
+            replayed = (
+                cell,
+                index,
+                code,
+                reason,
+                (FLAG_SLA_OK if sla_ok else 0) | (flags & FLAG_OVERRIDE),
+                logged[5],
+                state.current,
+                state.candidate,
+                state.count,
+                state.cooldown,
+            )
             if replayed != logged:
                 field, mine, theirs = next(item for item in zip(_COMPARED, replayed, logged) if item[1] != item[2])
-                return _diverged(path, steps, values[1], f"record {values[1]}: the replay gives {field} {mine}, "
-                                                         f"the log says {theirs}")
+                return _diverged(
+                    path,
+                    steps,
+                    values[1],
+                    f"record {values[1]}: the replay gives {field} {mine}, the log says {theirs}",
+                )
             steps += 1
         elif kind == KIND_SWAP:
             record = frame_layout.decode(body, chain)
             if record.old_sha256 != controller.machine.artifact_sha256:
-                return _diverged(path, steps, record.index, f"the swap starts from artifact {record.old_sha256[:12]}, "
-                                 f"but the replay runs {controller.machine.artifact_sha256[:12]}")
+                return _diverged(
+                    path,
+                    steps,
+                    record.index,
+                    f"the swap starts from artifact {record.old_sha256[:12]}, "
+                    f"but the replay runs {controller.machine.artifact_sha256[:12]}",
+                )
             controller.swap(_machine(record.new_sha256, machines))
             if _registers(controller.state) != _registers(record.state):
-                return _diverged(path, steps, record.index, f"after the swap the replay is in state "
-                                 f"{_registers(controller.state)}, the log says {_registers(record.state)}")
+                return _diverged(
+                    path,
+                    steps,
+                    record.index,
+                    f"after the swap the replay is in state "
+                    f"{_registers(controller.state)}, the log says {_registers(record.state)}",
+                )
     verification = walk.verification
     if not verification.ok and not verification.torn:
         return _unverified(verification, steps)
     if verification.torn:
-        return ReplayOutcome(True, steps, None, f"every decision reproduced up to the torn tail at record "
-                                                f"{verification.first_bad}")
+        return ReplayOutcome(
+            True, steps, None, f"every decision reproduced up to the torn tail at record {verification.first_bad}"
+        )
     return ReplayOutcome(True, steps)
 
 
@@ -121,4 +161,3 @@ def _machine(sha256: str, machines: dict[str, Machine]) -> Machine:
 
 def _registers(state) -> tuple[int, int, int, int]:
     return state.current, state.candidate, state.count, state.cooldown
-

@@ -38,8 +38,12 @@ from certfsm.machine import Reason
 from ._audit_format import StepRecord, SwapRecord
 from ._audit_read import read_header, read_log, verify_log
 
-FIGURES = {"timeline.png": "token timeline", "probes.png": "probe trends",
-           "reasons.png": "reasons and SLA attainment", "decision_map.png": "decision map"}
+FIGURES = {
+    "timeline.png": "token timeline",
+    "probes.png": "probe trends",
+    "reasons.png": "reasons and SLA attainment",
+    "decision_map.png": "decision map",
+}
 _DPI = 110
 _PLAIN_BINS = 24
 
@@ -58,7 +62,9 @@ class AuditReport:
     figures: tuple[str, ...]
 
 
-def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y_input: str | None = None) -> AuditReport:
+def write_audit_report(
+    log, out, *, artifact=None, x_input: str | None = None, y_input: str | None = None
+) -> AuditReport:
     """Write the report of the audit log `log` into the folder `out`; see the module docstring."""
     import numpy as np
 
@@ -77,8 +83,9 @@ def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y
     machine = _machine_of(artifact, header, swaps)
     n_tokens = len(machine.tokens) if machine is not None else max((s.token for s in steps), default=-1) + 1
     codes = {s.token: s.code for s in steps}
-    tokens = (machine.tokens if machine is not None
-              else tuple(f"#{k} (code {codes.get(k, '?')})" for k in range(n_tokens)))
+    tokens = (
+        machine.tokens if machine is not None else tuple(f"#{k} (code {codes.get(k, '?')})" for k in range(n_tokens))
+    )
     readings = np.array([_real_reading(s, machine) for s in steps], dtype=np.float64).reshape(len(steps), len(names))
     decided = np.array([s.token for s in steps], dtype=np.int64)
     sla_ok = np.array([s.sla_ok for s in steps], dtype=bool)
@@ -89,18 +96,41 @@ def write_audit_report(log, out, *, artifact=None, x_input: str | None = None, y
     token_counts = {tokens[k]: int(n) for k, n in enumerate(np.bincount(decided, minlength=n_tokens))}
     swap_steps = [sum(1 for s in steps if s.index < w.index) for w in swaps]
 
-    pictures = {"timeline.png": _timeline(decided, tokens, swap_steps),
-                "probes.png": _probes(readings, names),
-                "reasons.png": _reasons(reasons, sla_ok),
-                "decision_map.png": _decision_map(readings, decided, tokens, edges, names, x, y)}
+    pictures = {
+        "timeline.png": _timeline(decided, tokens, swap_steps),
+        "probes.png": _probes(readings, names),
+        "reasons.png": _reasons(reasons, sla_ok),
+        "decision_map.png": _decision_map(readings, decided, tokens, edges, names, x, y),
+    }
     with staged_folder(out, parameter="out") as staging:
         for name, data in pictures.items():
             (staging / name).write_bytes(data)
-        (staging / "report.md").write_text(_markdown(log, header, verification, len(steps), token_counts, reasons,
-                                                     attainment, swaps, names[x], names[y], machine is not None),
-                                           encoding="utf-8")
-    return AuditReport(Path(out), verification, len(steps), token_counts, dict(reasons), attainment,
-                       (names[x], names[y]), tuple(pictures))
+        (staging / "report.md").write_text(
+            _markdown(
+                log,
+                header,
+                verification,
+                len(steps),
+                token_counts,
+                reasons,
+                attainment,
+                swaps,
+                names[x],
+                names[y],
+                machine is not None,
+            ),
+            encoding="utf-8",
+        )
+    return AuditReport(
+        Path(out),
+        verification,
+        len(steps),
+        token_counts,
+        dict(reasons),
+        attainment,
+        (names[x], names[y]),
+        tuple(pictures),
+    )
 
 
 def _real_reading(step, machine) -> tuple[float, ...]:
@@ -121,8 +151,10 @@ def _machine_of(artifact, header, swaps):
     machine = load_machine(artifact)
     logged = {header.artifact_sha256, *(w.new_sha256 for w in swaps)}
     if machine.artifact_sha256 not in logged or machine.names != header.input_names:
-        raise UsageError(f"artifact={os.fspath(artifact)!r}: artifact {machine.artifact_sha256[:12]} is not the one "
-                         f"the log names ({header.artifact_sha256[:12]}); give the artifact the log was written with")
+        raise UsageError(
+            f"artifact={os.fspath(artifact)!r}: artifact {machine.artifact_sha256[:12]} is not the one "
+            f"the log names ({header.artifact_sha256[:12]}); give the artifact the log was written with"
+        )
     return machine
 
 
@@ -190,8 +222,12 @@ def _token_legend(figure, tokens, colours) -> None:
     from matplotlib.patches import Patch
 
     handles = [Patch(facecolor=colours[k], edgecolor="0.3", label=token) for k, token in enumerate(tokens)]
-    figure.legend(handles=handles, loc="outside lower center", frameon=False,
-                  ncol=len(handles) if len(handles) <= 6 else -(-len(handles) // 2))
+    figure.legend(
+        handles=handles,
+        loc="outside lower center",
+        frameon=False,
+        ncol=len(handles) if len(handles) <= 6 else -(-len(handles) // 2),
+    )
 
 
 def _timeline(decided, tokens, swap_steps) -> bytes:
@@ -207,8 +243,10 @@ def _timeline(decided, tokens, swap_steps) -> bytes:
         ax.axvline(at, color="black", linestyle="--", linewidth=0.8)
     ax.set_yticks(range(len(tokens)), tokens)
     ax.set_xlabel("step")
-    ax.set_title(f"decided token per step ({len(decided)} steps" + (f", {len(swap_steps)} hot swap(s) dashed)"
-                                                                     if swap_steps else ")"))
+    ax.set_title(
+        f"decided token per step ({len(decided)} steps"
+        + (f", {len(swap_steps)} hot swap(s) dashed)" if swap_steps else ")")
+    )
     _token_legend(figure, tokens, colours)
     figure.suptitle("token timeline")
     return _png(figure)
@@ -245,7 +283,7 @@ def _reasons(reasons: Counter, sla_ok) -> bytes:
     left.set_title("decisions per reason")
     if len(sla_ok):
         window = max(1, len(sla_ok) // 50)
-        shares = [sla_ok[start:start + window].mean() for start in range(0, len(sla_ok), window)]
+        shares = [sla_ok[start : start + window].mean() for start in range(0, len(sla_ok), window)]
         right.step(np.arange(len(shares)) * window, np.asarray(shares) * 100.0, where="post", color="C2")
         right.set_title(f"SLA attainment per {window} steps (overall {100.0 * sla_ok.mean():.2f}% of cycles sla_ok)")
     else:
@@ -275,8 +313,10 @@ def _decision_map(readings, decided, tokens, edges, names, x: int, y: int) -> by
     ax.hlines(edges[y], edges[x][0], edges[x][-1], colors="black", linewidth=0.4)
     ax.set_xlabel(names[x])
     ax.set_ylabel(names[y])
-    ax.set_title(f"most frequent decided token per bin\n{int(shown.sum())} of {len(decided)} steps in range; "
-                 "white: no reading there")
+    ax.set_title(
+        f"most frequent decided token per bin\n{int(shown.sum())} of {len(decided)} steps in range; "
+        "white: no reading there"
+    )
     _token_legend(figure, tokens, colours)
     figure.suptitle(f"decision map over {names[x]} and {names[y]}")
     return _png(figure)
@@ -285,20 +325,32 @@ def _decision_map(readings, decided, tokens, edges, names, x: int, y: int) -> by
 # ------------------------------------------------------------------ report.md
 
 
-def _markdown(log, header, verification, steps: int, token_counts, reasons, attainment, swaps, x_name, y_name,
-              named: bool) -> str:
+def _markdown(
+    log, header, verification, steps: int, token_counts, reasons, attainment, swaps, x_name, y_name, named: bool
+) -> str:
     verdict = "verifies" if verification.ok else "DOES NOT VERIFY"
-    lines = [f"# Audit report: {Path(log).name}", "",
-             f"- log: `{log}` ({len(verification.files)} file(s))",
-             f"- artifact: `{header.artifact_sha256}`"
-             + "".join(f"; hot swap at record {w.index} to `{w.new_sha256}`" for w in swaps),
-             f"- verification: **{verdict}**: {verification.describe()}",
-             f"- steps reported: {steps}" + ("" if verification.ok else
-                                            " (only the records before the bad one; nothing after it is trusted)"),
-             "- SLA attainment: " + (f"{100.0 * attainment:.2f}% of cycles with sla_ok" if steps else "no steps"),
-             "" if named else ("- token names: not given (give the artifact the log was written with); tokens are "
-                               "named by output index and code"),
-             "", "## Tokens", "", "| token | steps |", "| --- | ---: |"]
+    lines = [
+        f"# Audit report: {Path(log).name}",
+        "",
+        f"- log: `{log}` ({len(verification.files)} file(s))",
+        f"- artifact: `{header.artifact_sha256}`"
+        + "".join(f"; hot swap at record {w.index} to `{w.new_sha256}`" for w in swaps),
+        f"- verification: **{verdict}**: {verification.describe()}",
+        f"- steps reported: {steps}"
+        + ("" if verification.ok else " (only the records before the bad one; nothing after it is trusted)"),
+        "- SLA attainment: " + (f"{100.0 * attainment:.2f}% of cycles with sla_ok" if steps else "no steps"),
+        ""
+        if named
+        else (
+            "- token names: not given (give the artifact the log was written with); tokens are "
+            "named by output index and code"
+        ),
+        "",
+        "## Tokens",
+        "",
+        "| token | steps |",
+        "| --- | ---: |",
+    ]
     lines += [f"| {token} | {count} |" for token, count in token_counts.items()]
     lines += ["", "## Reasons", "", "| reason | steps |", "| --- | ---: |"]
     lines += [f"| {reason.name} | {reasons[reason.name]} |" for reason in Reason if reasons.get(reason.name)]

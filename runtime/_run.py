@@ -62,9 +62,10 @@ def open_probe(probe: str, input_names):
     if probe.startswith("trace:") and len(probe) > len("trace:"):
         from ._probes_trace import TraceProbe
 
-        return TraceProbe(probe[len("trace:"):], input_names)
-    raise UsageError(f"probe={probe!r} is not a probe; give probe='linux', probe='trace:FILE.csv' or "
-                     "probe='example-trace'")
+        return TraceProbe(probe[len("trace:") :], input_names)
+    raise UsageError(
+        f"probe={probe!r} is not a probe; give probe='linux', probe='trace:FILE.csv' or probe='example-trace'"
+    )
 
 
 def print_refusal(message: str) -> None:
@@ -72,11 +73,22 @@ def print_refusal(message: str) -> None:
     print(f"certfsm run: reload refused, the machine in force goes on: {message}", file=sys.stderr, flush=True)
 
 
-def run(controller: Controller, probe, *, steps: int | None = None, period_ms: float = 0.0,
-        calibration: Calibration | None = None, should_stop: Callable[[], bool] = lambda: False,
-        should_reload: Callable[[], bool] = lambda: False, reload: Callable[[], object] | None = None,
-        on_swap: Callable | None = None, clock: Callable[[], float] = time.monotonic, counters=None,
-        reload_source: str | None = None, on_refused: Callable[[str], None] | None = print_refusal) -> RunSummary:
+def run(
+    controller: Controller,
+    probe,
+    *,
+    steps: int | None = None,
+    period_ms: float = 0.0,
+    calibration: Calibration | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    should_reload: Callable[[], bool] = lambda: False,
+    reload: Callable[[], object] | None = None,
+    on_swap: Callable | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    counters=None,
+    reload_source: str | None = None,
+    on_refused: Callable[[str], None] | None = print_refusal,
+) -> RunSummary:
     """Step `controller` on `probe`'s samples; see the module docstring for when it stops and reloads.
 
     `reload()` returns the new `Machine`; `reload_source` names the file it
@@ -129,9 +141,18 @@ class ArtifactRun:
     audit_head: str | None = None
 
 
-def run_artifact(artifact, probe: str, *, steps: int | None = None, period_ms: float = 0.0, calibration=None,
-                 audit=None, fsync_every: int = 1000, metrics_port: int | None = None,
-                 trusted_keys=None) -> ArtifactRun:
+def run_artifact(
+    artifact,
+    probe: str,
+    *,
+    steps: int | None = None,
+    period_ms: float = 0.0,
+    calibration=None,
+    audit=None,
+    fsync_every: int = 1000,
+    metrics_port: int | None = None,
+    trusted_keys=None,
+) -> ArtifactRun:
     """`certfsm run` as one call: load `artifact`, open `probe`, the audit log and the metrics server, run, close.
 
     The run stops after `steps` cycles, at the end of a trace or on
@@ -161,8 +182,11 @@ def run_artifact(artifact, probe: str, *, steps: int | None = None, period_ms: f
         requested, flags["reload"] = flags["reload"], False
         return requested
 
-    handlers = {signal.SIGINT: lambda *_: flags.update(stop=True), signal.SIGTERM: lambda *_: flags.update(stop=True),
-                signal.SIGHUP: lambda *_: flags.update(reload=True)}
+    handlers = {
+        signal.SIGINT: lambda *_: flags.update(stop=True),
+        signal.SIGTERM: lambda *_: flags.update(stop=True),
+        signal.SIGHUP: lambda *_: flags.update(reload=True),
+    }
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} if in_main_thread else {}
     try:
@@ -172,10 +196,18 @@ def run_artifact(artifact, probe: str, *, steps: int | None = None, period_ms: f
             server = serve_metrics(counters, metrics_port)
         writer = open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
         with open_probe(probe, names) as source:
-            summary = run(controller, source, steps=steps, period_ms=period_ms, calibration=calibrated,
-                          should_stop=lambda: flags["stop"], should_reload=take_reload,
-                          reload=lambda: load_machine(artifact, trusted_keys=trusted_keys),
-                          reload_source=str(artifact), counters=counters)
+            summary = run(
+                controller,
+                source,
+                steps=steps,
+                period_ms=period_ms,
+                calibration=calibrated,
+                should_stop=lambda: flags["stop"],
+                should_reload=take_reload,
+                reload=lambda: load_machine(artifact, trusted_keys=trusted_keys),
+                reload_source=str(artifact),
+                counters=counters,
+            )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -198,8 +230,9 @@ def _reload(controller: Controller, reload: Callable[[], object], source: str | 
     try:
         machine = reload()
         if not isinstance(machine, Machine):
-            raise TypeError(f"the reload gave {type(machine).__name__}, not a Machine; reload with "
-                            "certfsm.runtime.load_machine")
+            raise TypeError(
+                f"the reload gave {type(machine).__name__}, not a Machine; reload with certfsm.runtime.load_machine"
+            )
     except Exception as error:  # noqa: BLE001 - see the docstring
         message = str(error) if isinstance(error, CertfsmError) else f"{type(error).__name__}: {error}"
         if source is not None and not message.startswith(source):

@@ -79,8 +79,17 @@ class StepTable:
     (OUT_OF_ENVELOPE) is the out-of-envelope class, the last one.
     """
 
-    __slots__ = ("machine", "cell_class", "n_classes", "max_nodes", "_representative", "_override_class",
-                 "_other_override", "_nodes", "_modes")
+    __slots__ = (
+        "machine",
+        "cell_class",
+        "n_classes",
+        "max_nodes",
+        "_representative",
+        "_override_class",
+        "_other_override",
+        "_nodes",
+        "_modes",
+    )
 
     def __init__(self, machine: Machine, max_bytes: int = 64 << 20) -> None:
         self.machine = machine
@@ -144,8 +153,9 @@ class StepTable:
     def _fill(self, state: State, node: list, mode: int, cell: int, sla_ok: bool, override) -> Transition:
         machine = self.machine
         next_state, token, reason = machine.step(state, cell, sla_ok, override)
-        found = Transition(machine.tokens[token], token, machine.params.codes[token], reason, next_state,
-                           self.node(next_state))
+        found = Transition(
+            machine.tokens[token], token, machine.params.codes[token], reason, next_state, self.node(next_state)
+        )
         node[mode][self.cell_class[cell]] = found
         return found
 
@@ -157,8 +167,12 @@ class StepTable:
         params = self.machine.params
         other = next(k for k in range(-1, params.n_tokens + 1) if k not in params.overridable)
         overrides = [None, *sorted(params.overridable), other]
-        return [(cell, sla_ok, override) for cell in self._representative for sla_ok in (True, False)
-                for override in overrides]
+        return [
+            (cell, sla_ok, override)
+            for cell in self._representative
+            for sla_ok in (True, False)
+            for override in overrides
+        ]
 
     def reachable_states(self) -> list[State]:
         """Every state reachable from the initial state under any inputs, breadth first (fills the table)."""

@@ -62,6 +62,11 @@ from ._status import PathStatus, SlaStatus
 from ._window import nearest_rank
 
 __all__ = [
-    "PathStatus", "SNAPSHOT_FORMAT", "SlaMonitor", "SlaStatus", "SnapshotError", "nearest_rank",
+    "PathStatus",
+    "SNAPSHOT_FORMAT",
+    "SlaMonitor",
+    "SlaStatus",
+    "SnapshotError",
+    "nearest_rank",
     "read_metric",
 ]

@@ -40,8 +40,18 @@ class SlaMonitor:
     in the given order.
     """
 
-    __slots__ = ("paths", "tokens", "cycle", "_monitors", "_metrics", "_fingerprint", "_ok",
-                 "_accepted", "_value_checks", "_quiet_checks")
+    __slots__ = (
+        "paths",
+        "tokens",
+        "cycle",
+        "_monitors",
+        "_metrics",
+        "_fingerprint",
+        "_ok",
+        "_accepted",
+        "_value_checks",
+        "_quiet_checks",
+    )
 
     def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
         self.paths = tuple(paths)
@@ -50,8 +60,10 @@ class SlaMonitor:
         for index, path in enumerate(self.paths):
             check_path(path, index, self.tokens)
             if path.name in seen:
-                raise SpecError(f"sla path {path.name!r} (paths[{index}]): name repeats paths[{seen[path.name]}]; "
-                                "give each path its own name")
+                raise SpecError(
+                    f"sla path {path.name!r} (paths[{index}]): name repeats paths[{seen[path.name]}]; "
+                    "give each path its own name"
+                )
             seen[path.name] = index
         self._metrics = tuple(dict.fromkeys(path.metric for path in self.paths))
         self._monitors = self._fresh_monitors()
@@ -74,8 +86,10 @@ class SlaMonitor:
         The runtime reads specs from artifacts this way, without the spec
         loader (which needs jsonschema); the paths get the same checks.
         """
-        paths = tuple(SlaPath(**{**dict(path), **({"tokens": tuple(path["tokens"])} if path.get("tokens") else {})})
-                      for path in (spec.get("sla") or {}).get("paths", ()))
+        paths = tuple(
+            SlaPath(**{**dict(path), **({"tokens": tuple(path["tokens"])} if path.get("tokens") else {})})
+            for path in (spec.get("sla") or {}).get("paths", ())
+        )
         return cls(paths, tokens=tuple(spec["outputs"]))
 
     @property
@@ -130,8 +144,10 @@ class SlaMonitor:
             if metrics is None:
                 metrics = {}
             elif not isinstance(metrics, Mapping):
-                raise TypeError(f"metrics={metrics!r} is a {type(metrics).__name__}, not a mapping; "
-                                "give a dict from metric name to value")
+                raise TypeError(
+                    f"metrics={metrics!r} is a {type(metrics).__name__}, not a mapping; "
+                    "give a dict from metric name to value"
+                )
         samples = []
         for name in self._metrics:
             value = metrics.get(name)
@@ -181,8 +197,10 @@ class SlaMonitor:
         a token against: None too (no shortcut)."""
         if self.tokens is None or any(monitor.value_limit is None for monitor in self._monitors):
             return None
-        return tuple((monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens)
-                     for monitor in self._monitors)
+        return tuple(
+            (monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens)
+            for monitor in self._monitors
+        )
 
     def _fresh_monitors(self) -> tuple[PathMonitor, ...]:
         return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
@@ -191,17 +209,25 @@ class SlaMonitor:
         """Refuse a token that is not a name of this monitor's tokens; remember one of `tokens` once accepted
         (with `tokens` None any name goes, and nothing is remembered, so no set grows with the names seen)."""
         if type(token) is not str and not isinstance(token, str):
-            raise TypeError(f"token={token!r} is a {type(token).__name__}, not a token name; give the name of the token")
+            raise TypeError(
+                f"token={token!r} is a {type(token).__name__}, not a token name; give the name of the token"
+            )
         if self.tokens is not None and token not in self.tokens:
-            raise ValueError(f"token={token!r} is not a token of this monitor (known: {', '.join(sorted(self.tokens))}); "
-                             "give the name of the token the metrics were measured on")
+            raise ValueError(
+                f"token={token!r} is not a token of this monitor (known: {', '.join(sorted(self.tokens))}); "
+                "give the name of the token the metrics were measured on"
+            )
         if self.tokens is not None:
             self._accepted.add(token)
 
     def snapshot(self) -> dict[str, Any]:
         """The state as a JSON-ready document (format in `certfsm.sla._snapshot`); `restore` takes it back."""
-        return {"certfsm_sla_snapshot": SNAPSHOT_FORMAT, "paths_sha256": self._fingerprint, "cycle": self.cycle,
-                "paths": [path_state(monitor) for monitor in self._monitors]}
+        return {
+            "certfsm_sla_snapshot": SNAPSHOT_FORMAT,
+            "paths_sha256": self._fingerprint,
+            "cycle": self.cycle,
+            "paths": [path_state(monitor) for monitor in self._monitors],
+        }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Continue from `snapshot` (taken from a monitor of the same paths); on SnapshotError nothing changes."""

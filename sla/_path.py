@@ -91,8 +91,10 @@ def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
     if known_tokens is not None:
         for k, token in enumerate(tokens):
             if token not in known_tokens:
-                raise fail(f"tokens[{k}]={token!r} is not a token of this monitor (known: {', '.join(sorted(known_tokens))}); "
-                           "use one of those names")
+                raise fail(
+                    f"tokens[{k}]={token!r} is not a token of this monitor (known: {', '.join(sorted(known_tokens))}); "
+                    "use one of those names"
+                )
 
 
 def _is_finite(number: numbers.Real) -> bool:
@@ -112,9 +114,27 @@ class PathMonitor:
     `exact_limit` the limit itself, for the samples that are not floats.
     """
 
-    __slots__ = ("path", "name", "metric", "every_token", "tokens", "statistic", "violations", "max_violations",
-                 "recovery_cycles", "breached", "recovery_count", "breaches", "recoveries", "applied", "value",
-                 "violated", "value_limit", "exact_limit", "sample_index")
+    __slots__ = (
+        "path",
+        "name",
+        "metric",
+        "every_token",
+        "tokens",
+        "statistic",
+        "violations",
+        "max_violations",
+        "recovery_cycles",
+        "breached",
+        "recovery_count",
+        "breaches",
+        "recoveries",
+        "applied",
+        "value",
+        "violated",
+        "value_limit",
+        "exact_limit",
+        "sample_index",
+    )
 
     def __init__(self, path, sample_index: int = 0) -> None:
         self.path, self.sample_index = path, sample_index
@@ -187,8 +207,17 @@ class PathMonitor:
 
     def status(self) -> PathStatus:
         """The status after the last `advance`."""
-        return PathStatus(self.name, self.applied, self.value, self.violated, self.violations.count, self.breached,
-                          self.recovery_count, self.breaches, self.recoveries)
+        return PathStatus(
+            self.name,
+            self.applied,
+            self.value,
+            self.violated,
+            self.violations.count,
+            self.breached,
+            self.recovery_count,
+            self.breaches,
+            self.recoveries,
+        )
 
     def copy(self) -> PathMonitor:
         clone = PathMonitor.__new__(PathMonitor)

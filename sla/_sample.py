@@ -51,8 +51,10 @@ def read_metric(name: str, value: Any) -> Sample | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
-        raise TypeError(f"metrics[{name!r}]={value!r} is a {type(value).__name__}, not a number; "
-                        "give a float, or None when the metric was not measured")
+        raise TypeError(
+            f"metrics[{name!r}]={value!r} is a {type(value).__name__}, not a number; "
+            "give a float, or None when the metric was not measured"
+        )
     exact = exact_value(name, value)
     if exact is None or exact < 0 or exact > _EXACT_MAX:
         return None
@@ -67,8 +69,10 @@ def exact_value(name: str, value: Any) -> Fraction | None:
         return Fraction(int(value.numerator), int(value.denominator))
     ratio = getattr(value, "as_integer_ratio", None)  # float and its numpy kin, Decimal
     if ratio is None:
-        raise TypeError(f"metrics[{name!r}]={value!r} is a {type(value).__name__}, a number that cannot be read "
-                        "exactly; give a float, an int, a Fraction or a Decimal")
+        raise TypeError(
+            f"metrics[{name!r}]={value!r} is a {type(value).__name__}, a number that cannot be read "
+            "exactly; give a float, an int, a Fraction or a Decimal"
+        )
     try:
         numerator, denominator = ratio()
     except (ValueError, OverflowError):  # NaN (ValueError) or an infinity (OverflowError)

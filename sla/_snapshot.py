@@ -62,20 +62,39 @@ def _limit_key(limit) -> float | str:
 
 def paths_fingerprint(paths) -> str:
     """SHA-256 of the path definitions in a canonical JSON form."""
-    rows = [[p.name, p.metric, _limit_key(p.limit), p.window, p.max_violations, p.recovery_cycles,
-             None if p.tokens is None else list(p.tokens), p.statistic] for p in paths]
+    rows = [
+        [
+            p.name,
+            p.metric,
+            _limit_key(p.limit),
+            p.window,
+            p.max_violations,
+            p.recovery_cycles,
+            None if p.tokens is None else list(p.tokens),
+            p.statistic,
+        ]
+        for p in paths
+    ]
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
 def path_state(path_monitor) -> dict[str, Any]:
     """One path's entry of the snapshot document."""
-    state: dict[str, Any] = {"name": path_monitor.name,
-                             "violations": "".join("1" if v else "0" for v in path_monitor.violations.entries())}
+    state: dict[str, Any] = {
+        "name": path_monitor.name,
+        "violations": "".join("1" if v else "0" for v in path_monitor.violations.entries()),
+    }
     if path_monitor.statistic.is_windowed:
-        state["samples"] = [sample if sample is None or type(sample) is float else str(sample)
-                            for sample in path_monitor.statistic.entries()]
-    state.update(breached=path_monitor.breached, recovery_count=path_monitor.recovery_count,
-                 breaches=path_monitor.breaches, recoveries=path_monitor.recoveries)
+        state["samples"] = [
+            sample if sample is None or type(sample) is float else str(sample)
+            for sample in path_monitor.statistic.entries()
+        ]
+    state.update(
+        breached=path_monitor.breached,
+        recovery_count=path_monitor.recovery_count,
+        breaches=path_monitor.breaches,
+        recoveries=path_monitor.recoveries,
+    )
     return state
 
 
@@ -85,15 +104,19 @@ def _fail(text: str) -> SnapshotError:
 
 def _integer(value: Any, where: str, lowest: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
-        raise _fail(f"{where}={value!r} is not an integer >= {lowest}; restore a snapshot written by SlaMonitor.snapshot")
+        raise _fail(
+            f"{where}={value!r} is not an integer >= {lowest}; restore a snapshot written by SlaMonitor.snapshot"
+        )
     return value
 
 
 def _object(value: Any, where: str, keys: tuple[str, ...]) -> dict:
     if not isinstance(value, dict) or set(value) != set(keys):
         given = sorted(value) if isinstance(value, dict) else type(value).__name__
-        raise _fail(f"{where} has {given}, expected the keys {', '.join(keys)}; "
-                    "restore a snapshot written by SlaMonitor.snapshot")
+        raise _fail(
+            f"{where} has {given}, expected the keys {', '.join(keys)}; "
+            "restore a snapshot written by SlaMonitor.snapshot"
+        )
     return value
 
 
@@ -101,16 +124,22 @@ def check_snapshot(document: Any, path_monitors, fingerprint: str) -> tuple[int,
     """Check `document` against the monitor's paths; returns the cycle and, per path, what to load."""
     _object(document, "the document", ("certfsm_sla_snapshot", "paths_sha256", "cycle", "paths"))
     if type(document["certfsm_sla_snapshot"]) is not int or document["certfsm_sla_snapshot"] != SNAPSHOT_FORMAT:
-        raise _fail(f"certfsm_sla_snapshot={document['certfsm_sla_snapshot']!r} is not format {SNAPSHOT_FORMAT}; "
-                    "restore it with the certfsm version that wrote it")
+        raise _fail(
+            f"certfsm_sla_snapshot={document['certfsm_sla_snapshot']!r} is not format {SNAPSHOT_FORMAT}; "
+            "restore it with the certfsm version that wrote it"
+        )
     if document["paths_sha256"] != fingerprint:
-        raise _fail(f"paths_sha256={document['paths_sha256']!r} differs from this monitor's {fingerprint!r}: "
-                    "the snapshot was taken with other SLA path definitions; restore it into a monitor of the same spec")
+        raise _fail(
+            f"paths_sha256={document['paths_sha256']!r} differs from this monitor's {fingerprint!r}: "
+            "the snapshot was taken with other SLA path definitions; restore it into a monitor of the same spec"
+        )
     cycle = _integer(document["cycle"], "cycle")
     states = document["paths"]
     if not isinstance(states, list) or len(states) != len(path_monitors):
-        raise _fail(f"paths is not a list of {len(path_monitors)} path states; "
-                    "restore a snapshot written by SlaMonitor.snapshot")
+        raise _fail(
+            f"paths is not a list of {len(path_monitors)} path states; "
+            "restore a snapshot written by SlaMonitor.snapshot"
+        )
     loads = []
     for k, (state, monitor) in enumerate(zip(states, path_monitors)):
         loads.append(_check_path_state(state, monitor, f"paths[{k}]", cycle))
@@ -124,29 +153,38 @@ def _sample_entry(value: Any, where: str) -> Sample | None:
     if isinstance(value, str):
         exact = Fraction(value) if _RATIONAL.fullmatch(value) else None
         if exact is None or str(exact) != value or exact > FLOAT_MAX or type(canonical(exact)) is float:
-            raise _fail(f"{where}={value!r} is not 'p/q' in lowest terms for a sample that no float64 equals "
-                        "(a float64 sample is written as a number)")
+            raise _fail(
+                f"{where}={value!r} is not 'p/q' in lowest terms for a sample that no float64 equals "
+                "(a float64 sample is written as a number)"
+            )
         return exact
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(f"{where}={value!r} is neither a number, a string 'p/q' nor null")
     if not 0 <= value <= FLOAT_MAX:  # NaN fails too
-        raise _fail(f"{where}={value!r} is not a sample (a finite number >= 0): NaN, infinities and negatives are "
-                    "violations that leave no sample")
+        raise _fail(
+            f"{where}={value!r} is not a sample (a finite number >= 0): NaN, infinities and negatives are "
+            "violations that leave no sample"
+        )
     return canonical(Fraction(value))
 
 
 def _check_path_state(state: Any, monitor, at: str, cycle: int) -> tuple:
     windowed = monitor.statistic.is_windowed
-    keys = ("name", "violations") + (("samples",) if windowed else ()) + (
-        "breached", "recovery_count", "breaches", "recoveries")
+    keys = (
+        ("name", "violations")
+        + (("samples",) if windowed else ())
+        + ("breached", "recovery_count", "breaches", "recoveries")
+    )
     _object(state, at, keys)
     if state["name"] != monitor.name:
         raise _fail(f"{at}.name={state['name']!r} differs from this monitor's path {monitor.name!r}")
     longest = min(monitor.violations.size, cycle)
     flags = state["violations"]
     if not isinstance(flags, str) or set(flags) - {"0", "1"} or len(flags) > longest:
-        raise _fail(f"{at}.violations={flags!r} is not a string of at most {longest} '0'/'1' characters "
-                    "(window and cycle bound it)")
+        raise _fail(
+            f"{at}.violations={flags!r} is not a string of at most {longest} '0'/'1' characters "
+            "(window and cycle bound it)"
+        )
     violations = [c == "1" for c in flags]
     samples: list[Sample | None] = []
     if windowed:
@@ -162,15 +200,21 @@ def _check_path_state(state: Any, monitor, at: str, cycle: int) -> tuple:
     recoveries = _integer(state["recoveries"], f"{at}.recoveries")
     over = sum(violations) > monitor.max_violations
     if over and (not breached or recovery_count):
-        raise _fail(f"{at}: {sum(violations)} violations in the window exceed max_violations={monitor.max_violations}, "
-                    f"so the path must be breached with recovery_count 0, not breached={breached} "
-                    f"recovery_count={recovery_count}")
+        raise _fail(
+            f"{at}: {sum(violations)} violations in the window exceed max_violations={monitor.max_violations}, "
+            f"so the path must be breached with recovery_count 0, not breached={breached} "
+            f"recovery_count={recovery_count}"
+        )
     if breached and not over and recovery_count >= monitor.recovery_cycles:
-        raise _fail(f"{at}.recovery_count={recovery_count} is not below recovery_cycles={monitor.recovery_cycles} "
-                    "while the path is breached (it would have recovered)")
+        raise _fail(
+            f"{at}.recovery_count={recovery_count} is not below recovery_cycles={monitor.recovery_cycles} "
+            "while the path is breached (it would have recovered)"
+        )
     if not breached and recovery_count:
         raise _fail(f"{at}.recovery_count={recovery_count} is not 0 while the path is healthy")
     if breaches - recoveries != breached:
-        raise _fail(f"{at}: breaches={breaches} and recoveries={recoveries} disagree with breached={breached} "
-                    "(each breach ends in a recovery, except a breach still running)")
+        raise _fail(
+            f"{at}: breaches={breaches} and recoveries={recoveries} disagree with breached={breached} "
+            "(each breach ends in a recovery, except a breach still running)"
+        )
     return violations, samples, breached, recovery_count, breaches, recoveries

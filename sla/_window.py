@@ -83,7 +83,7 @@ class ViolationWindow:
 
     def entries(self) -> list[bool]:
         """The flags, oldest first, without the leading unset ones."""
-        ordered = self.flags[self.position:] + self.flags[:self.position]
+        ordered = self.flags[self.position :] + self.flags[: self.position]
         first = ordered.index(True) if self.count else len(ordered)
         return ordered[first:]
 
@@ -130,7 +130,7 @@ class SampleWindow:
 
     def entries(self) -> list[Sample | None]:
         """The window's entries, oldest first, without the leading empty ones."""
-        ordered = self.ring[self.position:] + self.ring[:self.position]
+        ordered = self.ring[self.position :] + self.ring[: self.position]
         first = 0
         while first < len(ordered) and ordered[first] is None:
             first += 1
@@ -212,7 +212,8 @@ class SumWindow(SampleWindow):
         """Whether the exact mean is above the limit (numerator, denominator) of `limit_in_units`; False if empty."""
         if self.exact_count:
             return Fraction(self.units, 1 << _UNIT_BITS) + self.extra > Fraction(
-                self.count * numerator, denominator << _UNIT_BITS)
+                self.count * numerator, denominator << _UNIT_BITS
+            )
         return self.count > 0 and self.units * denominator > self.count * numerator
 
     def _clear(self) -> None:

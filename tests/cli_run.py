@@ -14,8 +14,9 @@ import sys
 
 def run_cli(*args, cwd=None, timeout: float = 1800) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``python -m certfsm.cli ARGS`` in a fresh interpreter, in `cwd` when given."""
-    done = subprocess.run([sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "certfsm.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
     return done.returncode, done.stdout, done.stderr
 
 

@@ -21,7 +21,8 @@ def pytest_configure(config):
     if (config.option.markexpr or "").strip() == "not slow":
         hypothesis_budget.fast = True
         hypothesis.settings.register_profile(
-            "fast", max_examples=hypothesis_budget.examples(hypothesis.settings.default.max_examples))
+            "fast", max_examples=hypothesis_budget.examples(hypothesis.settings.default.max_examples)
+        )
         hypothesis.settings.load_profile("fast")
 
 
@@ -38,6 +39,7 @@ def example_spec_with(tmp_path):
     The copy names the shipped model by its absolute path, so a change to
     any other field is the only difference from the example.
     """
+
     def write(**changes):
         data = json.loads(example_spec_path("coadapt").read_text())
         data["model"] = str(example_spec_path("coadapt").parent / data["model"])
@@ -49,7 +51,9 @@ def example_spec_with(tmp_path):
     return write
 
 
-ACASXU = Path(os.environ.get("CERTFSM_ACASXU") or Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "acasxu")
+ACASXU = Path(
+    os.environ.get("CERTFSM_ACASXU") or Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "acasxu"
+)
 """The ACAS Xu benchmark, read in place: $CERTFSM_ACASXU, else ../shared/benchmarks/acasxu beside the checkout."""
 
 
@@ -71,4 +75,3 @@ def distilled_example(tmp_path_factory):
     spec = load_spec(example_spec_path("coadapt"))
     run = distill_controller(spec, out=folder / "example.cfsm", report=folder / "report", jobs=1)
     return spec, run, folder / "example.cfsm"
-

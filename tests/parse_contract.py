@@ -99,12 +99,34 @@ def assert_contract(outcome: tuple[str, str], path: Path, error: type, result: s
 
 
 NUMBERS = st.one_of(
-    st.sampled_from([b"1e999999999", b"1e-999999999", b"2.941872e466329906", b"1e400", b"-1e400", b"1e-400",
-                     b"1e308", b"-1.7976931348623157e308", b"1.8e308", b"4.9e-324", b"1e-1100", b"1e1101", b"-0",
-                     b"0.", b".5", b"1e", b"--1", b"1.2.3", b"0x10", b"NaN", b"Infinity"]),
+    st.sampled_from(
+        [
+            b"1e999999999",
+            b"1e-999999999",
+            b"2.941872e466329906",
+            b"1e400",
+            b"-1e400",
+            b"1e-400",
+            b"1e308",
+            b"-1.7976931348623157e308",
+            b"1.8e308",
+            b"4.9e-324",
+            b"1e-1100",
+            b"1e1101",
+            b"-0",
+            b"0.",
+            b".5",
+            b"1e",
+            b"--1",
+            b"1.2.3",
+            b"0x10",
+            b"NaN",
+            b"Infinity",
+        ]
+    ),
     st.integers(1, 6000).map(lambda n: b"9" * n),
     st.integers(1, 6000).map(lambda n: b"0." + b"0" * n + b"1"),
-    st.tuples(st.integers(1, 20), st.integers(-10**12, 10**12)).map(lambda t: b"3" * t[0] + b"e%d" % t[1]),
+    st.tuples(st.integers(1, 20), st.integers(-(10**12), 10**12)).map(lambda t: b"3" * t[0] + b"e%d" % t[1]),
 )
 """Numbers that once crashed or hung a parser, and their neighbours: long, huge, tiny, malformed."""
 
@@ -112,8 +134,9 @@ _NUMBER = re.compile(rb"[0-9][0-9.eE+-]*")
 _PRINTABLE = st.integers(32, 126) | st.sampled_from([9, 10, 13])
 
 
-def mutated(seeds: list[bytes], tokens: list[bytes], nestings: list[tuple[bytes, bytes]],
-            is_text: bool = True) -> st.SearchStrategy[bytes]:
+def mutated(
+    seeds: list[bytes], tokens: list[bytes], nestings: list[tuple[bytes, bytes]], is_text: bool = True
+) -> st.SearchStrategy[bytes]:
     """One of `seeds` with 1 to 4 mutations.
 
     A mutation changes a byte (in a text format mostly into printable
@@ -140,13 +163,13 @@ def mutated(seeds: list[bytes], tokens: list[bytes], nestings: list[tuple[bytes,
             elif kind == "number" and _NUMBER.search(data):
                 numbers = list(_NUMBER.finditer(data))
                 number = numbers[draw(st.integers(0, len(numbers) - 1))]
-                data[number.start():number.end()] = draw(NUMBERS)
+                data[number.start() : number.end()] = draw(NUMBERS)
             elif kind == "insert":
                 data[at:at] = draw(st.binary(min_size=1, max_size=8))
             elif kind == "token":
                 data[at:at] = draw(st.sampled_from(tokens)) * draw(st.sampled_from([1, 1, 1, 2, 50, 5000]))
             elif kind == "delete":
-                del data[at:at + draw(st.integers(1, 64))]
+                del data[at : at + draw(st.integers(1, 64))]
             elif kind == "duplicate":
                 end = draw(st.integers(at, min(len(data), at + 4096)))
                 to = draw(st.integers(0, len(data)))
@@ -177,4 +200,3 @@ def check_bytes(parse, case: Path, data: bytes, error: type, result: str) -> Non
     """Write `data` to `case`, parse it in the worker and assert the contract (see `assert_contract`)."""
     case.write_bytes(data)
     assert_contract(parse(case), case, error, result)
-

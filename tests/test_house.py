@@ -23,8 +23,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FOLDERS = {"certfsm": "certfsm", "verify": "certfsm.verify", "fsm": "certfsm.fsm", "runtime": "certfsm.runtime",
-           "sla": "certfsm.sla", "hdl_export": "certfsm.hdl_export", "cli": "certfsm.cli", "bench": "bench"}
+FOLDERS = {
+    "certfsm": "certfsm",
+    "verify": "certfsm.verify",
+    "fsm": "certfsm.fsm",
+    "runtime": "certfsm.runtime",
+    "sla": "certfsm.sla",
+    "hdl_export": "certfsm.hdl_export",
+    "cli": "certfsm.cli",
+    "bench": "bench",
+}
 """Each production folder and the import name of its package."""
 
 SUB_PACKAGES = {"verify", "fsm", "runtime", "sla", "hdl_export", "cli"}
@@ -51,7 +59,7 @@ def _resolve(module_name: str, is_package: bool, level: int, target: str | None)
     """The absolute name of a relative import `from .<level> target import ...` in `module_name`."""
     base = module_name.split(".")
     base = base if is_package else base[:-1]
-    base = base[:len(base) - (level - 1)] if level > 1 else base
+    base = base[: len(base) - (level - 1)] if level > 1 else base
     return ".".join(base + ([target] if target else []))
 
 
@@ -65,8 +73,9 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def imports_in(source: str, module_name: str, *, is_package: bool = False,
-               top_level_only: bool = False) -> list[tuple[int, str, tuple[str, ...]]]:
+def imports_in(
+    source: str, module_name: str, *, is_package: bool = False, top_level_only: bool = False
+) -> list[tuple[int, str, tuple[str, ...]]]:
     """(line, absolute module, names taken from it) for every import in `source`, function-level ones included.
 
     `importlib.import_module("...")` with a literal name and attribute chains
@@ -93,7 +102,7 @@ def imports_in(source: str, module_name: str, *, is_package: bool = False,
             parts = (_dotted(node) or "").split(".")
             private = [k for k, part in enumerate(parts) if _is_private(part)]
             if parts[0] == "certfsm" and private:
-                found.append((node.lineno, ".".join(parts[:private[0] + 1]), ()))
+                found.append((node.lineno, ".".join(parts[: private[0] + 1]), ()))
     return found
 
 
@@ -106,8 +115,12 @@ def _top_level(tree: ast.Module) -> list[ast.stmt]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
             queue += [*node.body, *node.orelse]
         elif isinstance(node, ast.Try):
-            queue += [*node.body, *(h for handler in node.handlers for h in handler.body), *node.orelse,
-                      *node.finalbody]
+            queue += [
+                *node.body,
+                *(h for handler in node.handlers for h in handler.body),
+                *node.orelse,
+                *node.finalbody,
+            ]
     return statements
 
 
@@ -132,8 +145,15 @@ def private_reaches(source: str, module_name: str, *, is_package: bool = False) 
     return sorted(set(found))
 
 
-FLOORS = {"certfsm": 0, "certfsm.verify": 1, "certfsm.sla": 1, "certfsm.fsm": 2, "certfsm.runtime": 2,
-          "certfsm.hdl_export": 3, "certfsm.cli": 4}
+FLOORS = {
+    "certfsm": 0,
+    "certfsm.verify": 1,
+    "certfsm.sla": 1,
+    "certfsm.fsm": 2,
+    "certfsm.runtime": 2,
+    "certfsm.hdl_export": 3,
+    "certfsm.cli": 4,
+}
 """The floors of the house (docs/design.md, "Layout"): a package imports only packages on lower floors. The
 core holds the IRs and their codecs; the CLI, on top, parses, calls one public function per command and prints."""
 
@@ -150,8 +170,7 @@ def upward_imports(source: str, module_name: str, *, is_package: bool = False) -
             targets |= {f"certfsm.{name}" for name in names if name in SUB_PACKAGES}
         for target in targets - {home, None}:
             if target in FLOORS and FLOORS[target] >= FLOORS[home]:
-                found.append((line, f"imports {target} (floor {FLOORS[target]}) from {home} (floor "
-                                    f"{FLOORS[home]})"))
+                found.append((line, f"imports {target} (floor {FLOORS[target]}) from {home} (floor {FLOORS[home]})"))
     return sorted(set(found))
 
 
@@ -177,7 +196,7 @@ def import_cycle(modules: dict[str, tuple[str, bool]]) -> list[str]:
         path.append(name)
         for successor in sorted(graph[name]):
             if state.get(successor) == 1:
-                return path[path.index(successor):] + [successor]
+                return path[path.index(successor) :] + [successor]
             if successor not in state and (cycle := visit(successor)):
                 return cycle
         state[name] = 2
@@ -203,8 +222,11 @@ def production_files() -> list[tuple[Path, str, bool]]:
 
 @pytest.mark.slow
 def test_no_package_imports_one_on_its_own_floor_or_above():
-    offences = [f"{path.relative_to(ROOT)}:{line}: {what}" for path, module_name, is_package in production_files()
-                for line, what in upward_imports(path.read_text(), module_name, is_package=is_package)]
+    offences = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path, module_name, is_package in production_files()
+        for line, what in upward_imports(path.read_text(), module_name, is_package=is_package)
+    ]
     assert not offences, "a package may import only lower floors (FLOORS):\n" + "\n".join(offences)
 
 

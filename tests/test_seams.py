@@ -75,12 +75,21 @@ def test_blob_off_grid_keeps_85_02_in_the_rule_box_and_the_fixed_point_path_refu
     layout = BlobLayout.for_inputs(spec.inputs)
     decoded = layout.decode(layout.encode([85.02, 0.5]))
     assert Fraction(decoded[0]) >= Fraction("85.01")  # the decoded reading is still inside the rule box
-    machine = Machine(names=("temperature", "z"), edges=tuple(i.edges for i in spec.inputs), frac_bits=(4, 4),
-                      tokens=spec.outputs, proposal=tuple(int(p) for p in table.proposal), exact=(True,) * 2,
-                      allowed=tuple(int(sum(1 << k for k, a in enumerate(row) if a)) for row in table.allowed),
-                      params=MachineParams.from_spec(spec))
+    machine = Machine(
+        names=("temperature", "z"),
+        edges=tuple(i.edges for i in spec.inputs),
+        frac_bits=(4, 4),
+        tokens=spec.outputs,
+        proposal=tuple(int(p) for p in table.proposal),
+        exact=(True,) * 2,
+        allowed=tuple(int(sum(1 << k for k, a in enumerate(row) if a)) for row in table.allowed),
+        params=MachineParams.from_spec(spec),
+    )
     decision = Controller(machine).step(list(decoded))
     assert decision.token != "BAD"
-    with pytest.raises(SpecError, match=r"^inputs\[0\] \(temperature\): edges\[1\]=85\.01 is not a multiple of 2\^-4 "
-                                        r"\(the nearest are 85\.0 and 85\.0625\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"^inputs\[0\] \(temperature\): edges\[1\]=85\.01 is not a multiple of 2\^-4 "
+        r"\(the nearest are 85\.0 and 85\.0625\)",
+    ):
         Controller(machine).step_fixed([int(85.02 * 16), 8])

@@ -433,8 +433,9 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
     rows = np.cumsum([0] + [len(c.b) for c in prop.unsafe])
     best = [float(np.max(lower[start:stop], initial=-np.inf)) for start, stop in zip(rows[:-1], rows[1:])]
     stats = {"best_row_bounds": best}
-    open_disjuncts = [index for index, (start, stop) in enumerate(zip(rows[:-1], rows[1:]))
-                      if not np.any(refuted[start:stop])]
+    open_disjuncts = [
+        index for index, (start, stop) in enumerate(zip(rows[:-1], rows[1:])) if not np.any(refuted[start:stop])
+    ]
     seconds = time.monotonic() - started
     if not open_disjuncts:
         return Result(PROVED, ENGINE, seconds, reason="bounds refute every disjunct on the whole box", stats=stats)

@@ -50,8 +50,16 @@ class BoxProofs:
     deepest: int
 
 
-def prove_boxes(network: Network, prop: Property, lower, upper, *, max_depth: int = MAX_DEPTH,
-                max_open: int = MAX_OPEN, chunk: int = CHUNK) -> BoxProofs:
+def prove_boxes(
+    network: Network,
+    prop: Property,
+    lower,
+    upper,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_open: int = MAX_OPEN,
+    chunk: int = CHUNK,
+) -> BoxProofs:
     """Prove `prop` on each box [lower[i], upper[i]] (rows inside `prop`'s box) by bounds and bisection.
 
     Its boxes are bounded `chunk` at a time; a box not closed whole is
@@ -71,15 +79,24 @@ def prove_boxes(network: Network, prop: Property, lower, upper, *, max_depth: in
     levels = []
     for start in range(0, count, chunk):
         part = slice(start, start + chunk)
-        result = bound(network, objectives, lower[part], upper[part],
-                       np.ones((len(lower[part]), objectives.count), dtype=bool))
+        result = bound(
+            network, objectives, lower[part], upper[part], np.ones((len(lower[part]), objectives.count), dtype=bool)
+        )
         bounded += result.boxes
         origin = np.arange(start, start + len(lower[part]))
         is_open = result.open.any(axis=1)
         for box in origin[~is_open].tolist():
             weight[box] += full
-        level = Boxes(lower[part], upper[part], result.open, np.zeros(len(origin), np.int64), result.worst,
-                      result.rows, result.hidden, origin=origin)
+        level = Boxes(
+            lower[part],
+            upper[part],
+            result.open,
+            np.zeros(len(origin), np.int64),
+            result.worst,
+            result.rows,
+            result.hidden,
+            origin=origin,
+        )
         levels.append(level.take(np.flatnonzero(is_open)))
     boxes = Boxes.concat(levels) if levels else None
     step = max(1, chunk // (2 * max(1, network.n_inputs)))
@@ -114,13 +131,17 @@ def _rows(prop: Property, lower, upper) -> tuple[np.ndarray, np.ndarray]:
     lower = np.array(lower, dtype=np.float64, ndmin=2)
     upper = np.array(upper, dtype=np.float64, ndmin=2)
     if lower.shape != upper.shape or lower.shape[1] != prop.n_inputs:
-        raise ValueError(f"prove_boxes: lower {lower.shape} and upper {upper.shape} must both be "
-                         f"(boxes, {prop.n_inputs}), one row per box of property {prop.name!r}")
+        raise ValueError(
+            f"prove_boxes: lower {lower.shape} and upper {upper.shape} must both be "
+            f"(boxes, {prop.n_inputs}), one row per box of property {prop.name!r}"
+        )
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)) and np.all(lower <= upper)):
         raise ValueError(f"prove_boxes: every box must be finite with lower <= upper (property {prop.name!r})")
     if np.any(lower < prop.lower) or np.any(upper > prop.upper):
-        raise ValueError(f"prove_boxes: a box leaves the box of property {prop.name!r}; widen the property's box "
-                         "or cut the boxes to it")
+        raise ValueError(
+            f"prove_boxes: a box leaves the box of property {prop.name!r}; widen the property's box "
+            "or cut the boxes to it"
+        )
     return lower, upper
 
 

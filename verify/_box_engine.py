@@ -52,8 +52,9 @@ def available() -> tuple[bool, bool]:
     return _z3.is_available(), _marabou.is_available()
 
 
-def decide_box(network: Network, prop: Property, hidden: np.ndarray | None, seconds: float,
-               rlimit: int | None = None) -> Result:
+def decide_box(
+    network: Network, prop: Property, hidden: np.ndarray | None, seconds: float, rlimit: int | None = None
+) -> Result:
     """Decide `prop` (one sub-box) within `seconds`: proved only by Z3, violated only with a validated witness.
 
     With `rlimit` (a `WorkBudget`'s Z3 resource count) Z3 alone decides,
@@ -78,19 +79,36 @@ def decide_box(network: Network, prop: Property, hidden: np.ndarray | None, seco
     stats["marabou_unsat"] = True
     remaining = seconds - (time.monotonic() - started)
     if not has_z3 or remaining <= 0.1:
-        return Result(UNKNOWN, "marabou", time.monotonic() - started, stats=stats,
-                      reason="Marabou answered UNSAT, which alone does not close a box, and z3 could not confirm it "
-                             "(" + ("z3 is not installed" if not has_z3 else "no time left") + ")")
+        return Result(
+            UNKNOWN,
+            "marabou",
+            time.monotonic() - started,
+            stats=stats,
+            reason="Marabou answered UNSAT, which alone does not close a box, and z3 could not confirm it "
+            "(" + ("z3 is not installed" if not has_z3 else "no time left") + ")",
+        )
     confirmation = _z3.check(network, prop, remaining, phases)
     if confirmation.verdict == PROVED:
         return _with_stats(confirmation, "marabou+z3", stats)
     if confirmation.verdict == VIOLATED:
         stats["marabou_wrong_unsat"] = True
         return _with_stats(confirmation, "z3", stats)
-    return Result(UNKNOWN, "marabou", time.monotonic() - started, stats=stats,
-                  reason=f"Marabou answered UNSAT but z3 did not confirm it ({confirmation.reason})")
+    return Result(
+        UNKNOWN,
+        "marabou",
+        time.monotonic() - started,
+        stats=stats,
+        reason=f"Marabou answered UNSAT but z3 did not confirm it ({confirmation.reason})",
+    )
 
 
 def _with_stats(result: Result, engine: str, stats: dict) -> Result:
-    return Result(result.verdict, engine, result.seconds, result.reason, result.counterexample, result.outputs,
-                  {**result.stats, **stats})
+    return Result(
+        result.verdict,
+        engine,
+        result.seconds,
+        result.reason,
+        result.counterexample,
+        result.outputs,
+        {**result.stats, **stats},
+    )

@@ -40,8 +40,10 @@ class WorkBudget:
         for name in ("boxes", "engine_queries", "z3_rlimit"):
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                raise ValueError(f"WorkBudget.{name}={value!r} is not a positive integer; give e.g. "
-                                 f"{name}={getattr(WorkBudget, name)}")
+                raise ValueError(
+                    f"WorkBudget.{name}={value!r} is not a positive integer; give e.g. "
+                    f"{name}={getattr(WorkBudget, name)}"
+                )
 
     def to_json(self) -> dict:
         return {"boxes": self.boxes, "engine_queries": self.engine_queries, "z3_rlimit": self.z3_rlimit}

@@ -62,8 +62,18 @@ import numpy as np
 from certfsm import EngineError, Network
 
 from . import _box_engine, _falsify, _pool, _split, _z3
-from ._engines import (ENGINE_REGISTRY, Engine, FunctionEngine, Search, box_engine_name, engine_module,
-                       engine_named, is_installed, missing_solver, register)
+from ._engines import (
+    ENGINE_REGISTRY,
+    Engine,
+    FunctionEngine,
+    Search,
+    box_engine_name,
+    engine_module,
+    engine_named,
+    is_installed,
+    missing_solver,
+    register,
+)
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
@@ -121,14 +131,24 @@ def check(
     return replace(_check(network, prop, engine, timeout, jobs, progress, seed, budget), property=prop.name)
 
 
-def _check(network: Network, prop: Property, engine: str, timeout: float, jobs: int | None, progress: Progress | None,
-           seed: int, budget: WorkBudget | None) -> Result:
+def _check(
+    network: Network,
+    prop: Property,
+    engine: str,
+    timeout: float,
+    jobs: int | None,
+    progress: Progress | None,
+    seed: int,
+    budget: WorkBudget | None,
+) -> Result:
     started = time.monotonic()
     chosen = _check_arguments(network, prop, engine, timeout, jobs)
     if budget is not None and (not chosen.takes_budget or not isinstance(budget, WorkBudget)):
         budgeted = " or ".join(repr(e.name) for e in ENGINE_REGISTRY.values() if e.takes_budget)
-        raise EngineError(f"budget={budget!r} with engine={engine!r}: a work budget is a WorkBudget, for engine "
-                          f"{budgeted}; give budget=None or engine='auto'")
+        raise EngineError(
+            f"budget={budget!r} with engine={engine!r}: a work budget is a WorkBudget, for engine "
+            f"{budgeted}; give budget=None or engine='auto'"
+        )
     search = Search(started, started + timeout, jobs or os.cpu_count() or 1, progress, seed, budget)
     with _pool.single_threaded_blas():
         return chosen.check(network, prop, search)
@@ -166,8 +186,9 @@ def _falsify_step(network: Network, prop: Property, budget: float, seed: int, st
     )
 
 
-def _single_engine(name: str, network: Network, prop: Property, deadline: float, started: float,
-                   confirm: bool = True) -> Result:
+def _single_engine(
+    name: str, network: Network, prop: Property, deadline: float, started: float, confirm: bool = True
+) -> Result:
     """`name` alone on the whole box; a Marabou UNSAT is confirmed by Z3 unless `confirm` is False (`both`
     runs Z3 on its own and needs the two answers apart)."""
     module = engine_module(name)
@@ -177,8 +198,15 @@ def _single_engine(name: str, network: Network, prop: Property, deadline: float,
     result = module.check(network, prop, remaining)
     if name == "marabou" and result.verdict == PROVED and confirm:
         return _confirmed_marabou_proof(network, prop, result, deadline, started)
-    return Result(result.verdict, name, time.monotonic() - started, result.reason, result.counterexample,
-                  result.outputs, result.stats)
+    return Result(
+        result.verdict,
+        name,
+        time.monotonic() - started,
+        result.reason,
+        result.counterexample,
+        result.outputs,
+        result.stats,
+    )
 
 
 def _confirmed_marabou_proof(network, prop, result: Result, deadline: float, started: float) -> Result:
@@ -194,17 +222,33 @@ def _confirmed_marabou_proof(network, prop, result: Result, deadline: float, sta
     confirmation = _z3.check(network, prop, remaining) if remaining > 0.1 else None
     if confirmation is not None and confirmation.verdict == PROVED:
         stats["cross_checked"] = True
-        return Result(PROVED, "marabou+z3", time.monotonic() - started,
-                      reason=f"{result.reason}, confirmed by z3 (exact)", stats=stats)
+        return Result(
+            PROVED,
+            "marabou+z3",
+            time.monotonic() - started,
+            reason=f"{result.reason}, confirmed by z3 (exact)",
+            stats=stats,
+        )
     if confirmation is not None and confirmation.verdict == VIOLATED:
         stats["marabou_wrong_unsat"] = True
-        return Result(VIOLATED, "marabou+z3", time.monotonic() - started,
-                      reason=f"Marabou answered UNSAT wrongly; z3 found a counterexample ({confirmation.reason})",
-                      counterexample=confirmation.counterexample, outputs=confirmation.outputs, stats=stats)
+        return Result(
+            VIOLATED,
+            "marabou+z3",
+            time.monotonic() - started,
+            reason=f"Marabou answered UNSAT wrongly; z3 found a counterexample ({confirmation.reason})",
+            counterexample=confirmation.counterexample,
+            outputs=confirmation.outputs,
+            stats=stats,
+        )
     why = confirmation.reason if confirmation is not None else "no time left"
-    return Result(UNKNOWN, "marabou", time.monotonic() - started, stats=stats,
-                  reason=f"{MARABOU_ALONE}: {result.reason}; an UNSAT from Marabou alone is not a proof and z3 "
-                         f"could not confirm it ({why})")
+    return Result(
+        UNKNOWN,
+        "marabou",
+        time.monotonic() - started,
+        stats=stats,
+        reason=f"{MARABOU_ALONE}: {result.reason}; an UNSAT from Marabou alone is not a proof and z3 "
+        f"could not confirm it ({why})",
+    )
 
 
 @dataclass(eq=False)
@@ -233,11 +277,22 @@ class _Search:
 def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started, budget=None) -> Result:
     objectives = _split.Objectives.of(prop, network.n_outputs)
     boxes, _ = _split.root(network, prop, objectives)
-    stats = {"boxes": 1, "max_depth": 0, "closed_by_bounds": 0, "closed_by_engine": 0, "engine_queries": 0,
-             "jobs": jobs}
+    stats = {
+        "boxes": 1,
+        "max_depth": 0,
+        "closed_by_bounds": 0,
+        "closed_by_engine": 0,
+        "engine_queries": 0,
+        "jobs": jobs,
+    }
     if not len(boxes):
-        return Result(PROVED, "bounds", time.monotonic() - started,
-                      reason="bounds refute the unsafe set on the whole box", stats=stats)
+        return Result(
+            PROVED,
+            "bounds",
+            time.monotonic() - started,
+            reason="bounds refute the unsafe set on the whole box",
+            stats=stats,
+        )
     complete = box_engine_name() if engine == "auto" else None
     search = _Search(network, prop, objectives, [boxes], stats=stats)
     stats.update(falsify_seconds=0.0, attacks=0, seed=seed, workers=1)
@@ -282,8 +337,9 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
             return _timeout(search, started, deadline, complete, unresolved, budget)
         if budget is not None and _budget_spent(search, budget):
             return _spent(search, started, complete, budget)
-        while runner.has_room() and _submit_next(search, runner, complete, (depth_limit, engine_unstable), deadline,
-                                                 started, unresolved, budget):
+        while runner.has_room() and _submit_next(
+            search, runner, complete, (depth_limit, engine_unstable), deadline, started, unresolved, budget
+        ):
             pass
         if runner.idle(("search", "engine")):
             if search.open or search.for_engine:
@@ -313,9 +369,13 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
         )
     if progress is not None:
         progress(1.0, "every box closed")
-    return Result(PROVED, _name(stats, complete), seconds,
-                  reason=f"every box of a partition of the input box is closed ({stats['boxes']} boxes bounded)",
-                  stats=stats)
+    return Result(
+        PROVED,
+        _name(stats, complete),
+        seconds,
+        reason=f"every box of a partition of the input box is closed ({stats['boxes']} boxes bounded)",
+        stats=stats,
+    )
 
 
 def _engine_unstable(network: Network, complete: str | None) -> int:
@@ -392,8 +452,7 @@ def _submit_next(search: _Search, runner, complete, limits, deadline, started, u
         else:
             seconds = min(max(SLICE_SECONDS[0], 0.1 * (now - started)), SLICE_SECONDS[1])
         seconds = min(seconds, remaining)
-        runner.submit("search",
-                      ("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS, engine_unstable))
+        runner.submit("search", ("search", boxes, seconds, depth_limit, seconds > SHORT_SLICE_SECONDS, engine_unstable))
         return True
     return False
 
@@ -439,10 +498,16 @@ def _absorb_search(search: _Search, outcome: _split.Outcome, started: float) -> 
     for candidate in outcome.candidates:
         validation = validate_counterexample(search.network, search.prop, candidate)
         if validation.ok:
-            return Result(VIOLATED, "falsify", time.monotonic() - started,
-                          reason="an attack point of branch and bound is a counterexample "
-                                 "(unsafe exactly, in float64 and in onnxruntime)",
-                          counterexample=validation.x, outputs=validation.outputs, stats=stats)
+            return Result(
+                VIOLATED,
+                "falsify",
+                time.monotonic() - started,
+                reason="an attack point of branch and bound is a counterexample "
+                "(unsafe exactly, in float64 and in onnxruntime)",
+                counterexample=validation.x,
+                outputs=validation.outputs,
+                stats=stats,
+            )
     return None
 
 
@@ -453,33 +518,53 @@ def _absorb_attack(search: _Search, answer, started: float) -> Result | None:
     validation = validate_counterexample(search.network, search.prop, candidate)
     if not validation.ok:
         return None
-    return Result(VIOLATED, "falsify", time.monotonic() - started,
-                  reason="falsification found a counterexample (unsafe exactly, in float64 and in onnxruntime)",
-                  counterexample=validation.x, outputs=validation.outputs, stats=search.stats)
+    return Result(
+        VIOLATED,
+        "falsify",
+        time.monotonic() - started,
+        reason="falsification found a counterexample (unsafe exactly, in float64 and in onnxruntime)",
+        counterexample=validation.x,
+        outputs=validation.outputs,
+        stats=search.stats,
+    )
 
 
 def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete, unresolved, started) -> Result | None:
     stats = search.stats
     if result.stats.get(WALL_CLOCK_GUARD):
         stats[WALL_CLOCK_GUARD] = True
-        return Result(UNKNOWN, f"bounds+{complete}", time.monotonic() - started, stats=stats,
-                      reason=f"the wall-clock guard fired inside a box query before its rlimit ({result.reason})")
+        return Result(
+            UNKNOWN,
+            f"bounds+{complete}",
+            time.monotonic() - started,
+            stats=stats,
+            reason=f"the wall-clock guard fired inside a box query before its rlimit ({result.reason})",
+        )
     if result.stats.get("marabou_unsat") and result.verdict != PROVED:
         stats["marabou_unsat_unconfirmed"] = stats.get("marabou_unsat_unconfirmed", 0) + 1
     if result.stats.get("marabou_wrong_unsat"):
         stats["marabou_wrong_unsat"] = stats.get("marabou_wrong_unsat", 0) + 1
     if result.verdict == PROVED:
         if result.engine not in ("z3", "marabou+z3"):
-            raise EngineError(f"internal error: the box engine answered proved through {result.engine!r}, "
-                              "which cannot close a box; refusing to call it proved (please report this)")
+            raise EngineError(
+                f"internal error: the box engine answered proved through {result.engine!r}, "
+                "which cannot close a box; refusing to call it proved (please report this)"
+            )
         stats["closed_by_engine"] += 1
         search.closed.add(box.depth)
         return None
     if result.verdict == VIOLATED:
         validation = validate_counterexample(search.network, search.prop, result.counterexample)
         if validation.ok:
-            return Result(VIOLATED, f"bounds+{complete}", time.monotonic() - started, reason=result.reason,
-                          counterexample=validation.x, outputs=validation.outputs, stats=stats)
+            return Result(
+                VIOLATED,
+                f"bounds+{complete}",
+                time.monotonic() - started,
+                reason=result.reason,
+                counterexample=validation.x,
+                outputs=validation.outputs,
+                stats=stats,
+            )
         unresolved.append(f"{complete} counterexample on a sub-box does not validate: {validation.reason}")
         return None
     exact_violation = _z3.exact_violation_reason(result.stats)
@@ -507,17 +592,23 @@ def _budget_spent(search: _Search, budget: WorkBudget) -> bool:
     order, and the boxes that go to Z3 are the same), not of the clock.
     """
     stats = search.stats
-    return stats["boxes"] > budget.boxes or (bool(search.for_engine)
-                                             and stats["engine_queries"] >= budget.engine_queries)
+    return stats["boxes"] > budget.boxes or (
+        bool(search.for_engine) and stats["engine_queries"] >= budget.engine_queries
+    )
 
 
 def _spent(search: _Search, started: float, complete, budget: WorkBudget) -> Result:
     stats = search.stats
     stats["open_boxes"] = search.open_count()
-    return Result(UNKNOWN, _name(stats, complete), time.monotonic() - started, stats=stats,
-                  reason=f"work budget spent ({stats['boxes']} boxes bounded of {budget.boxes}, "
-                         f"{stats['engine_queries']} z3 queries of {budget.engine_queries}), "
-                         f"{search.open_count()} boxes open")
+    return Result(
+        UNKNOWN,
+        _name(stats, complete),
+        time.monotonic() - started,
+        stats=stats,
+        reason=f"work budget spent ({stats['boxes']} boxes bounded of {budget.boxes}, "
+        f"{stats['engine_queries']} z3 queries of {budget.engine_queries}), "
+        f"{search.open_count()} boxes open",
+    )
 
 
 def _timeout(search: _Search, started: float, deadline: float, complete, unresolved, budget=None) -> Result:
@@ -531,8 +622,7 @@ def _timeout(search: _Search, started: float, deadline: float, complete, unresol
         undecided, last = search.stats["engine_undecided"], search.stats["engine_last_reason"]
         reason += f" ({complete} left {undecided} sub-boxes undecided, last: {last})"
     search.stats["open_boxes"] = search.open_count()
-    return Result(UNKNOWN, _name(search.stats, complete), time.monotonic() - started, reason=reason,
-                  stats=search.stats)
+    return Result(UNKNOWN, _name(search.stats, complete), time.monotonic() - started, reason=reason, stats=search.stats)
 
 
 # --- both engines -------------------------------------------------------------
@@ -547,8 +637,9 @@ def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
     """
     z3 = engine_module("z3")
     share = (deadline - time.monotonic()) / 2
-    first = _falsify_step(network, prop, min(FALSIFY_SECONDS, share / 10), seed, started) \
-        or _single_engine("marabou", network, prop, started + share, started, confirm=False)
+    first = _falsify_step(network, prop, min(FALSIFY_SECONDS, share / 10), seed, started) or _single_engine(
+        "marabou", network, prop, started + share, started, confirm=False
+    )
     remaining = deadline - time.monotonic()
     second = z3.check(network, prop, remaining) if remaining > 0 else Result(UNKNOWN, "z3", 0.0, "z3 got no time")
     sides = {"marabou": _summary(first), "z3": _summary(second)}
@@ -563,8 +654,15 @@ def _both(network, prop, deadline, jobs, progress, seed, started) -> Result:
         return Result(PROVED, "both", seconds, reason=reason, stats=stats)
     for side in (first, second):
         if side.verdict == VIOLATED:
-            return Result(VIOLATED, "both", seconds, reason=reason, counterexample=side.counterexample,
-                          outputs=side.outputs, stats=stats)
+            return Result(
+                VIOLATED,
+                "both",
+                seconds,
+                reason=reason,
+                counterexample=side.counterexample,
+                outputs=side.outputs,
+                stats=stats,
+            )
     return Result(UNKNOWN, "both", seconds, reason=f"the engines do not both prove it: {reason}", stats=stats)
 
 
@@ -577,20 +675,36 @@ def _summary(result: Result) -> dict:
 
 def _search_engine(name: str):
     """auto and bounds: falsification on the seed points, then branch and bound (with the box engine for auto)."""
+
     def run(network: Network, prop: Property, search: Search) -> Result:
         found = _falsify_step(network, prop, 0.0, search.seed, search.started)
-        return found if found is not None else _branch_and_bound(
-            network, prop, name, search.deadline, search.jobs, search.progress, search.seed, search.started,
-            search.budget)
+        return (
+            found
+            if found is not None
+            else _branch_and_bound(
+                network,
+                prop,
+                name,
+                search.deadline,
+                search.jobs,
+                search.progress,
+                search.seed,
+                search.started,
+                search.budget,
+            )
+        )
+
     return run
 
 
 def _solver_engine(name: str):
     """marabou and z3: a short falsification, then the solver alone on the whole box."""
+
     def run(network: Network, prop: Property, search: Search) -> Result:
         budget = min(FALSIFY_SECONDS, (search.deadline - search.started) / 10)
         found = _falsify_step(network, prop, budget, search.seed, search.started)
         return found if found is not None else _single_engine(name, network, prop, search.deadline, search.started)
+
     return run
 
 
@@ -598,14 +712,40 @@ def _both_engine(network: Network, prop: Property, search: Search) -> Result:
     return _both(network, prop, search.deadline, search.jobs, search.progress, search.seed, search.started)
 
 
-register(FunctionEngine("auto", True, (), "bounds and branch and bound; an exact Z3 query on the boxes they leave open",
-                        _search_engine("auto"), takes_budget=True))
-register(FunctionEngine("marabou", True, ("marabou",), "Marabou on the whole box; its UNSAT counts only when Z3 agrees",
-                        _solver_engine("marabou")))
+register(
+    FunctionEngine(
+        "auto",
+        True,
+        (),
+        "bounds and branch and bound; an exact Z3 query on the boxes they leave open",
+        _search_engine("auto"),
+        takes_budget=True,
+    )
+)
+register(
+    FunctionEngine(
+        "marabou",
+        True,
+        ("marabou",),
+        "Marabou on the whole box; its UNSAT counts only when Z3 agrees",
+        _solver_engine("marabou"),
+    )
+)
 register(FunctionEngine("z3", True, ("z3",), "Z3 alone on the whole box, exactly", _solver_engine("z3")))
-register(FunctionEngine("both", True, ("marabou", "z3"), "Marabou and Z3, each on the whole box; they must agree",
-                        _both_engine))
-register(FunctionEngine("bounds", False, (), "bounds and branch and bound alone: proved or unknown",
-                        _search_engine("bounds"), takes_budget=True))
+register(
+    FunctionEngine(
+        "both", True, ("marabou", "z3"), "Marabou and Z3, each on the whole box; they must agree", _both_engine
+    )
+)
+register(
+    FunctionEngine(
+        "bounds",
+        False,
+        (),
+        "bounds and branch and bound alone: proved or unknown",
+        _search_engine("bounds"),
+        takes_budget=True,
+    )
+)
 ENGINES = tuple(ENGINE_REGISTRY)
 """The registered engines' names, the default first."""

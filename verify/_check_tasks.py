@@ -33,8 +33,14 @@ def run_task(context: tuple, task):
     if task[0] == "search":
         _, boxes, seconds, depth_limit, attack, engine_unstable = task
         return _split.search(
-            network, prop, objectives, boxes, time.monotonic() + seconds,
-            engine_depth=depth_limit, attack=attack, engine_unstable=engine_unstable,
+            network,
+            prop,
+            objectives,
+            boxes,
+            time.monotonic() + seconds,
+            engine_depth=depth_limit,
+            attack=attack,
+            engine_unstable=engine_unstable,
         )
     if task[0] == "attack":
         _, seed, seconds, region = task
@@ -42,5 +48,4 @@ def run_task(context: tuple, task):
         return _falsify.falsify(network, prop, seconds, seed, region), time.monotonic() - begun
     _, box, seconds, rlimit = task
     still_open = tuple(conjunction for k, conjunction in enumerate(prop.unsafe) if box.open[0, k])
-    return decide_box(network, prop.restricted(box.lower[0], box.upper[0], still_open), box.hidden[0], seconds,
-                      rlimit)
+    return decide_box(network, prop.restricted(box.lower[0], box.upper[0], still_open), box.hidden[0], seconds, rlimit)

@@ -114,9 +114,11 @@ def missing_solver(name: str, asked: str, instead: str) -> str:
     """
     version = platform.python_version()
     if name == "marabou":
-        return (f"{asked} needs maraboupy, which cannot be imported on this Python ({version}, {sys.platform} "
-                f"{platform.machine()}): maraboupy 2.0 publishes wheels only for CPython 3.8-3.11 on x86-64 Linux "
-                f"(and 3.11 on Intel macOS); give {instead} (bounds and Z3) or run certfsm on Python 3.11")
+        return (
+            f"{asked} needs maraboupy, which cannot be imported on this Python ({version}, {sys.platform} "
+            f"{platform.machine()}): maraboupy 2.0 publishes wheels only for CPython 3.8-3.11 on x86-64 Linux "
+            f"(and 3.11 on Intel macOS); give {instead} (bounds and Z3) or run certfsm on Python 3.11"
+        )
     return f"{asked} needs z3-solver, which cannot be imported on this Python ({version}); pip install z3-solver"
 
 

@@ -127,4 +127,3 @@ def rational_array_of(values, shape) -> np.ndarray:
     result = np.empty(math.prod(shape), dtype=object)
     result[:] = [v for row in values for v in row] if len(shape) == 2 else list(values)
     return result.reshape(shape)
-

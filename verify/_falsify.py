@@ -210,7 +210,7 @@ def falsify(
         elite, elite_slack = elite[order[-ELITE:]], elite_slack[order[-ELITE:]]
         samples = _random_points(prop, rng, RANDOM_BATCH, region)
         samples_slack = prop.unsafe_slack(network.evaluate(samples))
-        fresh = samples[np.argsort(samples_slack)[-(PGD_STARTS - ELITE_STARTS):]]
+        fresh = samples[np.argsort(samples_slack)[-(PGD_STARTS - ELITE_STARTS) :]]
         starts = np.concatenate([elite[-ELITE_STARTS:], fresh])
         first_step, last_step = STEP_SCHEDULES[round_index % len(STEP_SCHEDULES)]
         found, found_slack = local_search(network, prop, starts, PGD_STEPS, first_step, last_step)

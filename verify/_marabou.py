@@ -197,8 +197,7 @@ def check(
         _maraboupy()
     except (ImportError, OSError) as error:
         raise EngineError(
-            f"marabou: maraboupy cannot be imported ({error}); "
-            "pip install 'maraboupy>=2.0,<2.1' or choose engine='z3'"
+            f"marabou: maraboupy cannot be imported ({error}); pip install 'maraboupy>=2.0,<2.1' or choose engine='z3'"
         ) from None
     disjuncts = _simplified_disjuncts(prop)
     groups = [disjuncts] if not split_disjuncts or len(disjuncts) < 2 else [(d,) for d in disjuncts]

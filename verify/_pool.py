@@ -93,8 +93,7 @@ class ProcessPool:
 
     def __init__(self, jobs: int, work: Work, context, *, name: str, method: str = "fork", backlog: int = 1) -> None:
         self.started = time.monotonic()
-        self._pool = multiprocessing.get_context(method).Pool(jobs, initializer=_init_worker,
-                                                               initargs=(work, context))
+        self._pool = multiprocessing.get_context(method).Pool(jobs, initializer=_init_worker, initargs=(work, context))
         self.jobs, self.name, self.capacity = jobs, name, jobs * backlog
         self.busy_seconds = 0.0
         self.cpu_seconds = 0.0
@@ -129,8 +128,9 @@ class ProcessPool:
             return None
         self._busy[kind] -= 1
         if error is not None:
-            raise EngineError(f"a {self.name} worker failed on a {kind} task: {type(error).__name__}: {error}") \
-                from error
+            raise EngineError(
+                f"a {self.name} worker failed on a {kind} task: {type(error).__name__}: {error}"
+            ) from error
         answer, seconds, cpu_seconds = timed
         self.busy_seconds += seconds
         self.cpu_seconds += cpu_seconds

@@ -61,8 +61,9 @@ class Conjunction:
         exact_b = tuple(Fraction(v) for v in self.exact_b) or tuple(Fraction(float(v)) for v in b)
         strict = tuple(bool(v) for v in self.strict) or (False,) * b.shape[0]
         if len(exact_b) != b.shape[0] or len(strict) != b.shape[0]:
-            raise ValueError(f"{b.shape[0]} rows but {len(exact_b)} exact right-hand sides and {len(strict)} "
-                             "strictness flags")
+            raise ValueError(
+                f"{b.shape[0]} rows but {len(exact_b)} exact right-hand sides and {len(strict)} strictness flags"
+            )
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", frozen_array([float(v) for v in exact_b], np.float64))
         object.__setattr__(self, "b_sound", frozen_array([float_at_least(v) for v in exact_b], np.float64))
@@ -80,8 +81,9 @@ class Conjunction:
         A strict row ``A y < b`` fails where ``A y - b >= 0``; a row whose
         `b_sound` lies above the exact b fails even at ``A y = b_sound``.
         """
-        return np.array([s or Fraction(float(u)) != e for s, u, e in zip(self.strict, self.b_sound, self.exact_b)],
-                        dtype=bool)
+        return np.array(
+            [s or Fraction(float(u)) != e for s, u, e in zip(self.strict, self.b_sound, self.exact_b)], dtype=bool
+        )
 
     def holds_exactly(self, outputs: list[Fraction]) -> bool:
         """Every row holds at these exact outputs against `witness_b`, strict rows strictly.
@@ -172,10 +174,16 @@ class Property:
         object.__setattr__(self, "open_upper", open_upper)
         object.__setattr__(self, "lower", frozen_array([float_at_most(v) for v in exact_lower], np.float64))
         object.__setattr__(self, "upper", frozen_array([float_at_least(v) for v in exact_upper], np.float64))
-        object.__setattr__(self, "inner_lower", frozen_array([_inward(v, is_open, +1)
-                                                         for v, is_open in zip(exact_lower, open_lower)], np.float64))
-        object.__setattr__(self, "inner_upper", frozen_array([_inward(v, is_open, -1)
-                                                         for v, is_open in zip(exact_upper, open_upper)], np.float64))
+        object.__setattr__(
+            self,
+            "inner_lower",
+            frozen_array([_inward(v, is_open, +1) for v, is_open in zip(exact_lower, open_lower)], np.float64),
+        )
+        object.__setattr__(
+            self,
+            "inner_upper",
+            frozen_array([_inward(v, is_open, -1) for v, is_open in zip(exact_upper, open_upper)], np.float64),
+        )
         object.__setattr__(self, "unsafe", tuple(self.unsafe))
 
     @property
@@ -208,8 +216,10 @@ class Property:
         values = [Fraction(float(v)) for v in np.asarray(x, dtype=np.float64).reshape(-1)]
         return len(values) == self.n_inputs and all(
             (low < v if open_low else low <= v) and (v < high if open_high else v <= high)
-            for v, low, high, open_low, open_high
-            in zip(values, self.exact_lower, self.exact_upper, self.open_lower, self.open_upper))
+            for v, low, high, open_low, open_high in zip(
+                values, self.exact_lower, self.exact_upper, self.open_lower, self.open_upper
+            )
+        )
 
     def restricted(self, lower: np.ndarray, upper: np.ndarray, unsafe: tuple | None = None) -> "Property":
         """The property on the part of the exact box inside [lower, upper] (a sub-box of a split).
@@ -223,8 +233,18 @@ class Property:
         exact_upper = tuple(max(low, high) for low, high in zip(exact_lower, exact_upper))
         open_lower = tuple(o and e == low for o, e, low in zip(self.open_lower, self.exact_lower, exact_lower))
         open_upper = tuple(o and e == high for o, e, high in zip(self.open_upper, self.exact_upper, exact_upper))
-        return Property(self.name, lower, upper, self.unsafe if unsafe is None else unsafe, self.description,
-                        self.metadata, exact_lower, exact_upper, open_lower, open_upper)
+        return Property(
+            self.name,
+            lower,
+            upper,
+            self.unsafe if unsafe is None else unsafe,
+            self.description,
+            self.metadata,
+            exact_lower,
+            exact_upper,
+            open_lower,
+            open_upper,
+        )
 
 
 def _inward(bound: Fraction, is_open: bool, direction: int) -> float:
@@ -261,8 +281,14 @@ def chosen_conjunction(index: int, n_outputs: int, rule: str, margin=0.0, witnes
         offset = f" {'+' if rule == 'argmax' else '-'} {float(exact):g}" if exact else ""
         labels.append(f"y{index} {relation} y{other}{offset}")
     count = len(rows)
-    return Conjunction(np.array(rows).reshape(-1, n_outputs), np.full(count, -float(exact)), labels,
-                       (-exact,) * count, (), (-witness,) * count)
+    return Conjunction(
+        np.array(rows).reshape(-1, n_outputs),
+        np.full(count, -float(exact)),
+        labels,
+        (-exact,) * count,
+        (),
+        (-witness,) * count,
+    )
 
 
 def check_fits(network, prop: Property, who: str = "") -> None:

@@ -72,8 +72,10 @@ def recheck_folder(folder, solver: str = "z3", timeout: float = 60.0) -> list[Re
         raise ReportError(f"{folder}: no such report folder; give the folder that certfsm verify wrote")
     files = sorted(folder.glob("*.smt2"))
     if not files:
-        raise ReportError(f"{folder}: holds no .smt2 files, so there is nothing to re-check; "
-                          "give the folder that certfsm verify wrote")
+        raise ReportError(
+            f"{folder}: holds no .smt2 files, so there is nothing to re-check; "
+            "give the folder that certfsm verify wrote"
+        )
     command = _solver_command(solver)
     recorded_hashes = _summary_hashes(folder)
     rows = [_recheck_file(path, command, timeout, recorded_hashes) for path in files]
@@ -91,8 +93,9 @@ def _summary_hashes(folder: Path) -> dict[str, str] | None:
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ReportError(f"{path}: cannot be read as JSON ({error}); restore it or remove it "
-                          "to re-check without hashes") from None
+        raise ReportError(
+            f"{path}: cannot be read as JSON ({error}); restore it or remove it to re-check without hashes"
+        ) from None
     hashes: dict[str, str] = {}
     pending = [summary]
     while pending:
@@ -158,16 +161,23 @@ def _solver_command(solver: str):
     if importlib.util.find_spec("cvc5") is not None:
         runner = "from certfsm.verify._recheck import _cvc5_main; _cvc5_main()"
         return lambda path, timeout: [sys.executable, "-c", runner, str(path), str(max(1, math.ceil(timeout * 1000)))]
-    raise EngineError("recheck: cvc5 is not installed (no cvc5 command on PATH, no cvc5 Python package); "
-                      "pip install cvc5, or use solver='z3'")
+    raise EngineError(
+        "recheck: cvc5 is not installed (no cvc5 command on PATH, no cvc5 Python package); "
+        "pip install cvc5, or use solver='z3'"
+    )
 
 
 def _run_solver(command, path: Path, timeout: float) -> tuple[str, float, str]:
     """(answer, seconds, detail): answer is sat/unsat/unknown/timeout/error, detail explains an error."""
     started = time.monotonic()
     try:
-        completed = subprocess.run(command(path, timeout), capture_output=True, text=True,
-                                   timeout=timeout + _GRACE_SECONDS, stdin=subprocess.DEVNULL)
+        completed = subprocess.run(
+            command(path, timeout),
+            capture_output=True,
+            text=True,
+            timeout=timeout + _GRACE_SECONDS,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - started, ""
     except OSError as error:
@@ -216,5 +226,5 @@ def _cvc5_main() -> None:
             else:
                 command.invoke(solver, symbols)
     except RuntimeError as error:
-        print(f"(error \"{' '.join(str(error).split())}\")", flush=True)
+        print(f'(error "{" ".join(str(error).split())}")', flush=True)
         sys.exit(1)

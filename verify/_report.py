@@ -36,13 +36,15 @@ class InputNaming:
 
     @classmethod
     def plain(cls, n_inputs: int, n_outputs: int) -> "InputNaming":
-        return cls(tuple(f"X_{i}" for i in range(n_inputs)), ("",) * n_inputs,
-                   tuple(f"Y_{j}" for j in range(n_outputs)))
+        return cls(
+            tuple(f"X_{i}" for i in range(n_inputs)), ("",) * n_inputs, tuple(f"Y_{j}" for j in range(n_outputs))
+        )
 
     @classmethod
     def from_spec(cls, spec) -> "InputNaming":
-        return cls(tuple(i.name for i in spec.inputs), tuple(i.unit for i in spec.inputs),
-                   tuple(spec.outputs), spec.decision)
+        return cls(
+            tuple(i.name for i in spec.inputs), tuple(i.unit for i in spec.inputs), tuple(spec.outputs), spec.decision
+        )
 
 
 def query_file_name(index: int, prop: Property) -> str:
@@ -62,8 +64,7 @@ def _entry(index, prop, result, naming, smt2_name, smt2_sha) -> dict:
         "smt2": smt2_name,
         "smt2_sha256": smt2_sha,
         "stats": result.stats,
-        "input_box": {name: [float(lo), float(hi)]
-                      for name, lo, hi in zip(naming.input_names, prop.lower, prop.upper)},
+        "input_box": {name: [float(lo), float(hi)] for name, lo, hi in zip(naming.input_names, prop.lower, prop.upper)},
     }
     if result.counterexample is not None:
         entry["counterexample"] = {n: float(v) for n, v in zip(naming.input_names, result.counterexample)}
@@ -76,38 +77,66 @@ def _entry(index, prop, result, naming, smt2_name, smt2_sha) -> dict:
 
 def _markdown(summary: dict, naming: InputNaming) -> str:
     lines = [f"# certfsm verification report: {summary['title']}", ""]
-    lines += [f"- certfsm {summary['certfsm_version']}", f"- model: `{summary['model']['file']}` "
-              f"(sha256 `{summary['model']['sha256']}`)"]
+    lines += [
+        f"- certfsm {summary['certfsm_version']}",
+        f"- model: `{summary['model']['file']}` (sha256 `{summary['model']['sha256']}`)",
+    ]
     if summary.get("spec"):
         lines.append(f"- spec: `{summary['spec']['file']}` (sha256 `{summary['spec']['sha256']}`)")
-    lines += [f"- engine: {summary['settings']['engine']}, timeout {summary['settings']['timeout']} s "
-              f"per property, {summary['settings']['jobs']} jobs",
-              f"- overall: **{summary['overall']}** ("
-              + ", ".join(f"{count} {verdict}" for verdict, count in summary["counts"].items()) + ")", "",
-              "| property | verdict | engine | time (s) | SMT-LIB |", "|---|---|---|---|---|"]
+    lines += [
+        f"- engine: {summary['settings']['engine']}, timeout {summary['settings']['timeout']} s "
+        f"per property, {summary['settings']['jobs']} jobs",
+        f"- overall: **{summary['overall']}** ("
+        + ", ".join(f"{count} {verdict}" for verdict, count in summary["counts"].items())
+        + ")",
+        "",
+        "| property | verdict | engine | time (s) | SMT-LIB |",
+        "|---|---|---|---|---|",
+    ]
     for entry in summary["properties"]:
-        lines.append(f"| {entry['property']} | **{entry['verdict']}** | {entry['engine']} | "
-                     f"{entry['seconds']:.3f} | [{entry['smt2']}]({entry['smt2']}) |")
+        lines.append(
+            f"| {entry['property']} | **{entry['verdict']}** | {entry['engine']} | "
+            f"{entry['seconds']:.3f} | [{entry['smt2']}]({entry['smt2']}) |"
+        )
     for entry in summary["properties"]:
-        lines += ["", f"## {entry['property']}: {entry['verdict']}", "", f"Claim: {entry['description']}.",
-                  "", "Over the input box " + ", ".join(f"{name} in [{lo:.9g}, {hi:.9g}]" for name, (lo, hi)
-                                                       in entry["input_box"].items()) + ".", "", _shown(entry)]
+        lines += [
+            "",
+            f"## {entry['property']}: {entry['verdict']}",
+            "",
+            f"Claim: {entry['description']}.",
+            "",
+            "Over the input box "
+            + ", ".join(f"{name} in [{lo:.9g}, {hi:.9g}]" for name, (lo, hi) in entry["input_box"].items())
+            + ".",
+            "",
+            _shown(entry),
+        ]
         if entry["reason"]:
             lines += ["", f"Reason: {entry['reason']}"]
         if "counterexample" in entry:
-            lines += ["", "Counterexample (unsafe exactly, in numpy float64 and in onnxruntime; each value is the "
-                      "exact decimal of the float64 that was checked):", "",
-                      "| input | value | unit |", "|---|---|---|"]
+            lines += [
+                "",
+                "Counterexample (unsafe exactly, in numpy float64 and in onnxruntime; each value is the "
+                "exact decimal of the float64 that was checked):",
+                "",
+                "| input | value | unit |",
+                "|---|---|---|",
+            ]
             for name, unit in zip(naming.input_names, naming.input_units):
                 lines.append(f"| {name} | {entry['counterexample_exact'][name]} | {unit} |")
             scores = ", ".join(f"{k} = {v:.6g}" for k, v in entry["outputs"].items())
             lines += ["", f"Scores there: {scores}."]
             if "decision" in entry:
                 lines.append(f"The network chooses **{entry['decision']}**.")
-    lines += ["", "## Re-running the proofs", "",
-              "Every `.smt2` file is a standalone SMT-LIB 2.6 script whose `:status` is the recorded "
-              "verdict (unsat = proved, sat = violated). Re-run one with `z3 FILE.smt2`, or all of "
-              "them with `certfsm recheck THIS_FOLDER [--solver z3|cvc5]`.", ""]
+    lines += [
+        "",
+        "## Re-running the proofs",
+        "",
+        "Every `.smt2` file is a standalone SMT-LIB 2.6 script whose `:status` is the recorded "
+        "verdict (unsat = proved, sat = violated). Re-run one with `z3 FILE.smt2`, or all of "
+        "them with `certfsm recheck THIS_FOLDER [--solver z3|cvc5]`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -123,9 +152,14 @@ def _shown(entry: dict) -> str:
 
 def model_summary(network) -> dict:
     """The model as summary.json names it: file, path, SHA-256 and shape (verify and distill reports alike)."""
-    return {"file": os.path.basename(network.source_path) or "(in memory)", "path": network.source_path,
-            "sha256": network.sha256, "inputs": network.n_inputs, "outputs": network.n_outputs,
-            "hidden": list(network.hidden_sizes)}
+    return {
+        "file": os.path.basename(network.source_path) or "(in memory)",
+        "path": network.source_path,
+        "sha256": network.sha256,
+        "inputs": network.n_inputs,
+        "outputs": network.n_outputs,
+        "hidden": list(network.hidden_sizes),
+    }
 
 
 def spec_summary(spec_path) -> dict:
@@ -136,8 +170,17 @@ def spec_summary(spec_path) -> dict:
     return {"file": path.name, "path": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def write_report(folder, *, title: str, network, properties: list[Property], results: list[Result],
-                 naming: InputNaming, settings: dict, spec_path=None) -> dict:
+def write_report(
+    folder,
+    *,
+    title: str,
+    network,
+    properties: list[Property],
+    results: list[Result],
+    naming: InputNaming,
+    settings: dict,
+    spec_path=None,
+) -> dict:
     """Write the whole report folder atomically and return the summary dict."""
     from ._smtlib import write_smtlib
 
@@ -145,9 +188,15 @@ def write_report(folder, *, title: str, network, properties: list[Property], res
         entries = []
         for index, (prop, result) in enumerate(zip(properties, results)):
             name = query_file_name(index, prop)
-            sha = write_smtlib(staging / name, network, prop, verdict=result.verdict,
-                               engine=result.engine, seconds=result.seconds,
-                               extra={"reason": result.reason} if result.reason else None)
+            sha = write_smtlib(
+                staging / name,
+                network,
+                prop,
+                verdict=result.verdict,
+                engine=result.engine,
+                seconds=result.seconds,
+                extra={"reason": result.reason} if result.reason else None,
+            )
             entries.append(_entry(index, prop, result, naming, name, sha))
         verdicts = [r.verdict for r in results]
         summary = {

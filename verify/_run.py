@@ -36,6 +36,7 @@ def check_all(network, properties, *, engine, timeout, jobs, on_progress=None) -
     started = time.perf_counter()
     results = []
     for index, prop in enumerate(properties):
+
         def progress(fraction, message, index=index):
             if on_progress:
                 on_progress(index, fraction, message)
@@ -54,19 +55,22 @@ def verify_spec(spec, *, engine="auto", timeout=60.0, jobs=None, on_progress=Non
 
     network = load_onnx(spec.model_path)
     check_network_fits_spec(network, spec)
-    return check_all(network, spec_properties(spec), engine=engine, timeout=timeout, jobs=jobs,
-                     on_progress=on_progress)
+    return check_all(network, spec_properties(spec), engine=engine, timeout=timeout, jobs=jobs, on_progress=on_progress)
 
 
 def check_network_fits_spec(network, spec) -> None:
     from certfsm import SpecError
 
     if network.n_inputs != spec.n_inputs:
-        raise SpecError(f"{spec.path}: model {Path(spec.model_path).name} takes {network.n_inputs} inputs "
-                        f"but the spec declares {spec.n_inputs} in inputs[]; make inputs[] match the model")
+        raise SpecError(
+            f"{spec.path}: model {Path(spec.model_path).name} takes {network.n_inputs} inputs "
+            f"but the spec declares {spec.n_inputs} in inputs[]; make inputs[] match the model"
+        )
     if network.n_outputs != spec.n_outputs:
-        raise SpecError(f"{spec.path}: model {Path(spec.model_path).name} gives {network.n_outputs} outputs "
-                        f"but the spec maps {spec.n_outputs} in outputs[]; list one token per model output")
+        raise SpecError(
+            f"{spec.path}: model {Path(spec.model_path).name} gives {network.n_outputs} outputs "
+            f"but the spec maps {spec.n_outputs} in outputs[]; list one token per model output"
+        )
 
 
 def vnncomp_answer(results: list[Result]) -> str:
@@ -80,14 +84,12 @@ def vnncomp_answer(results: list[Result]) -> str:
     if results and all(r.verdict == PROVED for r in results):
         return "unsat"
     open_results = [r for r in results if r.verdict == UNKNOWN]
-    if open_results and all("timeout" in r.reason.lower() or "timed out" in r.reason.lower()
-                            for r in open_results):
+    if open_results and all("timeout" in r.reason.lower() or "timed out" in r.reason.lower() for r in open_results):
         return "timeout"
     return "unknown"
 
 
-def verify_vnnlib(onnx_path, vnnlib_path, *, engine="auto", timeout=116.0, jobs=None,
-                  on_progress=None) -> VerifyRun:
+def verify_vnnlib(onnx_path, vnnlib_path, *, engine="auto", timeout=116.0, jobs=None, on_progress=None) -> VerifyRun:
     """Check one VNN-LIB instance; the timeout covers the whole instance."""
     from certfsm import load_onnx
 
@@ -102,9 +104,15 @@ def verify_vnnlib(onnx_path, vnnlib_path, *, engine="auto", timeout=116.0, jobs=
         if remaining <= 0:
             results.append(Result(UNKNOWN, engine, 0.0, reason="timeout before this input box was checked"))
             continue
-        run = check_all(network, [prop], engine=engine, timeout=remaining, jobs=jobs,
-                        on_progress=(lambda i, f, m, index=index: on_progress(index, f, m)) if on_progress else None)
+        run = check_all(
+            network,
+            [prop],
+            engine=engine,
+            timeout=remaining,
+            jobs=jobs,
+            on_progress=(lambda i, f, m, index=index: on_progress(index, f, m)) if on_progress else None,
+        )
         results.append(run.results[0])
         if results[-1].verdict == VIOLATED:
             break
-    return VerifyRun(network, properties[:len(results)], results, time.perf_counter() - started)
+    return VerifyRun(network, properties[: len(results)], results, time.perf_counter() - started)

@@ -163,7 +163,7 @@ def _optimise(network, hidden, lowers, uppers, A, b, start, steps, warm):
     if warm is not None:
         columns = np.cumsum([0] + [h.low.shape[1] for h in hidden])
         for index, mask in enumerate(unstable):
-            given = np.clip(np.asarray(warm[1][:, columns[index]:columns[index + 1]], dtype=np.float64), 0.0, 1.0)
+            given = np.clip(np.asarray(warm[1][:, columns[index] : columns[index + 1]], dtype=np.float64), 0.0, 1.0)
             alphas[index] = np.where(mask & np.isfinite(given), given, alphas[index])
     moments = [(np.zeros_like(a), np.zeros_like(a)) for a in alphas]
     weight_moments = (np.zeros_like(weights), np.zeros_like(weights))
@@ -234,8 +234,9 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
             continue
         start = np.zeros(1, dtype=np.int64)
         values = [
-            optimised_disjunct_bounds(network, hidden, lowers, uppers, conjunction.A, conjunction.b_sound, start + row,
-                                      CHECK_STEPS)[0][0]
+            optimised_disjunct_bounds(
+                network, hidden, lowers, uppers, conjunction.A, conjunction.b_sound, start + row, CHECK_STEPS
+            )[0][0]
             for row in range(conjunction.A.shape[0])
         ]
         best.append(float(max(values)))
@@ -243,10 +244,14 @@ def check(network: Network, prop: Property, timeout: float) -> Result:
     open_disjuncts = [index for index, value in enumerate(best) if not value > 0.0]
     seconds = time.monotonic() - started
     if not open_disjuncts:
-        return Result(PROVED, ENGINE, seconds, reason="optimised bounds refute every disjunct on the whole box",
-                      stats=stats)
+        return Result(
+            PROVED, ENGINE, seconds, reason="optimised bounds refute every disjunct on the whole box", stats=stats
+        )
     first = open_disjuncts[0]
-    return Result(UNKNOWN, ENGINE, seconds,
-                  reason=f"optimised bounds cannot refute unsafe[{first}] on the whole box "
-                         f"(best bound {best[first]:.3g} <= 0)",
-                  stats=stats)
+    return Result(
+        UNKNOWN,
+        ENGINE,
+        seconds,
+        reason=f"optimised bounds cannot refute unsafe[{first}] on the whole box (best bound {best[first]:.3g} <= 0)",
+        stats=stats,
+    )

@@ -61,8 +61,11 @@ def linear_expression(coefficients, names, constant=0.0) -> str:
     Coefficients and the constant are floats (written as their exact
     decimals) or Fractions (written exactly, as a decimal or a quotient).
     """
-    terms = [_term(c if isinstance(c, Fraction) else Fraction(float(c)), name)
-             for c, name in zip(coefficients, names) if c != 0]
+    terms = [
+        _term(c if isinstance(c, Fraction) else Fraction(float(c)), name)
+        for c, name in zip(coefficients, names)
+        if c != 0
+    ]
     if constant != 0:
         terms.append(rational_term(constant if isinstance(constant, Fraction) else Fraction(float(constant))))
     if not terms:
@@ -97,13 +100,17 @@ def _relu(pre: str, post: str, phase: int = 0) -> str:
 def _check_shapes(network, prop: Property) -> None:
     network_name = os.path.basename(network.source_path) or "the network"
     if prop.n_inputs != network.n_inputs:
-        raise SpecError(f"property {prop.name!r} has an input box over {prop.n_inputs} inputs but "
-                        f"{network_name} takes {network.n_inputs}; use a property written for this network")
+        raise SpecError(
+            f"property {prop.name!r} has an input box over {prop.n_inputs} inputs but "
+            f"{network_name} takes {network.n_inputs}; use a property written for this network"
+        )
     for index, conjunction in enumerate(prop.unsafe):
         if conjunction.A.shape[1] != network.n_outputs:
-            raise SpecError(f"property {prop.name!r}: unsafe[{index}] constrains {conjunction.A.shape[1]} "
-                            f"outputs but {network_name} gives {network.n_outputs}; "
-                            "use a property written for this network")
+            raise SpecError(
+                f"property {prop.name!r}: unsafe[{index}] constrains {conjunction.A.shape[1]} "
+                f"outputs but {network_name} gives {network.n_outputs}; "
+                "use a property written for this network"
+            )
 
 
 def smtlib_body(network, prop: Property, phases=None) -> list[str]:
@@ -126,10 +133,13 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
         lines += [f"(declare-const Z_{index}_{k} Real)" for k in range(layer.n_out)]
         lines += [f"(declare-const H_{index}_{k} Real)" for k in range(layer.n_out)]
     lines.append("; input box")
-    for name, lo, hi, lo_open, hi_open in zip(inputs, prop.exact_lower, prop.exact_upper, prop.open_lower,
-                                              prop.open_upper):
-        lines.append(f"(assert (and ({'<' if lo_open else '<='} {rational_term(lo)} {name}) "
-                     f"({'<' if hi_open else '<='} {name} {rational_term(hi)})))")
+    for name, lo, hi, lo_open, hi_open in zip(
+        inputs, prop.exact_lower, prop.exact_upper, prop.open_lower, prop.open_upper
+    ):
+        lines.append(
+            f"(assert (and ({'<' if lo_open else '<='} {rational_term(lo)} {name}) "
+            f"({'<' if hi_open else '<='} {name} {rational_term(hi)})))"
+        )
     previous = inputs
     offset = 0
     for index, layer in enumerate(network.layers):
@@ -145,15 +155,17 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
             lines.append(f"(assert (= {target} {expression}))")
         if not is_output:
             posts = [f"H_{index}_{k}" for k in range(layer.n_out)]
-            known = [0] * layer.n_out if phases is None else [int(p) for p in phases[offset:offset + layer.n_out]]
+            known = [0] * layer.n_out if phases is None else [int(p) for p in phases[offset : offset + layer.n_out]]
             lines += [f"(assert {_relu(pre, post, phase)})" for pre, post, phase in zip(targets, posts, known)]
             previous = posts
             offset += layer.n_out
     lines.append("; unsafe set: some disjunct has every row A @ Y <= b (< b where strict)")
     disjuncts = []
     for conjunction in prop.unsafe:
-        rows = [f"({'<' if strict else '<='} {linear_expression(row, outputs)} {rational_term(bound)})"
-                for row, bound, strict in zip(conjunction.A, conjunction.exact_b, conjunction.strict)]
+        rows = [
+            f"({'<' if strict else '<='} {linear_expression(row, outputs)} {rational_term(bound)})"
+            for row, bound, strict in zip(conjunction.A, conjunction.exact_b, conjunction.strict)
+        ]
         disjuncts.append(_junction("and", rows, "true"))
     lines.append(f"(assert {_junction('or', disjuncts, 'false')})")
     return lines
@@ -176,9 +188,20 @@ def smtlib_script(network, prop: Property, status: str = "unknown", phases=None)
     return smtlib_text(smtlib_body(network, prop, phases), "QF_LRA", status)
 
 
-def query_header(file_name: str, *, prop_name: str, description: str = "", verdict: str, status: str, engine: str,
-                 seconds: float | None, network=None, property_text: str = "", tool_version: str | None = None,
-                 extra: dict | None = None) -> list[str]:
+def query_header(
+    file_name: str,
+    *,
+    prop_name: str,
+    description: str = "",
+    verdict: str,
+    status: str,
+    engine: str,
+    seconds: float | None,
+    network=None,
+    property_text: str = "",
+    tool_version: str | None = None,
+    extra: dict | None = None,
+) -> list[str]:
     """The ';' comment lines that open a query file: ``; key: value``, one per line.
 
     `seconds=None` and `tool_version=None` leave those volatile lines out
@@ -196,25 +219,50 @@ def query_header(file_name: str, *, prop_name: str, description: str = "", verdi
     if seconds is not None:
         lines.append(f"; seconds: {seconds:.3f}")
     if network is not None:
-        lines += [f"; network: {os.path.basename(network.source_path) or '(in memory)'}",
-                  f"; network-sha256: {network.sha256 or '(none)'}"]
+        lines += [
+            f"; network: {os.path.basename(network.source_path) or '(in memory)'}",
+            f"; network-sha256: {network.sha256 or '(none)'}",
+        ]
     for key, value in (extra or {}).items():
         lines.append(f"; {_header_key(key)}: {one_line(value)}")
-    lines += [f"; rerun: z3 {file_name}", f"; rerun: cvc5 {file_name}",
-              "; rerun: certfsm recheck .  (in the folder that holds this file)"]
+    lines += [
+        f"; rerun: z3 {file_name}",
+        f"; rerun: cvc5 {file_name}",
+        "; rerun: certfsm recheck .  (in the folder that holds this file)",
+    ]
     if property_text:
         lines.append("; property-text:")
         lines += [f";   {line}".rstrip() for line in property_text.splitlines()]
     return lines
 
 
-def smtlib_header(file_name: str, network, prop: Property, *, verdict: str, status: str, engine: str,
-                  seconds: float | None, property_text: str = "", tool_version: str | None = None,
-                  extra: dict | None = None) -> list[str]:
+def smtlib_header(
+    file_name: str,
+    network,
+    prop: Property,
+    *,
+    verdict: str,
+    status: str,
+    engine: str,
+    seconds: float | None,
+    property_text: str = "",
+    tool_version: str | None = None,
+    extra: dict | None = None,
+) -> list[str]:
     """`query_header` for a network property."""
-    return query_header(file_name, prop_name=prop.name, description=prop.description, verdict=verdict,
-                        status=status, engine=engine, seconds=seconds, network=network, property_text=property_text,
-                        tool_version=tool_version, extra=extra)
+    return query_header(
+        file_name,
+        prop_name=prop.name,
+        description=prop.description,
+        verdict=verdict,
+        status=status,
+        engine=engine,
+        seconds=seconds,
+        network=network,
+        property_text=property_text,
+        tool_version=tool_version,
+        extra=extra,
+    )
 
 
 def write_query(path, header: list[str], script: str) -> str:
@@ -224,9 +272,19 @@ def write_query(path, header: list[str], script: str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_proof_query(path, body: list[str], logic: str, *, prop_name: str, description: str, verdict: str,
-                      seconds: float | None, engine: str = "z3", stable: bool = False,
-                      extra: dict | None = None) -> str:
+def write_proof_query(
+    path,
+    body: list[str],
+    logic: str,
+    *,
+    prop_name: str,
+    description: str,
+    verdict: str,
+    seconds: float | None,
+    engine: str = "z3",
+    stable: bool = False,
+    extra: dict | None = None,
+) -> str:
     """A query file for a proof that is not about a network (a table, a state machine); returns its SHA-256.
 
     The status is the one the verdict implies; `stable` leaves out the
@@ -235,9 +293,17 @@ def write_proof_query(path, body: list[str], logic: str, *, prop_name: str, desc
     """
     path = Path(path)
     status = STATUS_OF_VERDICT[verdict]
-    header = query_header(path.name, prop_name=prop_name, description=description, verdict=verdict, status=status,
-                          engine=engine, seconds=None if stable else seconds,
-                          tool_version=None if stable else certfsm_version(), extra=extra)
+    header = query_header(
+        path.name,
+        prop_name=prop_name,
+        description=description,
+        verdict=verdict,
+        status=status,
+        engine=engine,
+        seconds=None if stable else seconds,
+        tool_version=None if stable else certfsm_version(),
+        extra=extra,
+    )
     return write_query(path, header, smtlib_text(body, logic, status))
 
 
@@ -265,9 +331,20 @@ def read_status(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def write_smtlib(path, network, prop: Property, *, verdict: str, engine: str, seconds: float,
-                 status: str | None = None, property_text: str = "", tool_version: str | None = None,
-                 extra: dict | None = None, stable: bool = False) -> str:
+def write_smtlib(
+    path,
+    network,
+    prop: Property,
+    *,
+    verdict: str,
+    engine: str,
+    seconds: float,
+    status: str | None = None,
+    property_text: str = "",
+    tool_version: str | None = None,
+    extra: dict | None = None,
+    stable: bool = False,
+) -> str:
     """Write header + script to `path` atomically and return the file's SHA-256 (hex).
 
     `status` defaults to the one the verdict implies (proved -> unsat,
@@ -289,6 +366,16 @@ def write_smtlib(path, network, prop: Property, *, verdict: str, engine: str, se
     else:
         version = certfsm_version() if tool_version is None else tool_version
         when = seconds
-    header = smtlib_header(path.name, network, prop, verdict=verdict, status=status, engine=engine,
-                           seconds=when, property_text=property_text, tool_version=version, extra=extra)
+    header = smtlib_header(
+        path.name,
+        network,
+        prop,
+        verdict=verdict,
+        status=status,
+        engine=engine,
+        seconds=when,
+        property_text=property_text,
+        tool_version=version,
+        extra=extra,
+    )
     return write_query(path, header, smtlib_script(network, prop, status))

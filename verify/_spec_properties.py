@@ -40,14 +40,28 @@ def _chosen_any(indices, spec, margin: Fraction, witness_margin: Fraction):
 def spec_properties(spec) -> list[Property]:
     """The token-range and legality properties of `spec`, plain and (with a gate) gated."""
     illegal = [k for k in range(spec.n_outputs) if not spec.is_legal_index(k)]
-    cases = [("token_range", spec.envelope_lower, spec.envelope_upper, illegal,
-              "no token outside legal_tokens ("
-              + (", ".join(spec.outputs[k] for k in illegal) or "none")
-              + ") is ever chosen over the input envelope")]
+    cases = [
+        (
+            "token_range",
+            spec.envelope_lower,
+            spec.envelope_upper,
+            illegal,
+            "no token outside legal_tokens ("
+            + (", ".join(spec.outputs[k] for k in illegal) or "none")
+            + ") is ever chosen over the input envelope",
+        )
+    ]
     for rule in spec.rules:
         forbidden = spec.forbidden_indices(rule)
-        cases.append((f"legality:{rule.name}", rule.lower, rule.upper, forbidden,
-                      f"inside the box of rule {rule.name!r}, {', '.join(rule.forbid)} is never chosen"))
+        cases.append(
+            (
+                f"legality:{rule.name}",
+                rule.lower,
+                rule.upper,
+                forbidden,
+                f"inside the box of rule {rule.name!r}, {', '.join(rule.forbid)} is never chosen",
+            )
+        )
     margins = [(Fraction(0), Fraction(0), "")]
     if spec.gate_bounds is not None:
         margins.append((*spec.gate_bounds, "/gated"))
@@ -56,13 +70,18 @@ def spec_properties(spec) -> list[Property]:
         for name, lower, upper, bad, text in cases:
             if suffix:
                 text += f", by a logit margin of at least {_show_margin(spec)} (confidence gate)"
-            properties.append(Property(
-                name + suffix, lower, upper, _chosen_any(bad, spec, margin, witness_margin),
-                description=text + " (ties included)",
-                metadata={"bad_indices": list(bad), "margin": float(margin)},
-                exact_lower=tuple(decimal_value(v) for v in lower),
-                exact_upper=tuple(decimal_value(v) for v in upper),
-            ))
+            properties.append(
+                Property(
+                    name + suffix,
+                    lower,
+                    upper,
+                    _chosen_any(bad, spec, margin, witness_margin),
+                    description=text + " (ties included)",
+                    metadata={"bad_indices": list(bad), "margin": float(margin)},
+                    exact_lower=tuple(decimal_value(v) for v in lower),
+                    exact_upper=tuple(decimal_value(v) for v in upper),
+                )
+            )
     return properties
 
 

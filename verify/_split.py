@@ -80,8 +80,9 @@ class Objectives:
     @staticmethod
     def of(prop: Property, n_outputs: int) -> "Objectives":
         if not prop.unsafe:
-            return Objectives(np.zeros((0, n_outputs)), np.zeros(0), np.zeros(0, dtype=np.int64), 0,
-                              np.zeros(0, dtype=bool))
+            return Objectives(
+                np.zeros((0, n_outputs)), np.zeros(0), np.zeros(0, dtype=np.int64), 0, np.zeros(0, dtype=bool)
+            )
         C = np.concatenate([c.A for c in prop.unsafe])
         d = np.concatenate([c.b_sound for c in prop.unsafe])
         owner = np.concatenate([np.full(len(c.b), k) for k, c in enumerate(prop.unsafe)])
@@ -129,8 +130,7 @@ class Boxes:
     slopes: np.ndarray | None = None
     origin: np.ndarray | None = None
 
-    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined", "weights", "slopes",
-               "origin")
+    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined", "weights", "slopes", "origin")
 
     def __post_init__(self) -> None:
         """Fresh boxes (no optimisation yet) may leave out `combined`, `weights`, `slopes` and `origin`."""
@@ -303,8 +303,15 @@ def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: lis
             start = np.argmax(boxes.rows[which][:, members], axis=1)
             part = [LayerBounds(h.low[which], h.high[which], h.magnitude[which]) for h in layers]
             value, found_weights, found_slopes = optimised_disjunct_bounds(
-                network, part, boxes.lower[which], boxes.upper[which], objectives.C[members], objectives.d[members],
-                start, steps, (weights[which][:, members], slopes[which, k]) if is_warm else None,
+                network,
+                part,
+                boxes.lower[which],
+                boxes.upper[which],
+                objectives.C[members],
+                objectives.d[members],
+                start,
+                steps,
+                (weights[which][:, members], slopes[which, k]) if is_warm else None,
             )
             combined[which, k] = np.maximum(combined[which, k], value)
             open_disjuncts[which, k] &= ~(combined[which, k] > 0.0)
@@ -312,8 +319,14 @@ def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: lis
             if slopes.shape[2]:
                 slopes[which, k] = found_slopes
     best = np.maximum(_best_rows(objectives, boxes.rows), combined)
-    return replace(boxes, open=open_disjuncts, combined=combined, worst=_worst(open_disjuncts, best),
-                   weights=weights, slopes=slopes)
+    return replace(
+        boxes,
+        open=open_disjuncts,
+        combined=combined,
+        worst=_worst(open_disjuncts, best),
+        weights=weights,
+        slopes=slopes,
+    )
 
 
 def root(network: Network, prop: Property, objectives: Objectives) -> tuple[Boxes, Bounded]:
@@ -356,14 +369,27 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     lower, upper = np.concatenate(lowers), np.concatenate(uppers)
     repeat = (2 * dims.size, 1)
     bounded = bound(
-        network, objectives, lower, upper,
-        np.tile(boxes.open, repeat), np.tile(boxes.rows, repeat), np.tile(boxes.hidden, (2 * dims.size, 1, 1)),
+        network,
+        objectives,
+        lower,
+        upper,
+        np.tile(boxes.open, repeat),
+        np.tile(boxes.rows, repeat),
+        np.tile(boxes.hidden, (2 * dims.size, 1, 1)),
         np.tile(boxes.combined, repeat),
     )
     candidates = Boxes(
-        lower, upper, bounded.open, np.tile(boxes.depth + 1, 2 * dims.size), bounded.worst, bounded.rows,
-        bounded.hidden, np.tile(boxes.combined, repeat), np.tile(boxes.weights, repeat),
-        np.tile(boxes.slopes, (2 * dims.size, 1, 1)), np.tile(boxes.origin, 2 * dims.size),
+        lower,
+        upper,
+        bounded.open,
+        np.tile(boxes.depth + 1, 2 * dims.size),
+        bounded.worst,
+        bounded.rows,
+        bounded.hidden,
+        np.tile(boxes.combined, repeat),
+        np.tile(boxes.weights, repeat),
+        np.tile(boxes.slopes, (2 * dims.size, 1, 1)),
+        np.tile(boxes.origin, 2 * dims.size),
     )
     candidates = optimise(network, objectives, candidates, bounded.layers, steps=1)
     shortfall = np.where(candidates.open.any(axis=1), np.minimum(candidates.worst, 0.0), 0.0)
@@ -425,8 +451,11 @@ def search(
         work, rest = current.take(slice(cut, None)), current.take(slice(0, cut))
         if len(rest):
             stack.append(rest)
-        deep = (work.depth >= engine_depth) | np.all(work.upper <= work.lower, axis=1) \
+        deep = (
+            (work.depth >= engine_depth)
+            | np.all(work.upper <= work.lower, axis=1)
             | (work.unstable() <= engine_unstable)
+        )
         if np.any(deep):
             for_engine.append(work.take(np.flatnonzero(deep)))
             work = work.take(np.flatnonzero(~deep))

@@ -59,9 +59,13 @@ def validate_counterexample(network: Network, prop: Property, x: np.ndarray) -> 
         return Validation(False, point, np.full(network.n_outputs, np.nan), None, "counterexample is not finite")
     if np.any(prop.inner_lower > prop.inner_upper):
         index = int(np.argmax(prop.inner_lower > prop.inner_upper))
-        return Validation(False, point, network.evaluate(point), None,
-                          f"no float64 value lies in the exact range of input {index}, so no float64 point can be "
-                          "checked")
+        return Validation(
+            False,
+            point,
+            network.evaluate(point),
+            None,
+            f"no float64 value lies in the exact range of input {index}, so no float64 point can be checked",
+        )
     point = np.clip(point, prop.inner_lower, prop.inner_upper)
     first = _check(network, prop, point)
     if first.ok or not bool(prop.is_unsafe(first.outputs)):
@@ -91,11 +95,18 @@ def _check(network: Network, prop: Property, point: np.ndarray) -> Validation:
     if not bool(prop.is_unsafe(deployed)):
         deployed_slack = float(prop.unsafe_slack(deployed))
         miss = f"by {-deployed_slack:.2g}" if deployed_slack < 0 else "(a strict row holds only with equality)"
-        return Validation(False, point, outputs, deployed, f"float32 evaluation (onnxruntime) misses the unsafe set {miss}")
+        return Validation(
+            False, point, outputs, deployed, f"float32 evaluation (onnxruntime) misses the unsafe set {miss}"
+        )
     if not prop.contains_exactly(point):
         return Validation(False, point, outputs, deployed, "the point lies outside the exact input box")
     if not prop.is_unsafe_exactly(exact_outputs(network, point)):
-        return Validation(False, point, outputs, deployed,
-                          "the floats accept the point but the exact outputs miss the unsafe set (a rounding "
-                          "artefact or a strict row met with equality)")
+        return Validation(
+            False,
+            point,
+            outputs,
+            deployed,
+            "the floats accept the point but the exact outputs miss the unsafe set (a rounding "
+            "artefact or a strict row met with equality)",
+        )
     return Validation(True, point, outputs, deployed)

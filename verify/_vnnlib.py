@@ -77,7 +77,12 @@ _MAX_BITS = 32_768
 _LARGEST = Fraction(np.finfo(np.float64).max)
 _LARGEST_EXACT_INTEGER = 2**53
 _VNNCOMP_WORDS = {
-    "proved": "unsat", "unsat": "unsat", "violated": "sat", "sat": "sat", "unknown": "unknown", "timeout": "timeout",
+    "proved": "unsat",
+    "unsat": "unsat",
+    "violated": "sat",
+    "sat": "sat",
+    "unknown": "unknown",
+    "timeout": "timeout",
 }
 
 
@@ -157,7 +162,7 @@ def _render(expr) -> str:
 def _shown(expr, width: int = 80) -> str:
     """`expr` as written, cut to `width` characters: enough to find it in a message that stays one short line."""
     text = expr if isinstance(expr, str) else _render(expr)
-    return text if len(text) <= width else f"{text[:width - 3]}..."
+    return text if len(text) <= width else f"{text[: width - 3]}..."
 
 
 def _fail(where: str, line: int, message: str) -> VnnlibError:
@@ -188,8 +193,10 @@ def _read_sexprs(text: str, where: str) -> list:
             continue
         elif token == "(":
             if len(open_lines) == _MAX_DEPTH:
-                message = f"nesting deeper than {_MAX_DEPTH} levels; VNN-LIB properties nest a few levels, " \
-                          "flatten the formula or split the file"
+                message = (
+                    f"nesting deeper than {_MAX_DEPTH} levels; VNN-LIB properties nest a few levels, "
+                    "flatten the formula or split the file"
+                )
                 raise _fail(where, line, message)
             stack.append([])
             open_lines.append(line)
@@ -255,8 +262,9 @@ class _Reader:
         name, sort = items[1].text, items[2].text
         match = _VARIABLE.match(name)
         if match is None:
-            raise self.fail(command.line,
-                            f"unknown variable name {_shown(name)}; VNN-LIB names inputs X_i and outputs Y_j")
+            raise self.fail(
+                command.line, f"unknown variable name {_shown(name)}; VNN-LIB names inputs X_i and outputs Y_j"
+            )
         if sort != "Real":
             raise self.fail(command.line, f"{name} has sort {_shown(sort)}; VNN-LIB variables are Real")
         kind, index = match.group(1), int(match.group(2))
@@ -277,8 +285,9 @@ class _Reader:
         match = _VARIABLE.match(atom.text)
         if match is None or int(match.group(2)) not in self.declared[match.group(1)]:
             raise self.fail(
-                atom.line, f"unknown variable {_shown(atom.text)}; "
-                f"declare it with (declare-const {_shown(atom.text)} Real) before use"
+                atom.line,
+                f"unknown variable {_shown(atom.text)}; "
+                f"declare it with (declare-const {_shown(atom.text)} Real) before use",
             )
         return match.group(1), int(match.group(2))
 
@@ -303,13 +312,15 @@ class _Reader:
             return [self._comparisons(expr)]
         if head == "=":
             raise self.fail(expr.line, "equality (= ...) is not supported; write it as (<= a b) and (>= a b)")
-        raise self.fail(expr.line,
-                        f"unsupported formula ({_shown(str(head))} ...); certfsm reads and, or, <=, >=, <, >")
+        raise self.fail(
+            expr.line, f"unsupported formula ({_shown(str(head))} ...); certfsm reads and, or, <=, >=, <, >"
+        )
 
     def _too_large(self, line: int) -> VnnlibError:
         return self.fail(
-            line, f"the formula expands to more than {_MAX_DISJUNCTS} disjuncts or {_MAX_DNF_SIZE} constraints "
-                  "in disjunctive normal form; split the property into several files"
+            line,
+            f"the formula expands to more than {_MAX_DISJUNCTS} disjuncts or {_MAX_DNF_SIZE} constraints "
+            "in disjunctive normal form; split the property into several files",
         )
 
     def _product(self, left: list, right: list, line: int) -> list:
@@ -361,8 +372,11 @@ class _Reader:
             self._exact(value, line, text)
         pairs = tuple(sorted((index, value) for (_, index), value in coefficients.items()))
         if kind == "X" and abs(constant / pairs[0][1]) > _LARGEST:
-            raise self.fail(line, f"{_shown(text)} bounds X_{pairs[0][0]} by a number beyond the float64 range "
-                                  "(above 1.8e308 in magnitude); use a finite bound")
+            raise self.fail(
+                line,
+                f"{_shown(text)} bounds X_{pairs[0][0]} by a number beyond the float64 range "
+                "(above 1.8e308 in magnitude); use a finite bound",
+            )
         return _Constraint(kind, pairs, constant, line, text, strict)
 
     def _exact(self, value: Fraction, line: int, source) -> Fraction:
@@ -371,11 +385,17 @@ class _Reader:
         `source` (the term, or the comparison's text) names it in the message.
         """
         if abs(value) > _LARGEST:
-            raise self.fail(line, f"{_shown(source)} has a coefficient or constant beyond the float64 range "
-                                  "(above 1.8e308 in magnitude); use smaller numbers")
+            raise self.fail(
+                line,
+                f"{_shown(source)} has a coefficient or constant beyond the float64 range "
+                "(above 1.8e308 in magnitude); use smaller numbers",
+            )
         if value.numerator.bit_length() + value.denominator.bit_length() > _MAX_BITS:
-            raise self.fail(line, f"{_shown(source)} has a coefficient or constant that needs more than {_MAX_BITS} "
-                                  "bits to hold exactly; write its numbers with fewer digits")
+            raise self.fail(
+                line,
+                f"{_shown(source)} has a coefficient or constant that needs more than {_MAX_BITS} "
+                "bits to hold exactly; write its numbers with fewer digits",
+            )
         return value
 
     def _number(self, atom: _Atom) -> Fraction:
@@ -388,14 +408,20 @@ class _Reader:
         mantissa, exponent = match["mantissa"], match["exponent"] or "0"
         digits = len(mantissa) - mantissa.count(".")
         if digits > _MAX_DIGITS:
-            raise self.fail(atom.line, f"{_shown(atom.text, 40)} has {digits} digits; certfsm reads numbers of at "
-                                       f"most {_MAX_DIGITS} digits (enough to write any float64 exactly), "
-                                       "use fewer digits")
+            raise self.fail(
+                atom.line,
+                f"{_shown(atom.text, 40)} has {digits} digits; certfsm reads numbers of at "
+                f"most {_MAX_DIGITS} digits (enough to write any float64 exactly), "
+                "use fewer digits",
+            )
         magnitude = exponent.lstrip("+-").lstrip("0")
         if len(magnitude) > len(str(_MAX_EXPONENT)) or int(magnitude or "0") > _MAX_EXPONENT:
-            raise self.fail(atom.line, f"{_shown(atom.text, 40)} has the exponent {_shown(exponent, 20)}, outside "
-                                       f"-{_MAX_EXPONENT}..{_MAX_EXPONENT} (float64 spans about 1e-324 to 1.8e308); "
-                                       "write the number with an exponent in that range")
+            raise self.fail(
+                atom.line,
+                f"{_shown(atom.text, 40)} has the exponent {_shown(exponent, 20)}, outside "
+                f"-{_MAX_EXPONENT}..{_MAX_EXPONENT} (float64 spans about 1e-324 to 1.8e308); "
+                "write the number with an exponent in that range",
+            )
         value = Fraction(atom.text)
         if abs(value) > _LARGEST:
             raise self.fail(atom.line, f"{_shown(atom.text, 40)} is beyond the float64 range; use a finite bound")
@@ -430,8 +456,9 @@ class _Reader:
             if not variable_terms:
                 return {}, factor
             coefficients, constant = variable_terms[0]
-            scaled = {variable: self._exact(value * factor, expr.line, expr)
-                      for variable, value in coefficients.items()}
+            scaled = {
+                variable: self._exact(value * factor, expr.line, expr) for variable, value in coefficients.items()
+            }
             return scaled, self._exact(constant * factor, expr.line, expr)
         raise self.fail(
             expr.line, f"unsupported term {_shown(expr)}; certfsm reads numbers, X_i, Y_j, +, - and * by a number"
@@ -465,11 +492,16 @@ class _Reader:
                 f"the unsafe set is empty ({reason.detail}), so the property would hold vacuously; fix the asserts",
             )
         if len(boxes) == 1:
-            (box, unsafe), = boxes.items()
+            ((box, unsafe),) = boxes.items()
             return [_property(stem, box, unsafe, f"VNN-LIB file {self.where}", {"vnnlib": self.where})]
         return [
-            _property(f"{stem}#{k}", box, unsafe, f"input box {k} of {len(boxes)} of VNN-LIB file {self.where}",
-                      {"vnnlib": self.where, "box": k})
+            _property(
+                f"{stem}#{k}",
+                box,
+                unsafe,
+                f"input box {k} of {len(boxes)} of VNN-LIB file {self.where}",
+                {"vnnlib": self.where, "box": k},
+            )
             for k, (box, unsafe) in enumerate(boxes.items())
         ]
 
@@ -485,12 +517,18 @@ class _Reader:
         scale = math.lcm(*(value.denominator for _, value in coefficients))
         scaled = tuple((index, value * scale) for index, value in coefficients)
         if any(abs(value) > _LARGEST_EXACT_INTEGER for _, value in scaled):
-            raise self.fail(constraint.line, f"{_shown(constraint.text)} has coefficients that no float64 holds "
-                                             "exactly, even scaled to integers; write them with fewer digits")
+            raise self.fail(
+                constraint.line,
+                f"{_shown(constraint.text)} has coefficients that no float64 holds "
+                "exactly, even scaled to integers; write them with fewer digits",
+            )
         if abs(bound * scale) > _LARGEST:
-            raise self.fail(constraint.line, f"{_shown(constraint.text)}, scaled to make its coefficients "
-                                             "float64 integers, has a right-hand side beyond the float64 range; "
-                                             "write the coefficients with fewer digits")
+            raise self.fail(
+                constraint.line,
+                f"{_shown(constraint.text)}, scaled to make its coefficients "
+                "float64 integers, has a right-hand side beyond the float64 range; "
+                "write the coefficients with fewer digits",
+            )
         return scaled, bound * scale, constraint.strict
 
     def _count(self, kind: str) -> int:

@@ -89,8 +89,9 @@ def check(network: Network, prop: Property, timeout: float, phases=None, rlimit:
     try:
         z3 = _z3()
     except ImportError as error:
-        raise EngineError(f"z3: the z3-solver package cannot be imported ({error}); "
-                          "pip install z3-solver or choose engine='marabou'") from None
+        raise EngineError(
+            f"z3: the z3-solver package cannot be imported ({error}); pip install z3-solver or choose engine='marabou'"
+        ) from None
     stats = {"relus": sum(network.hidden_sizes), "z3_version": z3.get_version_string(), "queries": 0}
     rejected = ""
     for margin in (0.0, *_MARGINS):
@@ -127,9 +128,15 @@ def check(network: Network, prop: Property, timeout: float, phases=None, rlimit:
             return _unknown(started, stats, f"z3 error: {' '.join(str(error).split())}")
         if ok:
             stats["margin"] = margin
-            return Result(VIOLATED, ENGINE, time.monotonic() - started,
-                          reason="z3: SAT, counterexample re-evaluated", counterexample=x, outputs=outputs,
-                          stats=stats)
+            return Result(
+                VIOLATED,
+                ENGINE,
+                time.monotonic() - started,
+                reason="z3: SAT, counterexample re-evaluated",
+                counterexample=x,
+                outputs=outputs,
+                stats=stats,
+            )
     return _unknown(started, stats, exact_violation_reason(stats) or f"spurious counterexample from z3: {rejected}")
 
 
@@ -145,9 +152,11 @@ def exact_violation_reason(stats: dict) -> str | None:
         return None
     point = ", ".join(f"X_{i} = {value}" for i, value in enumerate(model))
     last = f" (last candidate: {stats['rejected']})" if stats.get("rejected") else ""
-    return (f"z3 shows the unsafe set is reachable under the exact semantics (at {point}), but no float point "
-            "was found that re-evaluates as unsafe exactly, in float64 and in onnxruntime, so it is not reported "
-            f"as violated{last}")
+    return (
+        f"z3 shows the unsafe set is reachable under the exact semantics (at {point}), but no float point "
+        "was found that re-evaluates as unsafe exactly, in float64 and in onnxruntime, so it is not reported "
+        f"as violated{last}"
+    )
 
 
 def _unknown(started: float, stats: dict, reason: str) -> Result:
@@ -352,9 +361,12 @@ def _deepest_model(z3, network, prop, phases, seconds: float) -> list[Fraction] 
     outputs = [z3.Real(f"Y_{j}", context) for j in range(network.n_outputs)]
     disjuncts = []
     for conjunction in prop.unsafe:
-        rows = [depth <= z3.RealVal(str(bound), context) - z3.Sum([z3.RealVal(str(Fraction(float(a))), context) * y
-                                                                  for a, y in zip(row, outputs) if a])
-                for row, bound in zip(conjunction.A, conjunction.exact_b)]
+        rows = [
+            depth
+            <= z3.RealVal(str(bound), context)
+            - z3.Sum([z3.RealVal(str(Fraction(float(a))), context) * y for a, y in zip(row, outputs) if a])
+            for row, bound in zip(conjunction.A, conjunction.exact_b)
+        ]
         disjuncts.append(z3.And(rows) if rows else z3.BoolVal(True, context))
     if not disjuncts:
         return None
@@ -402,11 +414,15 @@ def _float_candidates(value: Fraction, lowest: float, highest: float) -> list[fl
     """Floats near `value` inside [lowest, highest]: the float32 neighbours, then the float64 ones."""
     nearest = float(value)
     single = float(np.float32(nearest))
-    singles = [single, float(np.nextafter(np.float32(single), np.float32(np.inf))),
-               float(np.nextafter(np.float32(single), np.float32(-np.inf)))]
+    singles = [
+        single,
+        float(np.nextafter(np.float32(single), np.float32(np.inf))),
+        float(np.nextafter(np.float32(single), np.float32(-np.inf))),
+    ]
     doubles = [nearest, float(np.nextafter(nearest, np.inf)), float(np.nextafter(nearest, -np.inf))]
-    ordered = sorted(singles, key=lambda c: abs(Fraction(c) - value)) + \
-        sorted(doubles, key=lambda c: abs(Fraction(c) - value))
+    ordered = sorted(singles, key=lambda c: abs(Fraction(c) - value)) + sorted(
+        doubles, key=lambda c: abs(Fraction(c) - value)
+    )
     return list(dict.fromkeys(c for c in ordered if lowest <= c <= highest))
 
 

@@ -44,7 +44,8 @@ def example_trace_path() -> pathlib.Path:
     """The recorded trace of the coadapt example (`make_trace.py` writes it), for `certfsm run`."""
     path = pathlib.Path(str(importlib.resources.files(__name__) / "coadapt.trace.csv"))
     if not path.is_file():
-        raise SpecError(f"the example trace {path} is missing from the installed package; "
-                        "regenerate it with python -m certfsm.examples.make_trace")
+        raise SpecError(
+            f"the example trace {path} is missing from the installed package; "
+            "regenerate it with python -m certfsm.examples.make_trace"
+        )
     return path
-

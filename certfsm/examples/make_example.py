@@ -232,7 +232,9 @@ def label_margin_gradient(scores: np.ndarray, labels: np.ndarray) -> tuple[float
     return float(np.sum(excess[active]) / len(labels)), gradient
 
 
-def loss_gradient(params: list[np.ndarray], z: np.ndarray, labels: np.ndarray, penalties: list) -> tuple[float, list[np.ndarray]]:
+def loss_gradient(
+    params: list[np.ndarray], z: np.ndarray, labels: np.ndarray, penalties: list
+) -> tuple[float, list[np.ndarray]]:
     """Cross-entropy, label-margin hinge and hinge penalties; returns (loss, gradients matching params)."""
     activations, scores = forward(params, z)
     shifted = scores - scores.max(axis=1, keepdims=True)

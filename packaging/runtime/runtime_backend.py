@@ -74,9 +74,13 @@ def _lazy_names(init: Path) -> dict[str, set[str]]:
                 names.setdefault(name, set()).add(f"certfsm.{module}")
         if isinstance(node, ast.FunctionDef):  # a loader function: _core("_module") imports its home on call
             names.setdefault(node.name, set()).update(
-                f"certfsm.{inner.args[0].value}" for inner in ast.walk(node)
-                if isinstance(inner, ast.Call) and getattr(inner.func, "id", None) == "_core" and inner.args
-                and isinstance(inner.args[0], ast.Constant))
+                f"certfsm.{inner.args[0].value}"
+                for inner in ast.walk(node)
+                if isinstance(inner, ast.Call)
+                and getattr(inner.func, "id", None) == "_core"
+                and inner.args
+                and isinstance(inner.args[0], ast.Constant)
+            )
     return names
 
 
@@ -134,8 +138,10 @@ def runtime_closure() -> tuple[dict[str, Path], set[str]]:
                     pending.extend(lazy.get(name, ()))
     unexpected = third_party - _ALLOWED_THIRD_PARTY
     if unexpected:
-        raise RuntimeError(f"the runtime now imports {', '.join(sorted(unexpected))}; add it to DEPENDENCIES or "
-                           "EXTRAS of packaging/runtime/runtime_backend.py, or keep it out of the runtime")
+        raise RuntimeError(
+            f"the runtime now imports {', '.join(sorted(unexpected))}; add it to DEPENDENCIES or "
+            "EXTRAS of packaging/runtime/runtime_backend.py, or keep it out of the runtime"
+        )
     return modules, third_party
 
 
@@ -171,8 +177,11 @@ def _staged():
         stage = Path(folder)
         for module, source in modules.items():
             parts = module.split(".")
-            target = stage.joinpath(*parts, "__init__.py") if source.name == "__init__.py" else \
-                stage.joinpath(*parts[:-1], f"{parts[-1]}.py")
+            target = (
+                stage.joinpath(*parts, "__init__.py")
+                if source.name == "__init__.py"
+                else stage.joinpath(*parts[:-1], f"{parts[-1]}.py")
+            )
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
         shutil.copyfile(Path(__file__).with_name("README.md"), stage / "README.md")

@@ -52,9 +52,11 @@ def keys(tmp_path_factory):
     for name in ("ours", "theirs"):
         done = cli("keygen", "--out", folder / name)
         assert done.returncode == 0, done.stderr
-        key_id = re.fullmatch(rf"{re.escape(str(folder / name))}: private key \(keep it secret\); "
-                              rf"{re.escape(str(folder / name))}\.pub: public key; key id ([0-9a-f]{{16}})\n",
-                              done.stdout).group(1)
+        key_id = re.fullmatch(
+            rf"{re.escape(str(folder / name))}: private key \(keep it secret\); "
+            rf"{re.escape(str(folder / name))}\.pub: public key; key id ([0-9a-f]{{16}})\n",
+            done.stdout,
+        ).group(1)
         made[name] = (folder / name, folder / f"{name}.pub", key_id)
     return made
 
@@ -64,8 +66,19 @@ def signed_example(tmp_path_factory, keys):
     """`certfsm distill --example --sign ours`: (artifact path, its stdout); distilled once (about 10 s)."""
     folder = tmp_path_factory.mktemp("signed-example")
     out = folder / "example.cfsm"
-    done = cli("distill", "--example", "--out", out, "--report", folder / "report", "--jobs", "1", "--no-progress",
-               "--sign", keys["ours"][0])
+    done = cli(
+        "distill",
+        "--example",
+        "--out",
+        out,
+        "--report",
+        folder / "report",
+        "--jobs",
+        "1",
+        "--no-progress",
+        "--sign",
+        keys["ours"][0],
+    )
     assert done.returncode == 0, done.stderr
     return out, done.stdout
 
@@ -110,9 +123,11 @@ def test_keygen_writes_a_private_key_0600_and_a_public_key_and_never_overwrites(
     assert load_private_key(private).public.key_id == load_public_key(public).key_id == key_id
     assert keys["theirs"][2] != key_id
     before = private.read_bytes(), public.read_bytes()
-    one_line_error(cli("keygen", "--out", private),
-                   rf"{re.escape(str(private))}: already exists; certfsm keygen never overwrites a key, choose another "
-                   r"--out or remove the old key on purpose")
+    one_line_error(
+        cli("keygen", "--out", private),
+        rf"{re.escape(str(private))}: already exists; certfsm keygen never overwrites a key, choose another "
+        r"--out or remove the old key on purpose",
+    )
     assert (private.read_bytes(), public.read_bytes()) == before
     lonely = tmp_path / "lonely"
     lonely.with_name("lonely.pub").write_bytes(b"someone's public key")
@@ -123,24 +138,34 @@ def test_keygen_writes_a_private_key_0600_and_a_public_key_and_never_overwrites(
 
 def test_keygen_refusals_name_the_out_parameter_and_the_cli_names_its_flag(keys, tmp_path):
     private = keys["ours"][0]
-    with pytest.raises(SigningError, match=rf"^{re.escape(str(private))}: already exists; certfsm keygen never "
-                                           r"overwrites a key, choose another out= or remove the old key on purpose$"):
+    with pytest.raises(
+        SigningError,
+        match=rf"^{re.escape(str(private))}: already exists; certfsm keygen never "
+        r"overwrites a key, choose another out= or remove the old key on purpose$",
+    ):
         generate_key_pair(private)
     missing = tmp_path / "missing" / "k"
-    with pytest.raises(SigningError, match=rf"^{re.escape(str(missing))}: cannot create the key file \(No such file "
-                                           r"or directory\); choose a writable out= path$") as error:
+    with pytest.raises(
+        SigningError,
+        match=rf"^{re.escape(str(missing))}: cannot create the key file \(No such file "
+        r"or directory\); choose a writable out= path$",
+    ) as error:
         generate_key_pair(missing)
     assert "--" not in str(error.value)
-    one_line_error(cli("keygen", "--out", missing), rf"{re.escape(str(missing))}: cannot create the key file \(No "
-                                                    r"such file or directory\); choose a writable --out path")
+    one_line_error(
+        cli("keygen", "--out", missing),
+        rf"{re.escape(str(missing))}: cannot create the key file \(No "
+        r"such file or directory\); choose a writable --out path",
+    )
 
 
 # ---------------------------------------------------------------- load with and without trusted keys
 
 
 @pytest.mark.slow
-def test_distill_sign_adds_only_the_signature_key_so_the_unsigned_bytes_and_hash_are_unchanged(signed_example, keys,
-                                                                                               tmp_path):
+def test_distill_sign_adds_only_the_signature_key_so_the_unsigned_bytes_and_hash_are_unchanged(
+    signed_example, keys, tmp_path
+):
     path, stdout = signed_example
     document = json.loads(path.read_bytes())
     assert sorted(document) == ["certfsm_artifact", "payload", "sha256", "signature"]
@@ -164,9 +189,11 @@ def test_a_signed_artifact_loads_with_its_key_and_without_trusted_keys(signed, k
 
 @pytest.mark.slow
 def test_a_signed_artifact_is_refused_with_another_key(signed, keys):
-    pattern = (rf"^{re.escape(str(signed))}: signed by key id {keys['ours'][2]}, which is not a trusted key \("
-               rf"trusted: key id {keys['theirs'][2]}\); re-sign it with certfsm sign {re.escape(str(signed))} --key "
-               rf"KEY using a trusted private key, or trust {keys['ours'][2]}'s public key if you mean to$")
+    pattern = (
+        rf"^{re.escape(str(signed))}: signed by key id {keys['ours'][2]}, which is not a trusted key \("
+        rf"trusted: key id {keys['theirs'][2]}\); re-sign it with certfsm sign {re.escape(str(signed))} --key "
+        rf"KEY using a trusted private key, or trust {keys['ours'][2]}'s public key if you mean to$"
+    )
     with pytest.raises(ArtifactError, match=pattern):
         load_artifact(signed, trusted_keys=[pub(keys, "theirs")])
     with pytest.raises(ArtifactError, match=pattern):
@@ -178,9 +205,11 @@ def test_a_signed_artifact_is_refused_with_another_key(signed, keys):
 def test_an_unsigned_artifact_loads_without_trusted_keys_and_is_refused_with_them(signed, keys, tmp_path):
     unsigned = unsigned_copy(signed, tmp_path / "unsigned.cfsm")
     assert load_artifact(unsigned).signature is None
-    pattern = (rf"^{re.escape(str(unsigned))}: the artifact is unsigned, but trusted keys are configured \(key id "
-               rf"{keys['ours'][2]}\); sign it with certfsm sign {re.escape(str(unsigned))} --key KEY using a trusted "
-               r"private key$")
+    pattern = (
+        rf"^{re.escape(str(unsigned))}: the artifact is unsigned, but trusted keys are configured \(key id "
+        rf"{keys['ours'][2]}\); sign it with certfsm sign {re.escape(str(unsigned))} --key KEY using a trusted "
+        r"private key$"
+    )
     with pytest.raises(ArtifactError, match=pattern):
         load_artifact(unsigned, trusted_keys=[pub(keys, "ours")])
     with pytest.raises(ArtifactError, match=pattern):
@@ -190,10 +219,12 @@ def test_an_unsigned_artifact_loads_without_trusted_keys_and_is_refused_with_the
 
 
 def does_not_verify(path, key_id):
-    return (rf"^{re.escape(str(path))}: the signature by key id {key_id} does not verify over the payload: the "
-            r"payload or the signature was changed after signing \(a matching sha256 proves nothing, anyone can "
-            r"recompute it\); do not run it, get the artifact again from its signer or re-sign a trusted copy with "
-            r"certfsm sign$")
+    return (
+        rf"^{re.escape(str(path))}: the signature by key id {key_id} does not verify over the payload: the "
+        r"payload or the signature was changed after signing \(a matching sha256 proves nothing, anyone can "
+        r"recompute it\); do not run it, get the artifact again from its signer or re-sign a trusted copy with "
+        r"certfsm sign$"
+    )
 
 
 def test_one_byte_changed_in_a_signed_payload_and_rehashed_is_refused_by_the_signature(signed, keys):
@@ -232,16 +263,31 @@ def test_the_key_id_of_another_key_is_refused(signed, keys):
 RESIGN = r"the signature was damaged or edited; re-sign it with certfsm sign {} --key KEY"
 MALFORMED = [
     ("not an object", lambda s: "x", r"signature is a string, not an object"),
-    ("extra key", lambda s: {**s, "date": "today"},
-     r"signature has the keys algorithm, date, key_id, value, expected exactly algorithm, key_id, value"),
-    ("algorithm", lambda s: {**s, "algorithm": "rsa"},
-     r"signature\.algorithm=\"rsa\" is not \"ed25519\", the only signature algorithm this certfsm reads"),
-    ("key id", lambda s: {**s, "key_id": s["key_id"].upper()},
-     r"signature\.key_id=\"[0-9A-F]{16}\" is not 16 lowercase hex digits"),
-    ("short value", lambda s: {**s, "value": s["value"][:-8] + "=="},
-     r"signature\.value=.* is not the standard base64 of a 64-byte ed25519 signature"),
-    ("not base64", lambda s: {**s, "value": "!" + s["value"][1:]},
-     r"signature\.value=.* is not the standard base64 of a 64-byte ed25519 signature"),
+    (
+        "extra key",
+        lambda s: {**s, "date": "today"},
+        r"signature has the keys algorithm, date, key_id, value, expected exactly algorithm, key_id, value",
+    ),
+    (
+        "algorithm",
+        lambda s: {**s, "algorithm": "rsa"},
+        r"signature\.algorithm=\"rsa\" is not \"ed25519\", the only signature algorithm this certfsm reads",
+    ),
+    (
+        "key id",
+        lambda s: {**s, "key_id": s["key_id"].upper()},
+        r"signature\.key_id=\"[0-9A-F]{16}\" is not 16 lowercase hex digits",
+    ),
+    (
+        "short value",
+        lambda s: {**s, "value": s["value"][:-8] + "=="},
+        r"signature\.value=.* is not the standard base64 of a 64-byte ed25519 signature",
+    ),
+    (
+        "not base64",
+        lambda s: {**s, "value": "!" + s["value"][1:]},
+        r"signature\.value=.* is not the standard base64 of a 64-byte ed25519 signature",
+    ),
 ]
 
 
@@ -250,8 +296,11 @@ def test_a_malformed_signature_field_is_refused_even_without_trusted_keys(signed
     document = json.loads(signed.read_bytes())
     document["signature"] = edit(document["signature"])
     signed.write_bytes(canonical_bytes(document))
-    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(signed))}: {message}; "
-                                            rf"{RESIGN.format(re.escape(str(signed)))}$"):
+    with pytest.raises(
+        ArtifactError,
+        match=rf"^{re.escape(str(signed))}: {message}; "
+        rf"{RESIGN.format(re.escape(str(signed)))}$",
+    ):
         load_artifact(signed)
 
 
@@ -268,25 +317,34 @@ def test_sign_replaces_a_signature_and_keeps_the_payload_bytes(signed, keys):
 
 
 def test_loading_without_trusted_keys_never_imports_cryptography_and_with_them_names_the_extra(signed, keys):
-    code = ("import sys\nsys.modules['cryptography'] = None\n"
-            "import certfsm.runtime as rt\nfrom certfsm._errors import SigningError\n"
-            f"ctl = rt.load({str(signed)!r})\n"
-            "assert not any(name.startswith('cryptography') and sys.modules[name] is not None for name in sys.modules)\n"
-            "try:\n"
-            f"    rt.load({str(signed)!r}, trusted_keys=[{str(pub(keys, 'ours'))!r}])\n"
-            "except SigningError as error:\n    print(error)\n")
+    code = (
+        "import sys\nsys.modules['cryptography'] = None\n"
+        "import certfsm.runtime as rt\nfrom certfsm._errors import SigningError\n"
+        f"ctl = rt.load({str(signed)!r})\n"
+        "assert not any(name.startswith('cryptography') and sys.modules[name] is not None for name in sys.modules)\n"
+        "try:\n"
+        f"    rt.load({str(signed)!r}, trusted_keys=[{str(pub(keys, 'ours'))!r}])\n"
+        "except SigningError as error:\n    print(error)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == ("checking signatures (trusted keys) needs the cryptography package, which is not "
-                           'installed; run pip install "certfsm[sign]"\n')
+    assert done.stdout == (
+        "checking signatures (trusted keys) needs the cryptography package, which is not "
+        'installed; run pip install "certfsm[sign]"\n'
+    )
 
 
 def test_keygen_without_cryptography_is_one_line_naming_the_extra(tmp_path):
-    code = ("import sys\nsys.modules['cryptography'] = None\nfrom certfsm.cli import main\n"
-            f"sys.exit(main(['keygen', '--out', {str(tmp_path / 'k')!r}]))")
+    code = (
+        "import sys\nsys.modules['cryptography'] = None\nfrom certfsm.cli import main\n"
+        f"sys.exit(main(['keygen', '--out', {str(tmp_path / 'k')!r}]))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    one_line_error(done, r'certfsm keygen needs the cryptography package, which is not installed; '
-                         r'run pip install "certfsm\[sign\]"')
+    one_line_error(
+        done,
+        r"certfsm keygen needs the cryptography package, which is not installed; "
+        r'run pip install "certfsm\[sign\]"',
+    )
     assert not (tmp_path / "k").exists()
 
 
@@ -297,13 +355,17 @@ def test_inspect_says_whether_and_by_whom_an_artifact_is_signed(signed, keys, tm
     inspection = inspect_artifact(signed)
     assert inspection.is_ok
     assert f"signature: signed by {keys['ours'][2]} (ed25519)" in inspection.lines
-    assert f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: check it against trusted " \
-           "public keys (KEY.pub) with trusted_keys=" in inspection.lines
+    assert (
+        f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: check it against trusted "
+        "public keys (KEY.pub) with trusted_keys=" in inspection.lines
+    )
     assert not any("--" in line for line in inspection.lines)
     done = cli("inspect", signed)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: check it against trusted " \
-           "public keys (KEY.pub) with --trust" in done.stdout.splitlines()
+    assert (
+        f"  ok      signature: signed by {keys['ours'][2]} (ed25519); not verified: check it against trusted "
+        "public keys (KEY.pub) with --trust" in done.stdout.splitlines()
+    )
     unsigned = inspect_artifact(unsigned_copy(signed, tmp_path / "unsigned.cfsm"))
     assert unsigned.is_ok and "signature: unsigned" in unsigned.lines
     assert "signature" not in [check.name for check in unsigned.checks]
@@ -312,13 +374,19 @@ def test_inspect_says_whether_and_by_whom_an_artifact_is_signed(signed, keys, tm
 def test_inspect_trust_cli_passes_with_the_signing_key_and_fails_otherwise(signed, keys, tmp_path):
     done = cli("inspect", signed, "--trust", pub(keys, "theirs"), "--trust", pub(keys, "ours"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"  ok      signature: signed by {keys['ours'][2]}, a trusted key; the ed25519 signature verifies over " \
-           "the payload" in done.stdout.splitlines()
+    assert (
+        f"  ok      signature: signed by {keys['ours'][2]}, a trusted key; the ed25519 signature verifies over "
+        "the payload" in done.stdout.splitlines()
+    )
     done = cli("inspect", signed, "--trust", pub(keys, "theirs"))
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert any(line.startswith(f"  FAILED  signature: {signed}: signed by key id {keys['ours'][2]}, which is not a "
-                               "trusted key") for line in lines)
+    assert any(
+        line.startswith(
+            f"  FAILED  signature: {signed}: signed by key id {keys['ours'][2]}, which is not a trusted key"
+        )
+        for line in lines
+    )
     assert lines[-1] == "verdict: FAILED: the signature check did not pass"
     unsigned = unsigned_copy(signed, tmp_path / "unsigned.cfsm")
     done = cli("inspect", unsigned, "--trust", pub(keys, "ours"))
@@ -332,8 +400,11 @@ def test_inspect_trust_cli_passes_with_the_signing_key_and_fails_otherwise(signe
 def test_sign_cli_signs_an_unsigned_artifact_in_place(signed, keys, tmp_path):
     unsigned = unsigned_copy(signed, tmp_path / "unsigned.cfsm")
     done = cli("sign", unsigned, "--key", keys["ours"][0])
-    assert (done.returncode, done.stdout, done.stderr) == (0, f"{unsigned}: signed by {keys['ours'][2]} (ed25519)\n",
-                                                           "")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"{unsigned}: signed by {keys['ours'][2]} (ed25519)\n",
+        "",
+    )
     assert unsigned.read_bytes() == signed.read_bytes()  # Ed25519 is deterministic: the same bytes as distill --sign
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
@@ -349,21 +420,35 @@ def bad_inputs(tmp_path, keys, signed):
     pub_fix = r"give the public key file KEY\.pub written by certfsm keygen --out KEY"
     return [
         (("sign", signed, "--key", keys["ours"][1]), rf"{p}: a public key, not a private key; {priv_fix}"),
-        (("sign", signed, "--key", garbage),
-         rf"{g}: not an unencrypted PEM private key \(PKCS8\), or a damaged one; {priv_fix}"),
-        (("sign", signed, "--key", rsa_like),
-         rf"{t}: not an unencrypted PEM private key \(PKCS8\), or a damaged one; {priv_fix}"),
-        (("sign", signed, "--key", tmp_path / "absent"),
-         rf"{re.escape(str(tmp_path / 'absent'))}: no such private key file; {priv_fix}"),
-        (("sign", tmp_path / "absent.cfsm", "--key", keys["ours"][0]),
-         rf"{re.escape(str(tmp_path / 'absent.cfsm'))}: no such file .*"),
-        (("inspect", signed, "--trust", keys["ours"][0]),
-         rf"{k}: holds a private key, but a trusted key is a public key; {pub_fix} \(and keep the private key off "
-         r"the target\)"),
-        (("inspect", signed, "--trust", garbage),
-         rf"{g}: not a PEM public key \(SubjectPublicKeyInfo\), or a damaged one; {pub_fix}"),
-        (("distill", "--example", "--out", tmp_path / "x.cfsm", "--sign", keys["ours"][1]),
-         rf"{p}: a public key, not a private key; {priv_fix}"),
+        (
+            ("sign", signed, "--key", garbage),
+            rf"{g}: not an unencrypted PEM private key \(PKCS8\), or a damaged one; {priv_fix}",
+        ),
+        (
+            ("sign", signed, "--key", rsa_like),
+            rf"{t}: not an unencrypted PEM private key \(PKCS8\), or a damaged one; {priv_fix}",
+        ),
+        (
+            ("sign", signed, "--key", tmp_path / "absent"),
+            rf"{re.escape(str(tmp_path / 'absent'))}: no such private key file; {priv_fix}",
+        ),
+        (
+            ("sign", tmp_path / "absent.cfsm", "--key", keys["ours"][0]),
+            rf"{re.escape(str(tmp_path / 'absent.cfsm'))}: no such file .*",
+        ),
+        (
+            ("inspect", signed, "--trust", keys["ours"][0]),
+            rf"{k}: holds a private key, but a trusted key is a public key; {pub_fix} \(and keep the private key off "
+            r"the target\)",
+        ),
+        (
+            ("inspect", signed, "--trust", garbage),
+            rf"{g}: not a PEM public key \(SubjectPublicKeyInfo\), or a damaged one; {pub_fix}",
+        ),
+        (
+            ("distill", "--example", "--out", tmp_path / "x.cfsm", "--sign", keys["ours"][1]),
+            rf"{p}: a public key, not a private key; {priv_fix}",
+        ),
     ]
 
 

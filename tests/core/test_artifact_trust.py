@@ -45,8 +45,15 @@ def original(distilled_example):
 def rehash(folder, payload, name="edited.cfsm"):
     """Write `payload` as the attacker does: the hash recomputed, the bytes canonical."""
     path = folder / name
-    path.write_bytes(canonical_bytes({"certfsm_artifact": ARTIFACT_FORMAT_VERSION, "sha256": sha256_hex(canonical_bytes(payload)),
-                                      "payload": payload}))
+    path.write_bytes(
+        canonical_bytes(
+            {
+                "certfsm_artifact": ARTIFACT_FORMAT_VERSION,
+                "sha256": sha256_hex(canonical_bytes(payload)),
+                "payload": payload,
+            }
+        )
+    )
     return path
 
 
@@ -57,8 +64,11 @@ def shape_of(payload):
 def cells_where(payload, predicate):
     """Flat cells whose bins, proposal, status and allowed mask satisfy `predicate(bins, proposal, status, mask)`."""
     shape, table = shape_of(payload), payload["table"]
-    return [k for k in range(len(table["proposal"]))
-            if predicate(np.unravel_index(k, shape), table["proposal"][k], table["status"][k], table["allowed"][k])]
+    return [
+        k
+        for k in range(len(table["proposal"]))
+        if predicate(np.unravel_index(k, shape), table["proposal"][k], table["status"][k], table["allowed"][k])
+    ]
 
 
 def masks_of(spec_document):
@@ -92,12 +102,12 @@ def exact_token_swapped_for_another_allowed(p):
 
 def conservative_cell_turned_exact(p):
     k = cells_where(p, lambda b, t, s, m: s == "c")[0]
-    p["table"]["status"] = p["table"]["status"][:k] + "e" + p["table"]["status"][k + 1:]
+    p["table"]["status"] = p["table"]["status"][:k] + "e" + p["table"]["status"][k + 1 :]
 
 
 def conservative_cell_turned_exact_with_a_token(p):
     k = cells_where(p, lambda b, t, s, m: s == "c" and m >> FUSE & 1)[0]
-    p["table"]["status"] = p["table"]["status"][:k] + "e" + p["table"]["status"][k + 1:]
+    p["table"]["status"] = p["table"]["status"][:k] + "e" + p["table"]["status"][k + 1 :]
     p["table"]["proposal"][k] = FUSE
 
 
@@ -209,64 +219,121 @@ HOT_CELL = r"cell \d+ \(bins \d+, \d+, \d+, 4, \d+\)"
 
 # (edit, the check of `certfsm inspect` that fails, the loader's line without file label and fix)
 REFUSED = [
-    (int4_when_hot, "structure",
-     rf"payload\.table\.allowed\[\d+\]=\d+ in {HOT_CELL} differs from the mask \d+ that the spec's legality rules "
-     r"give: it allows INT4, which rule 'no-int4-when-hot' of payload\.spec\.legality_rules forbids there"),
-    (exact_token_not_allowed, "structure",
-     rf"payload\.table\.proposal\[\d+\]=2 \(INT4\) is not allowed in {HOT_CELL} \(allowed there: KEEP, FUSE_CONV"
-     r"(, OFFLOAD_CPU)?\); the table may propose only an allowed token"),
-    (conservative_cell_given_a_token, "structure",
-     rf"payload\.table\.proposal\[\d+\]=1 \(FUSE_CONV\) in {CELL}, whose status is 'c' \(conservative\); a "
-     r"conservative cell holds the conservative token 0 \(KEEP\)"),
-    (cooldown_in_machine_only, "structure",
-     r"payload\.spec\.hysteresis\.cooldown_cycles=8 differs from payload\.machine\.cooldown_cycles=0"),
-    (every_token_overridable_in_both, "structure",
-     r"payload\.machine\.overridable lists SPARSE_2_4 \(output 4\), which is not in payload\.spec\.legal_tokens; "
-     r"an override may force only legal tokens"),
-    (rule_box_moved, "structure",
-     rf"payload\.table\.allowed\[\d+\]=\d+ in {CELL} differs from the mask \d+ that the spec's legality rules give: "
-     r"it allows INT4, which rule 'no-int4-when-hot' of payload\.spec\.legality_rules forbids there"),
-    (rule_box_deleted, "structure",
-     rf"payload\.table\.allowed\[\d+\]=\d+ in {HOT_CELL} differs from the mask \d+ that the spec's legality rules "
-     r"give: it forbids INT4, which no rule of payload\.spec\.legality_rules forbids there"),
-    (rule_forbids_the_conservative_token, "structure",
-     r"payload\.spec\.legality_rules\[0\]\.forbid\[0\]=\"KEEP\" is the conservative token, which must be allowed "
-     r"in every cell"),
-    (rule_names_no_input, "structure",
-     r"payload\.spec\.legality_rules\[0\]\.when\.temp names no input of payload\.spec\.inputs \(compute_util, "
-     r"mem_bw_util, l2_miss_rate, temperature, queue_depth\)"),
-    (gate_probability_below_one_in_k, "structure",
-     r"payload\.spec\.confidence_gate\.probability=0\.1 gives the logit margin -0\.81093 with K=5 outputs; a gate "
-     r"needs a margin >= 0"),
-    (gate_margin_and_probability, "structure",
-     r"payload\.spec\.confidence_gate=\{\"margin\": 0\.0, \"probability\": 0\.9\} does not give exactly one of "
-     r"margin and probability"),
-    (grid_start_moved_in_both, "structure",
-     r"payload\.spec\.inputs\[3\]\.edges\[0\]=10\.0 differs from payload\.spec\.inputs\[3\]\.min=20(\.0)?; the "
-     r"first edge must equal min"),
-    (certificate_entry_removed, "certificate",
-     r"the certificate has no entry for 'machine-switch-cooldown', but the runtime needs every property certfsm "
-     r"distill proves"),
-    (certificate_entries_all_but_one_removed, "certificate",
-     r"the certificate has no entry for 'table-tokens' \(nor 16 more\), but the runtime needs every property "
-     r"certfsm distill proves"),
-    (certificate_entry_not_required, "certificate",
-     r"certificate\[2\] 'table-masks' has required=false, but the runtime needs every property certfsm distill "
-     r"proves"),
-    (certificate_entry_extra, "certificate",
-     r"certificate\[18\] 'table-anything' is not one of the 18 properties certfsm distill proves \(cells-exact, "
-     r"table-\{tokens,masks,codes\}, machine-\{invariant-initial,invariant-inductive,<property>\}, "
-     r"enumeration-<property>\)"),
-    (certificate_cells_by_sampling, "certificate",
-     r"certificate\[0\] 'cells-exact' names engine 'sampling', which cannot prove it \(expected: 'none' when no "
-     r"cell is exact, else the engines of the exact cells joined by '\+', sorted, each one of bounds, check, "
-     r"marabou, z3\)"),
-    (certificate_machine_by_marabou, "certificate",
-     r"certificate\[7\] 'machine-output-allowed' names engine 'marabou', which cannot prove it \(expected: z3 "
-     r"only: the machine's SMT-LIB query is unsat over exact arithmetic\)"),
-    (certificate_enumeration_by_z3, "certificate",
-     r"certificate\[15\] 'enumeration-switch-cooldown' names engine 'z3', which cannot prove it \(expected: "
-     r"explicit only: the complete explicit-state enumeration\)"),
+    (
+        int4_when_hot,
+        "structure",
+        rf"payload\.table\.allowed\[\d+\]=\d+ in {HOT_CELL} differs from the mask \d+ that the spec's legality rules "
+        r"give: it allows INT4, which rule 'no-int4-when-hot' of payload\.spec\.legality_rules forbids there",
+    ),
+    (
+        exact_token_not_allowed,
+        "structure",
+        rf"payload\.table\.proposal\[\d+\]=2 \(INT4\) is not allowed in {HOT_CELL} \(allowed there: KEEP, FUSE_CONV"
+        r"(, OFFLOAD_CPU)?\); the table may propose only an allowed token",
+    ),
+    (
+        conservative_cell_given_a_token,
+        "structure",
+        rf"payload\.table\.proposal\[\d+\]=1 \(FUSE_CONV\) in {CELL}, whose status is 'c' \(conservative\); a "
+        r"conservative cell holds the conservative token 0 \(KEEP\)",
+    ),
+    (
+        cooldown_in_machine_only,
+        "structure",
+        r"payload\.spec\.hysteresis\.cooldown_cycles=8 differs from payload\.machine\.cooldown_cycles=0",
+    ),
+    (
+        every_token_overridable_in_both,
+        "structure",
+        r"payload\.machine\.overridable lists SPARSE_2_4 \(output 4\), which is not in payload\.spec\.legal_tokens; "
+        r"an override may force only legal tokens",
+    ),
+    (
+        rule_box_moved,
+        "structure",
+        rf"payload\.table\.allowed\[\d+\]=\d+ in {CELL} differs from the mask \d+ that the spec's legality rules give: "
+        r"it allows INT4, which rule 'no-int4-when-hot' of payload\.spec\.legality_rules forbids there",
+    ),
+    (
+        rule_box_deleted,
+        "structure",
+        rf"payload\.table\.allowed\[\d+\]=\d+ in {HOT_CELL} differs from the mask \d+ that the spec's legality rules "
+        r"give: it forbids INT4, which no rule of payload\.spec\.legality_rules forbids there",
+    ),
+    (
+        rule_forbids_the_conservative_token,
+        "structure",
+        r"payload\.spec\.legality_rules\[0\]\.forbid\[0\]=\"KEEP\" is the conservative token, which must be allowed "
+        r"in every cell",
+    ),
+    (
+        rule_names_no_input,
+        "structure",
+        r"payload\.spec\.legality_rules\[0\]\.when\.temp names no input of payload\.spec\.inputs \(compute_util, "
+        r"mem_bw_util, l2_miss_rate, temperature, queue_depth\)",
+    ),
+    (
+        gate_probability_below_one_in_k,
+        "structure",
+        r"payload\.spec\.confidence_gate\.probability=0\.1 gives the logit margin -0\.81093 with K=5 outputs; a gate "
+        r"needs a margin >= 0",
+    ),
+    (
+        gate_margin_and_probability,
+        "structure",
+        r"payload\.spec\.confidence_gate=\{\"margin\": 0\.0, \"probability\": 0\.9\} does not give exactly one of "
+        r"margin and probability",
+    ),
+    (
+        grid_start_moved_in_both,
+        "structure",
+        r"payload\.spec\.inputs\[3\]\.edges\[0\]=10\.0 differs from payload\.spec\.inputs\[3\]\.min=20(\.0)?; the "
+        r"first edge must equal min",
+    ),
+    (
+        certificate_entry_removed,
+        "certificate",
+        r"the certificate has no entry for 'machine-switch-cooldown', but the runtime needs every property certfsm "
+        r"distill proves",
+    ),
+    (
+        certificate_entries_all_but_one_removed,
+        "certificate",
+        r"the certificate has no entry for 'table-tokens' \(nor 16 more\), but the runtime needs every property "
+        r"certfsm distill proves",
+    ),
+    (
+        certificate_entry_not_required,
+        "certificate",
+        r"certificate\[2\] 'table-masks' has required=false, but the runtime needs every property certfsm distill "
+        r"proves",
+    ),
+    (
+        certificate_entry_extra,
+        "certificate",
+        r"certificate\[18\] 'table-anything' is not one of the 18 properties certfsm distill proves \(cells-exact, "
+        r"table-\{tokens,masks,codes\}, machine-\{invariant-initial,invariant-inductive,<property>\}, "
+        r"enumeration-<property>\)",
+    ),
+    (
+        certificate_cells_by_sampling,
+        "certificate",
+        r"certificate\[0\] 'cells-exact' names engine 'sampling', which cannot prove it \(expected: 'none' when no "
+        r"cell is exact, else the engines of the exact cells joined by '\+', sorted, each one of bounds, check, "
+        r"marabou, z3\)",
+    ),
+    (
+        certificate_machine_by_marabou,
+        "certificate",
+        r"certificate\[7\] 'machine-output-allowed' names engine 'marabou', which cannot prove it \(expected: z3 "
+        r"only: the machine's SMT-LIB query is unsat over exact arithmetic\)",
+    ),
+    (
+        certificate_enumeration_by_z3,
+        "certificate",
+        r"certificate\[15\] 'enumeration-switch-cooldown' names engine 'z3', which cannot prove it \(expected: "
+        r"explicit only: the complete explicit-state enumeration\)",
+    ),
 ]
 
 # The rehashed edits part 1 cannot catch, each with the part of issue 9 that does. They must still load.
@@ -294,8 +361,9 @@ def fix_of(failing):
 
 
 @pytest.mark.parametrize("edit, failing, message", REFUSED, ids=[edit.__name__ for edit, _, _ in REFUSED])
-def test_a_rehashed_edit_is_refused_naming_the_item_and_inspect_names_it_too(original, tmp_path, edit, failing,
-                                                                            message):
+def test_a_rehashed_edit_is_refused_naming_the_item_and_inspect_names_it_too(
+    original, tmp_path, edit, failing, message
+):
     payload = copy.deepcopy(original)
     edit(payload)
     path = rehash(tmp_path, payload)
@@ -345,8 +413,11 @@ def test_a_rehashed_edit_of_a_signed_artifact_is_refused_with_the_trusted_key(si
     path.write_bytes(canonical_bytes({**document, "sha256": sha256_hex(canonical_bytes(payload)), "payload": payload}))
     assert load_artifact(path).is_certified  # without trusted keys the rehashed edit still loads
     key_id = document["signature"]["key_id"]
-    with pytest.raises(ArtifactError, match=rf"^{re.escape(str(path))}: the signature by key id {key_id} does not "
-                                            r"verify over the payload: "):
+    with pytest.raises(
+        ArtifactError,
+        match=rf"^{re.escape(str(path))}: the signature by key id {key_id} does not "
+        r"verify over the payload: ",
+    ):
         load_artifact(path, trusted_keys=[trusted])
 
 
@@ -362,8 +433,12 @@ def test_the_required_properties_are_what_the_pipeline_writes(distilled_example)
     from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES
 
     spec, run, _ = distilled_example
-    expected = (("cells-exact",) + TABLE_PROPERTIES + tuple(f"machine-{n}" for n in INVARIANT_QUERIES + MACHINE_PROPERTIES)
-                + tuple(f"enumeration-{n}" for n in MACHINE_PROPERTIES))
+    expected = (
+        ("cells-exact",)
+        + TABLE_PROPERTIES
+        + tuple(f"machine-{n}" for n in INVARIANT_QUERIES + MACHINE_PROPERTIES)
+        + tuple(f"enumeration-{n}" for n in MACHINE_PROPERTIES)
+    )
     assert required_properties(spec.to_json()) == expected
     assert tuple(entry.property for entry in run.certificate) == expected
     assert all(entry.required for entry in run.certificate)
@@ -398,12 +473,26 @@ def grids_and_rules(draw):
                     side["max"] = high
                 if side:
                     when[item["name"]] = side
-        rules.append({"name": f"r{j}", "when": when, "forbid": draw(st.lists(st.sampled_from(["B", "C"]),
-                                                                             min_size=1, max_size=2, unique=True))})
+        rules.append(
+            {
+                "name": f"r{j}",
+                "when": when,
+                "forbid": draw(st.lists(st.sampled_from(["B", "C"]), min_size=1, max_size=2, unique=True)),
+            }
+        )
     legal = ["A", "B", "C"] if draw(st.booleans()) else ["A", "B"]
-    return {"certfsm_spec": 1, "name": "random", "model": "m.onnx", "inputs": inputs, "outputs": ["A", "B", "C"],
-            "tokens": {"A": 0, "B": 1, "C": 2}, "legal_tokens": legal, "decision": "argmax",
-            "conservative_token": "A", "legality_rules": rules}
+    return {
+        "certfsm_spec": 1,
+        "name": "random",
+        "model": "m.onnx",
+        "inputs": inputs,
+        "outputs": ["A", "B", "C"],
+        "tokens": {"A": 0, "B": 1, "C": 2},
+        "legal_tokens": legal,
+        "decision": "argmax",
+        "conservative_token": "A",
+        "legality_rules": rules,
+    }
 
 
 @settings(max_examples=examples(150), deadline=None)

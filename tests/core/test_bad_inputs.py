@@ -20,24 +20,33 @@ import pytest
 from certfsm._errors import ModelError, SpecError, VnnlibError
 from parse_contract import Parser
 
-BAD_INPUTS = Path(os.environ.get("CERTFSM_BAD_INPUTS")
-                  or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "bad-inputs")
+BAD_INPUTS = Path(
+    os.environ.get("CERTFSM_BAD_INPUTS") or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "bad-inputs"
+)
 ACASXU_NETWORK = BAD_INPUTS.parent / "acasxu" / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx"
 TIME_LIMIT = 60.0
 """Seconds for one CLI run, start-up included: a hang detector, far above the parsers' well-under-one-second
 answers so that a loaded machine does not turn it into a flake."""
 
-PARSERS = {"vnn_": ("certfsm.verify._vnnlib.parse_vnnlib", VnnlibError),
-           "spec_": ("certfsm._spec_reading.load_spec", SpecError),
-           "onnx_": ("certfsm._onnx.load_onnx", ModelError)}
+PARSERS = {
+    "vnn_": ("certfsm.verify._vnnlib.parse_vnnlib", VnnlibError),
+    "spec_": ("certfsm._spec_reading.load_spec", SpecError),
+    "onnx_": ("certfsm._onnx.load_onnx", ModelError),
+}
 
 FILES = sorted(path.name for path in BAD_INPUTS.glob("*") if path.name.startswith(tuple(PARSERS))) or [
-    pytest.param(None, marks=pytest.mark.skip(reason=f"bad inputs not found at {BAD_INPUTS}; "
-                                                     "set CERTFSM_BAD_INPUTS to the folder"))]
+    pytest.param(
+        None,
+        marks=pytest.mark.skip(reason=f"bad inputs not found at {BAD_INPUTS}; set CERTFSM_BAD_INPUTS to the folder"),
+    )
+]
 
 # A VNN-LIB property over 5 inputs and 5 outputs, the shape of the ACAS Xu networks and of coadapt.onnx.
-PROPERTY = "".join(f"(declare-const X_{i} Real)\n(assert (>= X_{i} 0))\n(assert (<= X_{i} 1))\n" for i in range(5)) \
-    + "".join(f"(declare-const Y_{j} Real)\n" for j in range(5)) + "(assert (>= Y_0 Y_1))\n"
+PROPERTY = (
+    "".join(f"(declare-const X_{i} Real)\n(assert (>= X_{i} 0))\n(assert (<= X_{i} 1))\n" for i in range(5))
+    + "".join(f"(declare-const Y_{j} Real)\n" for j in range(5))
+    + "(assert (>= Y_0 Y_1))\n"
+)
 
 
 def _kind(name: str) -> str:
@@ -69,12 +78,25 @@ def _commands(name: str, tmp_path: Path) -> list[list[str]]:
         return [["spec", "check", str(path)], ["verify", str(path), "--report", str(report), "--no-progress"]]
     if name.startswith("vnn_"):
         network = ACASXU_NETWORK if ACASXU_NETWORK.is_file() else BAD_INPUTS / "coadapt.onnx"
-        return [["vnnlib", str(network), str(path), "--timeout", "5", "--out", str(out), "--report", str(report),
-                 "--no-progress"]]
+        return [
+            [
+                "vnnlib",
+                str(network),
+                str(path),
+                "--timeout",
+                "5",
+                "--out",
+                str(out),
+                "--report",
+                str(report),
+                "--no-progress",
+            ]
+        ]
     prop = tmp_path / "property.vnnlib"
     prop.write_text(PROPERTY)
-    return [["vnnlib", str(path), str(prop), "--timeout", "5", "--out", str(out), "--report", str(report),
-             "--no-progress"]]
+    return [
+        ["vnnlib", str(path), str(prop), "--timeout", "5", "--out", str(out), "--report", str(report), "--no-progress"]
+    ]
 
 
 @pytest.mark.slow
@@ -85,8 +107,9 @@ def test_the_cli_answers_in_one_line_with_exit_2(name, tmp_path):
     (tmp_path / "result.txt").write_text("old result")
     for arguments in _commands(name, tmp_path):
         try:
-            done = subprocess.run([sys.executable, "-m", "certfsm.cli", *arguments], capture_output=True, text=True,
-                                  timeout=TIME_LIMIT)
+            done = subprocess.run(
+                [sys.executable, "-m", "certfsm.cli", *arguments], capture_output=True, text=True, timeout=TIME_LIMIT
+            )
         except subprocess.TimeoutExpired:
             pytest.fail(f"certfsm {' '.join(arguments)} gave no answer within {TIME_LIMIT} s")
         lines = done.stderr.splitlines()

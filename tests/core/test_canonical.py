@@ -28,27 +28,40 @@ def test_canonical_bytes_turn_numpy_values_and_tuples_into_plain_json():
     assert canonical_bytes(value) == b'{"grid":[0,1,2],"n":7,"ok":true,"t":[1,2],"x":0.10000000149011612}'
 
 
-@pytest.mark.parametrize("value, message", [
-    ({"table": [1.0, float("nan")]},
-     r"^cannot write canonical JSON: table\[1\]=nan is not a finite number \(JSON has no NaN or Infinity\); "
-     r"give a finite number$"),
-    ({"a": {1: "x"}},
-     r"^cannot write canonical JSON: a has the key 1 of type int; JSON object keys are strings, convert it$"),
-    ({"a": [object()]},
-     r"^cannot write canonical JSON: a\[0\] is of type object; give numbers, strings, booleans, None, lists or "
-     r"dicts$"),
-    (np.array([1.0, np.inf]), r"^cannot write canonical JSON: the value\[1\]=inf is not a finite number"),
-    (float("nan"), r"^cannot write canonical JSON: the value=nan is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            {"table": [1.0, float("nan")]},
+            r"^cannot write canonical JSON: table\[1\]=nan is not a finite number \(JSON has no NaN or Infinity\); "
+            r"give a finite number$",
+        ),
+        (
+            {"a": {1: "x"}},
+            r"^cannot write canonical JSON: a has the key 1 of type int; JSON object keys are strings, convert it$",
+        ),
+        (
+            {"a": [object()]},
+            r"^cannot write canonical JSON: a\[0\] is of type object; give numbers, strings, booleans, None, lists or "
+            r"dicts$",
+        ),
+        (np.array([1.0, np.inf]), r"^cannot write canonical JSON: the value\[1\]=inf is not a finite number"),
+        (float("nan"), r"^cannot write canonical JSON: the value=nan is not a finite number"),
+    ],
+)
 def test_canonical_bytes_refuse_what_would_not_read_back(value, message):
     with pytest.raises(ArtifactError, match=message):
         canonical_bytes(value)
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                    | st.text(), lambda inner: st.lists(inner, max_size=4)
-                    | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=20))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_canonical_bytes_are_a_fixed_point_of_parsing(value):
     data = canonical_bytes(value)
     assert json.loads(data) == value

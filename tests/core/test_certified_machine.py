@@ -67,11 +67,13 @@ def test_scalar_binning_agrees_with_the_vectorised_grid_everywhere_edges_include
 def test_the_fixed_point_path_decides_exactly_as_the_real_path_on_every_representable_value(data, machine):
     """v and the real v * 2^-frac_bits fall in the same cell (docs/semantics.md, "Fixed point")."""
     values = []
-    for (low, high), bits, edges in zip(((t[1], t[2]) for t in machine.fixed_point), machine.frac_bits,
-                                        machine.edges):
+    for (low, high), bits, edges in zip(((t[1], t[2]) for t in machine.fixed_point), machine.frac_bits, machine.edges):
         around = st.sampled_from(machine.fixed_point[len(values)][0] + (low, high))
-        values.append(data.draw(st.one_of(st.integers(low - 3, high + 3), around.map(lambda v: v + data.draw(
-            st.integers(-1, 1))))))
+        values.append(
+            data.draw(
+                st.one_of(st.integers(low - 3, high + 3), around.map(lambda v: v + data.draw(st.integers(-1, 1))))
+            )
+        )
     real = [math.ldexp(v, -bits) for v, bits in zip(values, machine.frac_bits)]
     assert all(Fraction(r) == Fraction(v, 1 << b) for r, v, b in zip(real, values, machine.frac_bits))
     assert machine.cell_of_fixed(values) == machine.cell_of(real)
@@ -85,9 +87,11 @@ def test_step_through_the_machine_is_the_step_function_on_the_cells_row(machine)
     for _ in range(2000):
         cell = int(rng.integers(-1, machine.n_cells))
         sla_ok, override = bool(rng.random() > 0.1), (None if rng.random() > 0.2 else int(rng.integers(0, 5)))
-        expected = (step(machine.params, state, None, None, False, sla_ok, override) if cell < 0 else
-                    step(machine.params, state, machine.proposal[cell], machine.allowed_row(cell), True, sla_ok,
-                         override))
+        expected = (
+            step(machine.params, state, None, None, False, sla_ok, override)
+            if cell < 0
+            else step(machine.params, state, machine.proposal[cell], machine.allowed_row(cell), True, sla_ok, override)
+        )
         got = machine.step(state, cell, sla_ok, override)
         assert got == expected
         state = got[0]
@@ -102,12 +106,15 @@ def test_values_that_are_not_readings_fall_back_rather_than_raise(machine, value
     assert token == machine.params.conservative and reason == Reason.FALLBACK_ENVELOPE
 
 
-@pytest.mark.parametrize("reading, error, message", [
-    ([1.0, 2.0], ValueError, r"^reading has 2 values but the machine has 5 inputs \(compute_util, "),
-    ("abcde", TypeError, r"^reading: input compute_util = 'a' is not a number$"),
-    (42, TypeError, r"^reading 42 is not a sequence; give one value per input \(compute_util, "),
-    ([1.0, 2.0, True, 4.0, 5.0], TypeError, r"^reading: input l2_miss_rate = True is not a number$"),
-])
+@pytest.mark.parametrize(
+    "reading, error, message",
+    [
+        ([1.0, 2.0], ValueError, r"^reading has 2 values but the machine has 5 inputs \(compute_util, "),
+        ("abcde", TypeError, r"^reading: input compute_util = 'a' is not a number$"),
+        (42, TypeError, r"^reading 42 is not a sequence; give one value per input \(compute_util, "),
+        ([1.0, 2.0, True, 4.0, 5.0], TypeError, r"^reading: input l2_miss_rate = True is not a number$"),
+    ],
+)
 def test_a_malformed_reading_is_a_clear_error_naming_the_input(machine, reading, error, message):
     with pytest.raises(error, match=message):
         machine.cell_of(reading)
@@ -120,8 +127,10 @@ def test_the_fixed_point_path_refuses_floats_naming_the_input(machine):
 
 def test_the_core_machine_imports_with_the_standard_library_alone():
     """An embedded target runs the scalar path without numpy: importing certfsm.machine must not load it."""
-    code = ("import sys; sys.modules['numpy'] = None; import certfsm.machine as m; "
-            "print(m.Machine.__name__, 'numpy' in sys.modules and sys.modules['numpy'] is not None)")
+    code = (
+        "import sys; sys.modules['numpy'] = None; import certfsm.machine as m; "
+        "print(m.Machine.__name__, 'numpy' in sys.modules and sys.modules['numpy'] is not None)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["Machine", "False"]

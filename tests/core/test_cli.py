@@ -11,7 +11,6 @@ from cli_in_process import run_main
 from cli_run import run_cli
 
 
-
 def assert_one_line_error(code, stderr, pattern):
     import re
 
@@ -45,8 +44,9 @@ def test_verify_example_proves_everything_and_writes_the_report(example_report):
 @pytest.mark.slow
 def test_unsafe_example_reports_a_validated_counterexample_in_input_units(tmp_path):
     folder = tmp_path / "report"
-    code, out, err = run_cli("verify", "--example", "--example-name", "coadapt_unsafe", "--report", folder,
-                             "--no-progress")
+    code, out, err = run_cli(
+        "verify", "--example", "--example-name", "coadapt_unsafe", "--report", folder, "--no-progress"
+    )
     assert code == 1, out + err
     summary = json.loads((folder / "summary.json").read_text())
     hot = next(p for p in summary["properties"] if p["property"] == "legality:no-int4-when-hot")
@@ -85,25 +85,40 @@ def test_debug_flag_shows_the_traceback(tmp_path, example_spec_with):
 
 MISTAKES = [
     (("verify", "--no-progress"), r"^certfsm: error: missing SPEC; give a controller spec file or --example$"),
-    (("verify", "--example", "--engine", "magic"),
-     r"^certfsm: error: --engine magic is not one of auto, marabou, z3, both, bounds; give e\.g\. --engine auto$"),
+    (
+        ("verify", "--example", "--engine", "magic"),
+        r"^certfsm: error: --engine magic is not one of auto, marabou, z3, both, bounds; give e\.g\. --engine auto$",
+    ),
     (("verify", "--example", "--jobs", "0"), r"^certfsm: error: --jobs 0 is not a number of worker processes; "),
     (("vnnlib", "a.onnx", "b.vnnlib", "--jobs", "0"), r"^certfsm: error: --jobs 0 is not a number of worker "),
     (("distill", "--example", "--out", "x.cfsm", "--jobs", "0"), r"^certfsm: error: --jobs 0 is not a number "),
-    (("vnnlib", "a.onnx", "b.vnnlib", "--timeout", "-1"),
-     r"^certfsm: error: --timeout -1 is not a positive number of seconds; give e\.g\. --timeout 60$"),
+    (
+        ("vnnlib", "a.onnx", "b.vnnlib", "--timeout", "-1"),
+        r"^certfsm: error: --timeout -1 is not a positive number of seconds; give e\.g\. --timeout 60$",
+    ),
     (("verify", "--example", "--timeout", "nan"), r"^certfsm: error: --timeout nan is not a positive number "),
     (("distill", "--example", "--out", "x.cfsm", "--timeout", "0"), r"^certfsm: error: --timeout 0 is not a "),
     (("recheck", ".", "--timeout", "-5"), r"^certfsm: error: --timeout -5 is not a positive number of seconds"),
-    (("verify", "--example", "--jobs", "many"), r"^certfsm: error: Invalid value for '--jobs': .*; see certfsm verify --help$"),
+    (
+        ("verify", "--example", "--jobs", "many"),
+        r"^certfsm: error: Invalid value for '--jobs': .*; see certfsm verify --help$",
+    ),
     (("verify", "--example", "--bogus"), r"^certfsm: error: No such option: --bogus.*; see certfsm verify --help$"),
     (("vnnlib",), r"^certfsm: error: Missing argument 'network'.*; see certfsm vnnlib --help$"),
-    (("inspect", "missing.cfsm"), r"^certfsm: error: missing\.cfsm: no such file .*; give the path of a \.cfsm artifact"),
+    (
+        ("inspect", "missing.cfsm"),
+        r"^certfsm: error: missing\.cfsm: no such file .*; give the path of a \.cfsm artifact",
+    ),
     (("verify", "model.onnx"), r"^certfsm: error: SPEC model\.onnx is an ONNX model, not a controller spec; "),
-    (("recheck", ".", "--solver", "yices"),
-     r"^certfsm: error: recheck: --solver yices is not one of \('z3', 'cvc5'\); choose z3 or cvc5$"),
-    (("keygen", "--out", "missing/k"), r"^certfsm: error: missing/k: cannot create the key file \(No such file or "
-                                       r"directory\); choose a writable --out path$"),
+    (
+        ("recheck", ".", "--solver", "yices"),
+        r"^certfsm: error: recheck: --solver yices is not one of \('z3', 'cvc5'\); choose z3 or cvc5$",
+    ),
+    (
+        ("keygen", "--out", "missing/k"),
+        r"^certfsm: error: missing/k: cannot create the key file \(No such file or "
+        r"directory\); choose a writable --out path$",
+    ),
 ]
 
 
@@ -115,15 +130,19 @@ def test_each_command_line_mistake_is_one_line_and_exit_2(args, message, tmp_pat
 
 
 FLAG_WORDS = [
-    ("r: exists and is not a folder; choose another report= path", "r: exists and is not a folder; choose another "
-                                                                   "--report path"),
-    ("probe='nowhere' is not a probe; give probe='trace:FILE.csv'", "--probe nowhere is not a probe; give --probe "
-                                                                    "trace:FILE.csv"),
+    (
+        "r: exists and is not a folder; choose another report= path",
+        "r: exists and is not a folder; choose another --report path",
+    ),
+    (
+        "probe='nowhere' is not a probe; give probe='trace:FILE.csv'",
+        "--probe nowhere is not a probe; give --probe trace:FILE.csv",
+    ),
     ("port=0 is not a TCP port; e.g. port=9108", "--metrics-port 0 is not a TCP port; e.g. --metrics-port 9108"),
     ("port=9: cannot listen", "--metrics-port 9: cannot listen"),
     ("x_input= and y_input= both name a", "--x and --y both name a"),
     ("x_input='my dir' is not an input", "--x 'my dir' is not an input"),
-    ("out=\"it's\" (report=, report=)", "--out 'it'\"'\"'s' (--report, --report)"),
+    ('out="it\'s" (report=, report=)', "--out 'it'\"'\"'s' (--report, --report)"),
     ("give report=DIR", "give --report DIR"),
     ("inputs[2].report=1, my_report=2, samples=3", "inputs[2].report=1, my_report=2, samples=3"),
 ]
@@ -135,8 +154,14 @@ def test_the_cli_writes_each_parameter_the_library_names_as_its_flag(text, expec
     the command does not map, or a field of a larger name, stays as it is."""
     from certfsm.cli import _flag_words
 
-    flags = {"report": "--report", "probe": "--probe", "port": "--metrics-port", "x_input": "--x", "y_input": "--y",
-             "out": "--out"}
+    flags = {
+        "report": "--report",
+        "probe": "--probe",
+        "port": "--metrics-port",
+        "x_input": "--x",
+        "y_input": "--y",
+        "out": "--out",
+    }
     assert _flag_words(text, flags) == expected
 
 
@@ -155,7 +180,9 @@ def test_inspect_of_a_file_that_is_not_an_artifact_is_bad_input(tmp_path):
     assert_one_line_error(*run_main("inspect", not_json)[::2], r"^certfsm: error: .*model\.cfsm: ")
     other_json = tmp_path / "other.cfsm"
     other_json.write_text('{"a": 1}')
-    assert_one_line_error(*run_main("inspect", other_json)[::2], r"^certfsm: error: .*other\.cfsm: .*not a certfsm artifact")
+    assert_one_line_error(
+        *run_main("inspect", other_json)[::2], r"^certfsm: error: .*other\.cfsm: .*not a certfsm artifact"
+    )
 
 
 def test_version_is_printed():
@@ -189,8 +216,15 @@ def test_bad_vnnlib_is_one_line_naming_the_line(tmp_path):
 @pytest.mark.slow
 def test_vnnlib_writes_a_vnncomp_witness_for_a_sat_instance(tmp_path, acasxu):
     out_file = tmp_path / "result.txt"
-    code, out, err = run_cli("vnnlib", acasxu / "onnx/ACASXU_run2a_1_9_batch_2000.onnx",
-                             acasxu / "vnnlib/prop_4.vnnlib", "--timeout", "116", "--out", out_file)
+    code, out, err = run_cli(
+        "vnnlib",
+        acasxu / "onnx/ACASXU_run2a_1_9_batch_2000.onnx",
+        acasxu / "vnnlib/prop_4.vnnlib",
+        "--timeout",
+        "116",
+        "--out",
+        out_file,
+    )
     assert code == 1, err
     text = out_file.read_text()
     assert text.startswith("sat\n((X_0 ") and "(Y_4 " in text and text.endswith(")\n")

@@ -40,8 +40,7 @@ def test_unknown_decision_rule_is_refused():
         decide(np.zeros(3), "softmax")
 
 
-@given(p=st.floats(0.51, 0.999), k=st.integers(2, 8),
-       others=st.lists(st.floats(-5, 5), min_size=7, max_size=7))
+@given(p=st.floats(0.51, 0.999), k=st.integers(2, 8), others=st.lists(st.floats(-5, 5), min_size=7, max_size=7))
 def test_margin_guarantees_the_softmax_probability(p, k, others):
     """If the top logit beats all K-1 others by m, its softmax probability is at least p."""
     m = margin_from_probability(p, k)

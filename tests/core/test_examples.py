@@ -68,7 +68,9 @@ def test_example_spec_path_defaults_to_the_safe_example():
 
 
 def test_example_spec_path_rejects_an_unknown_name():
-    with pytest.raises(SpecError, match=r"^example name='nope' is not a shipped example; use one of coadapt, coadapt_unsafe$"):
+    with pytest.raises(
+        SpecError, match=r"^example name='nope' is not a shipped example; use one of coadapt, coadapt_unsafe$"
+    ):
         example_spec_path("nope")
 
 
@@ -110,7 +112,14 @@ def test_shipped_onnx_is_valid_and_evaluates_in_onnxruntime(name):
     model = onnx.load(str(model_path(name)))
     onnx.checker.check_model(model, full_check=True)
     assert [node.op_type for node in model.graph.node] == [
-        "Sub", "Div", "Gemm", "Relu", "MatMul", "Add", "Relu", "Gemm",
+        "Sub",
+        "Div",
+        "Gemm",
+        "Relu",
+        "MatMul",
+        "Add",
+        "Relu",
+        "Gemm",
     ]
     assert all(initializer.data_type == onnx.TensorProto.FLOAT for initializer in model.graph.initializer)
     session = onnxruntime.InferenceSession(str(model_path(name)), providers=["CPUExecutionProvider"])

@@ -23,8 +23,9 @@ def machine(distilled_example):
 def _values_near_edges(edges):
     """Floats that decide binning: the edges, their float neighbours, beyond the envelope, NaN and infinities."""
     near = [v for e in edges for v in (e, math.nextafter(e, -math.inf), math.nextafter(e, math.inf))]
-    return st.one_of(st.sampled_from(near + [math.nan, math.inf, -math.inf, -0.0]),
-                     st.floats(edges[0] - 10, edges[-1] + 10))
+    return st.one_of(
+        st.sampled_from(near + [math.nan, math.inf, -math.inf, -0.0]), st.floats(edges[0] - 10, edges[-1] + 10)
+    )
 
 
 @settings(max_examples=examples(500), deadline=None)
@@ -49,11 +50,21 @@ def test_compiled_binning_is_cell_of_on_random_readings_and_on_every_edge(machin
     assert OUT_OF_ENVELOPE in got and len(set(got)) > 1000
 
 
-@pytest.mark.parametrize("reading", [
-    [50.0, 50.0, 50.0, None, 10.0], [50.0, 50.0, 50.0, 50, 10.0], [50.0, 50.0, True, 50.0, 10.0],
-    [50.0, 50.0], [50.0] * 6, "abcde", {"compute_util": 1.0}, np.array([50.0] * 5), iter([50.0] * 5),
-    [np.float64(50.0)] * 5,
-])
+@pytest.mark.parametrize(
+    "reading",
+    [
+        [50.0, 50.0, 50.0, None, 10.0],
+        [50.0, 50.0, 50.0, 50, 10.0],
+        [50.0, 50.0, True, 50.0, 10.0],
+        [50.0, 50.0],
+        [50.0] * 6,
+        "abcde",
+        {"compute_util": 1.0},
+        np.array([50.0] * 5),
+        iter([50.0] * 5),
+        [np.float64(50.0)] * 5,
+    ],
+)
 def test_readings_off_the_fast_path_are_left_to_cell_of(machine, reading):
     """None means: ask `Machine.cell_of`, which converts, falls back or names the input in its error."""
     assert compile_cell_of(machine)(reading) is None
@@ -66,8 +77,14 @@ def test_compiled_fixed_point_binning_is_cell_of_fixed(data, machine):
     values = []
     for interior, low, high in machine.fixed_point:
         marks = (*interior, low, high)
-        values.append(data.draw(st.one_of(st.integers(low - 3, high + 3),
-                                          st.sampled_from(marks).map(lambda v: v + data.draw(st.integers(-1, 1))))))
+        values.append(
+            data.draw(
+                st.one_of(
+                    st.integers(low - 3, high + 3),
+                    st.sampled_from(marks).map(lambda v: v + data.draw(st.integers(-1, 1))),
+                )
+            )
+        )
     assert cell_of_fixed(values) == machine.cell_of_fixed(values)
     assert cell_of_fixed([float(v) for v in values]) is None
 

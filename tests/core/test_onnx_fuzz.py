@@ -25,7 +25,9 @@ from parse_contract import FAST, SLOW, check_bytes, mutated, parser_fixture
 
 def _shape_ops_model() -> bytes:
     def constant(name, values):
-        return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(values, np.int64)))
+        return helper.make_node(
+            "Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(values, np.int64))
+        )
 
     nodes = [
         helper.make_node("Flatten", ["x"], ["flat"], name="flatten", axis=1),
@@ -40,10 +42,17 @@ def _shape_ops_model() -> bytes:
         helper.make_node("Mul", ["m", "scale"], ["s"], name="mul"),
         helper.make_node("Identity", ["s"], ["y"], name="identity"),
     ]
-    initializers = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
-                    [("W", [[1, 2, 3], [-1, 0.5, 0.25]]), ("c", [0.1, -0.2]), ("M", [[1, 0], [0.3, 1]]), ("scale", 3.0)]]
-    graph = helper.make_graph(nodes, "shapes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], initializers)
+    initializers = [
+        numpy_helper.from_array(np.array(v, np.float32), n)
+        for n, v in [("W", [[1, 2, 3], [-1, 0.5, 0.25]]), ("c", [0.1, -0.2]), ("M", [[1, 0], [0.3, 1]]), ("scale", 3.0)]
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shapes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model.SerializeToString()
@@ -60,8 +69,11 @@ def _field_damage(draw) -> bytes:
     model = onnx.load_model_from_string(draw(st.sampled_from(SEEDS)))
     graph = model.graph
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["dims", "data_type", "input_dim", "rewire", "drop", "repeat", "op_type",
-                                     "attribute", "outputs"]))
+        kind = draw(
+            st.sampled_from(
+                ["dims", "data_type", "input_dim", "rewire", "drop", "repeat", "op_type", "attribute", "outputs"]
+            )
+        )
         tensor = draw(st.sampled_from(list(graph.initializer)))
         node = draw(st.sampled_from(list(graph.node))) if graph.node else None
         if kind == "dims":
@@ -80,14 +92,33 @@ def _field_damage(draw) -> bytes:
         elif kind == "repeat" and node is not None:
             graph.node.insert(draw(st.integers(0, len(graph.node))), node)
         elif kind == "op_type" and node is not None:
-            node.op_type = draw(st.sampled_from(["Relu", "Gemm", "MatMul", "Add", "Div", "Reshape", "Flatten",
-                                                 "Squeeze", "Unsqueeze", "Identity", "Constant", "Sigmoid"]))
+            node.op_type = draw(
+                st.sampled_from(
+                    [
+                        "Relu",
+                        "Gemm",
+                        "MatMul",
+                        "Add",
+                        "Div",
+                        "Reshape",
+                        "Flatten",
+                        "Squeeze",
+                        "Unsqueeze",
+                        "Identity",
+                        "Constant",
+                        "Sigmoid",
+                    ]
+                )
+            )
         elif kind == "attribute" and node is not None:
-            node.attribute.append(helper.make_attribute(
-                draw(st.sampled_from(["transA", "transB", "axis", "allowzero", "alpha", "beta"])),
-                draw(st.sampled_from([0, 1, -1, 7, 10**12, 0.0, 1e300]))))
+            node.attribute.append(
+                helper.make_attribute(
+                    draw(st.sampled_from(["transA", "transB", "axis", "allowzero", "alpha", "beta"])),
+                    draw(st.sampled_from([0, 1, -1, 7, 10**12, 0.0, 1e300])),
+                )
+            )
         elif kind == "outputs":
-            del graph.output[draw(st.integers(0, 1)):]
+            del graph.output[draw(st.integers(0, 1)) :]
     data = model.SerializeToString()
     name = draw(st.sampled_from([n.name for n in graph.node if n.name] or [""])).encode()
     if name and draw(st.booleans()):  # a name that is not UTF-8, as a flipped byte makes it
@@ -97,8 +128,12 @@ def _field_damage(draw) -> bytes:
 
 FILES = st.one_of(
     _field_damage(),
-    mutated(SEEDS, [b"\x00", b"\xff", b"\x80" * 9, b"\xff" * 9 + b"\x01", b"Relu", b"Gemm"],
-            [(b"\x0a\x02", b""), (b"\x12\x00", b"")], is_text=False),
+    mutated(
+        SEEDS,
+        [b"\x00", b"\xff", b"\x80" * 9, b"\xff" * 9 + b"\x01", b"Relu", b"Gemm"],
+        [(b"\x0a\x02", b""), (b"\x12\x00", b"")],
+        is_text=False,
+    ),
     _field_damage().flatmap(lambda damaged: mutated([damaged], [b"\x00", b"\xff"], [(b"\x0a", b"")], is_text=False)),
 )
 

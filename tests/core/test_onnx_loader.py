@@ -95,7 +95,9 @@ def test_acasxu_weights_are_the_stored_float32_values_exactly(acasxu):
     stored = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(path).graph.initializer}
     assert not np.any(stored["input_AvgImg"]), "the folded Sub constant is zero, so the first bias must be exact too"
     network = load_onnx(path)
-    names = [(f"Operation_{k}_MatMul_W", f"Operation_{k}_Add_B") for k in range(1, 7)] + [("linear_7_MatMul_W", "linear_7_Add_B")]
+    names = [(f"Operation_{k}_MatMul_W", f"Operation_{k}_Add_B") for k in range(1, 7)] + [
+        ("linear_7_MatMul_W", "linear_7_Add_B")
+    ]
     for layer, (weight, bias) in zip(network.layers, names):
         assert np.array_equal(layer.weight, stored[weight].T)
         assert np.array_equal(layer.bias, stored[bias])
@@ -140,7 +142,10 @@ def test_sub_div_normalisation_folds_into_the_first_layer(tmp_path):
     data = _model_bytes(nodes, [_float_input()], [_float_input("y", ("N", 2))], inits)
     network = load_onnx(_write(tmp_path, data))
 
-    assert [layer.source for layer in network.layers] == ["normalise_sub+normalise_div+dense1", "dense2_matmul+dense2_add"]
+    assert [layer.source for layer in network.layers] == [
+        "normalise_sub+normalise_div+dense1",
+        "dense2_matmul+dense2_add",
+    ]
     assert network.input_shape == (1, 3)
     x = np.random.default_rng(1).uniform(-3, 3, size=(100, 3))
     expected = np.maximum(((x - _f32(mean)) / _f32(std)) @ _f32(W1).T + _f32(b1), 0) @ _f32(W2) + _f32(b2)
@@ -173,19 +178,23 @@ def test_a_fold_that_rounds_keeps_the_layers_exact_rational_weights(tmp_path):
     F = [[Fraction(float(w)) for w in row] for row in W1]
     means, stds = [Fraction(v) for v in mean], [Fraction(v) for v in std]
     expected_weight = tuple(tuple(F[j][i] / stds[i] for i in range(2)) for j in range(2))
-    expected_bias = tuple(Fraction(float(b1[j])) - sum(F[j][i] * means[i] / stds[i] for i in range(2))
-                          for j in range(2))
+    expected_bias = tuple(
+        Fraction(float(b1[j])) - sum(F[j][i] * means[i] / stds[i] for i in range(2)) for j in range(2)
+    )
     assert layer.exact_weight() == expected_weight and layer.exact_bias() == expected_bias
     weight_error, bias_error = layer.rounding_error()
     for j in range(2):
         assert abs(Fraction(float(layer.bias[j])) - expected_bias[j]) <= Fraction(float(bias_error[j]))
         for i in range(2):
-            assert abs(Fraction(float(layer.weight[j, i])) - expected_weight[j][i]) <= Fraction(float(weight_error[j, i]))
+            assert abs(Fraction(float(layer.weight[j, i])) - expected_weight[j][i]) <= Fraction(
+                float(weight_error[j, i])
+            )
     x = np.array([0.25, -0.75])
     exact = exact_outputs(network, x)
     xs = [Fraction(float(v)) for v in x]
-    assert exact == [sum(w * (v - m) / s for w, v, m, s in zip(F[j], xs, means, stds)) + Fraction(float(b1[j]))
-                     for j in range(2)]
+    assert exact == [
+        sum(w * (v - m) / s for w, v, m, s in zip(F[j], xs, means, stds)) + Fraction(float(b1[j])) for j in range(2)
+    ]
 
 
 def test_a_fold_that_does_not_round_stays_float(tmp_path):
@@ -195,8 +204,12 @@ def test_a_fold_that_does_not_round_stays_float(tmp_path):
         helper.make_node("Div", ["centred", "std"], ["scaled"], name="normalise_div"),
         helper.make_node("Gemm", ["scaled", "W1", "b1"], ["y"], name="dense1", transB=1),
     ]
-    inits = [_init("mean", [0.0, 0.0]), _init("std", [2.0, 0.5]), _init("W1", [[0.7, -1.3], [2.1, 0.4]]),
-             _init("b1", [0.1, -0.2])]
+    inits = [
+        _init("mean", [0.0, 0.0]),
+        _init("std", [2.0, 0.5]),
+        _init("W1", [[0.7, -1.3], [2.1, 0.4]]),
+        _init("b1", [0.1, -0.2]),
+    ]
     data = _model_bytes(nodes, [_float_input(shape=("N", 2))], [_float_input("y", ("N", 2))], inits)
     network = load_onnx(_write(tmp_path, data))
     assert network.is_exact and network.layers[0].rounding_error() is None
@@ -248,11 +261,15 @@ def test_shape_operators_and_constant_nodes_keep_one_feature_vector(tmp_path):
     # input [1, 1, 4] -> Squeeze(axis 1) -> Unsqueeze(axis 0) -> Reshape to [1, 4] -> MatMul
     W = np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0], [0.5, 0.5]])
     nodes = [
-        helper.make_node("Constant", [], ["axes1"], name="axes1", value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node(
+            "Constant", [], ["axes1"], name="axes1", value=numpy_helper.from_array(np.array([1], np.int64))
+        ),
         helper.make_node("Squeeze", ["x", "axes1"], ["s"], name="squeeze"),
         helper.make_node("Constant", [], ["axes0"], name="axes0", value_ints=[0]),
         helper.make_node("Unsqueeze", ["s", "axes0"], ["u"], name="unsqueeze"),
-        helper.make_node("Constant", [], ["target"], name="target", value=numpy_helper.from_array(np.array([1, -1], np.int64))),
+        helper.make_node(
+            "Constant", [], ["target"], name="target", value=numpy_helper.from_array(np.array([1, -1], np.int64))
+        ),
         helper.make_node("Reshape", ["u", "target"], ["f"], name="reshape"),
         helper.make_node("Identity", ["f"], ["i"], name="identity"),
         helper.make_node("MatMul", ["i", "W"], ["y"], name="dense"),
@@ -269,8 +286,13 @@ def test_shape_operators_and_constant_nodes_keep_one_feature_vector(tmp_path):
 
 def test_relu_at_the_output_gets_an_identity_output_layer(tmp_path):
     W = np.array([[1.0, -1.0, 0.5], [-2.0, 0.25, 1.0]])
-    nodes = [helper.make_node("Gemm", ["x", "W"], ["h"], name="dense", transB=1), helper.make_node("Relu", ["h"], ["y"], name="final_relu")]
-    network = load_onnx(_write(tmp_path, _model_bytes(nodes, [_float_input()], [_float_input("y", ("N", 2))], [_init("W", W)])))
+    nodes = [
+        helper.make_node("Gemm", ["x", "W"], ["h"], name="dense", transB=1),
+        helper.make_node("Relu", ["h"], ["y"], name="final_relu"),
+    ]
+    network = load_onnx(
+        _write(tmp_path, _model_bytes(nodes, [_float_input()], [_float_input("y", ("N", 2))], [_init("W", W)]))
+    )
 
     assert [layer.source for layer in network.layers] == ["dense", "identity output layer"]
     assert np.array_equal(network.layers[1].weight, np.eye(2)) and not np.any(network.layers[1].bias)
@@ -336,7 +358,11 @@ BAD_MODELS = [
     (
         "skip connection",
         lambda: _tiny(
-            [_dense(output="h"), helper.make_node("Relu", ["h"], ["r"], name="relu"), helper.make_node("Add", ["r", "h"], ["y"], name="skip")]
+            [
+                _dense(output="h"),
+                helper.make_node("Relu", ["h"], ["r"], name="relu"),
+                helper.make_node("Add", ["r", "h"], ["y"], name="skip"),
+            ]
         ),
         r"node 'skip' \(Add\) reads 'h', an earlier value of the chain \(a branch or skip connection\); ",
     ),
@@ -367,7 +393,10 @@ BAD_MODELS = [
     ),
     (
         "transA",
-        lambda: _tiny([helper.make_node("Gemm", ["x", "W"], ["y"], name="g", transA=1, transB=1)], inputs=[_float_input("x", (3, 1))]),
+        lambda: _tiny(
+            [helper.make_node("Gemm", ["x", "W"], ["y"], name="g", transA=1, transB=1)],
+            inputs=[_float_input("x", (3, 1))],
+        ),
         r"node 'g' \(Gemm\) has transA=1; certfsm supports Gemm with transA=0",
     ),
     (
@@ -381,7 +410,10 @@ BAD_MODELS = [
     (
         "constant-only arithmetic",
         lambda: _tiny(
-            [helper.make_node("Add", ["W", "W"], ["W2"], name="double"), helper.make_node("Gemm", ["x", "W2"], ["y"], name="g", transB=1)]
+            [
+                helper.make_node("Add", ["W", "W"], ["W2"], name="double"),
+                helper.make_node("Gemm", ["x", "W2"], ["y"], name="g", transB=1),
+            ]
         ),
         r"node 'double' \(Add\) computes on constants only; ",
     ),
@@ -453,7 +485,10 @@ def test_bad_models_are_rejected_with_one_line_messages(tmp_path, build, message
     "data, message",
     [
         (b"", r"is empty; expected an ONNX model, re-export it$"),
-        (b"this is not a protobuf at all \x00\xff\xfe", r"is not an ONNX model \(.*\); the file is truncated, corrupt or in another format, re-export it$"),
+        (
+            b"this is not a protobuf at all \x00\xff\xfe",
+            r"is not an ONNX model \(.*\); the file is truncated, corrupt or in another format, re-export it$",
+        ),
         (None, r"is not an ONNX model \(.*\); the file is truncated, corrupt or in another format, re-export it$"),
     ],
     ids=["empty", "garbage", "truncated"],
@@ -523,5 +558,8 @@ def test_run_onnxruntime_refuses_a_file_changed_since_loading(tmp_path):
     path = _write(tmp_path, to_onnx(first))
     network = load_onnx(path)
     path.write_bytes(to_onnx(_random_network(np.random.default_rng(10), [3, 2])))
-    with pytest.raises(ModelError, match=rf"^{re.escape(str(path.resolve()))}: changed since the network was loaded \(sha256 is now [0-9a-f]{{64}}, was {network.sha256}\); reload it with load_onnx$"):
+    with pytest.raises(
+        ModelError,
+        match=rf"^{re.escape(str(path.resolve()))}: changed since the network was loaded \(sha256 is now [0-9a-f]{{64}}, was {network.sha256}\); reload it with load_onnx$",
+    ):
         run_onnxruntime(network, np.zeros((1, 3)))

@@ -29,8 +29,14 @@ VALID = {
     "model": "coadapt.onnx",
     "inputs": [
         {"name": "compute_util", "unit": "%", "min": 0, "max": 100, "bins": 8, "frac_bits": 8},
-        {"name": "temperature", "unit": "degC", "min": 20, "max": 110,
-         "edges": [20, 40, 60, 85, 95, 110], "frac_bits": 6},
+        {
+            "name": "temperature",
+            "unit": "degC",
+            "min": 20,
+            "max": 110,
+            "edges": [20, 40, 60, 85, 95, 110],
+            "frac_bits": 6,
+        },
         {"name": "queue_depth", "unit": "entries", "min": 0, "max": 64, "bins": 4},
     ],
     "outputs": ["KEEP", "FUSE_CONV", "INT4", "OFFLOAD_CPU", "SPARSE_2_4"],
@@ -44,8 +50,18 @@ VALID = {
         {"name": "no-offload-when-queue-full", "when": {"queue_depth": {"min": 56}}, "forbid": ["OFFLOAD_CPU"]},
     ],
     "hysteresis": {"confirm_cycles": 3, "cooldown_cycles": 8},
-    "sla": {"paths": [{"name": "inference", "metric": "latency_ms", "limit": 20.0, "window": 16,
-                       "max_violations": 2, "recovery_cycles": 32}]},
+    "sla": {
+        "paths": [
+            {
+                "name": "inference",
+                "metric": "latency_ms",
+                "limit": 20.0,
+                "window": 16,
+                "max_violations": 2,
+                "recovery_cycles": 32,
+            }
+        ]
+    },
     "overrides": {"overridable": ["KEEP", "OFFLOAD_CPU"]},
 }
 
@@ -111,8 +127,11 @@ def test_spec_is_frozen_and_picklable(workdir):
 def test_rule_boxes_are_full_dimension_and_clipped_to_the_envelope(workdir):
     rules = [
         {"name": "hot", "when": {"temperature": {"min": 85}}, "forbid": ["INT4", "FUSE_CONV"]},
-        {"name": "wide", "when": {"temperature": {"min": -500, "max": 500}, "compute_util": {"max": 10}},
-         "forbid": ["OFFLOAD_CPU"]},
+        {
+            "name": "wide",
+            "when": {"temperature": {"min": -500, "max": 500}, "compute_util": {"max": 10}},
+            "forbid": ["OFFLOAD_CPU"],
+        },
         {"name": "everywhere", "when": {}, "forbid": ["SPARSE_2_4"]},
         {"name": "edge-point", "when": {"queue_depth": {"min": 64, "max": 99}}, "forbid": ["INT4"]},
     ]
@@ -127,8 +146,10 @@ def test_rule_boxes_are_full_dimension_and_clipped_to_the_envelope(workdir):
 
 
 def test_bins_materialise_equal_width_edges_with_exact_endpoints(workdir):
-    inputs = [{"name": "x", "unit": "", "min": 0.1, "max": 0.7, "bins": 3},
-              {"name": "y", "unit": "", "min": -1, "max": 1, "bins": 1}]
+    inputs = [
+        {"name": "x", "unit": "", "min": 0.1, "max": 0.7, "bins": 3},
+        {"name": "y", "unit": "", "min": -1, "max": 1, "bins": 1},
+    ]
     spec = load_spec(write_spec(workdir, doc(inputs=inputs, legality_rules=[])))
     x, y = spec.inputs
     assert x.edges[0] == 0.1 and x.edges[-1] == 0.7 and x.n_bins == 3
@@ -173,11 +194,13 @@ def test_optional_sections_take_their_defaults(workdir):
 
 @pytest.mark.parametrize("gate", [{"margin": 0.5}, {"probability": 0.75}, None])
 def test_to_json_round_trips_through_load(workdir, gate, spec_schema):
-    document = doc(legality_rules=[
-        {"name": "hot", "when": {"temperature": {"min": 85, "max": 1000}}, "forbid": ["INT4"]},
-        {"name": "any", "when": {}, "forbid": ["SPARSE_2_4"]},
-        {"name": "busy", "when": {"compute_util": {"min": 50, "max": 90}}, "forbid": ["OFFLOAD_CPU", "FUSE_CONV"]},
-    ])
+    document = doc(
+        legality_rules=[
+            {"name": "hot", "when": {"temperature": {"min": 85, "max": 1000}}, "forbid": ["INT4"]},
+            {"name": "any", "when": {}, "forbid": ["SPARSE_2_4"]},
+            {"name": "busy", "when": {"compute_util": {"min": 50, "max": 90}}, "forbid": ["OFFLOAD_CPU", "FUSE_CONV"]},
+        ]
+    )
     if gate is None:
         del document["confidence_gate"]
     else:
@@ -195,12 +218,35 @@ def test_to_json_round_trips_through_load(workdir, gate, spec_schema):
 
 def test_sla_tokens_and_statistic_round_trip_and_leave_defaults_out(workdir):
     paths = [
-        {"name": "int4", "metric": "latency_ms", "limit": 25, "window": 8, "max_violations": 1, "recovery_cycles": 4,
-         "tokens": ["INT4", "FUSE_CONV"], "statistic": "p95"},
-        {"name": "all", "metric": "latency_ms", "limit": 30, "window": 8, "max_violations": 1, "recovery_cycles": 0,
-         "tokens": ["OFFLOAD_CPU", "INT4", "KEEP", "FUSE_CONV"], "statistic": "value"},
-        {"name": "mean", "metric": "energy_mj", "limit": 2.5, "window": 4, "max_violations": 0, "recovery_cycles": 2,
-         "statistic": "mean"},
+        {
+            "name": "int4",
+            "metric": "latency_ms",
+            "limit": 25,
+            "window": 8,
+            "max_violations": 1,
+            "recovery_cycles": 4,
+            "tokens": ["INT4", "FUSE_CONV"],
+            "statistic": "p95",
+        },
+        {
+            "name": "all",
+            "metric": "latency_ms",
+            "limit": 30,
+            "window": 8,
+            "max_violations": 1,
+            "recovery_cycles": 0,
+            "tokens": ["OFFLOAD_CPU", "INT4", "KEEP", "FUSE_CONV"],
+            "statistic": "value",
+        },
+        {
+            "name": "mean",
+            "metric": "energy_mj",
+            "limit": 2.5,
+            "window": 4,
+            "max_violations": 0,
+            "recovery_cycles": 2,
+            "statistic": "mean",
+        },
     ]
     spec = load_spec(write_spec(workdir, doc(sla={"paths": paths})))
     int4, every, mean = spec.sla_paths
@@ -215,15 +261,17 @@ def test_sla_tokens_and_statistic_round_trip_and_leave_defaults_out(workdir):
     assert dataclasses.replace(again, path=spec.path) == spec
     assert load_spec(write_spec(workdir, VALID)).to_json()["sla"] == VALID["sla"]
     lines = check_spec("again.json")
-    assert ("  int4: p95(latency_ms) <= 25, at most 1 violations per 8 cycles, recovery 4 cycles, "
-            "on FUSE_CONV, INT4 only") in lines
+    assert (
+        "  int4: p95(latency_ms) <= 25, at most 1 violations per 8 cycles, recovery 4 cycles, on FUSE_CONV, INT4 only"
+    ) in lines
     assert "  all: latency_ms <= 30, at most 1 violations per 8 cycles, recovery 0 cycles" in lines
 
 
 def test_list_order_of_token_sets_does_not_matter(workdir):
     first = load_spec(write_spec(workdir, VALID))
-    shuffled = doc(legal_tokens=["OFFLOAD_CPU", "INT4", "KEEP", "FUSE_CONV"],
-                   overrides={"overridable": ["OFFLOAD_CPU", "KEEP"]})
+    shuffled = doc(
+        legal_tokens=["OFFLOAD_CPU", "INT4", "KEEP", "FUSE_CONV"], overrides={"overridable": ["OFFLOAD_CPU", "KEEP"]}
+    )
     assert load_spec(write_spec(workdir, shuffled)) == first
 
 
@@ -241,7 +289,9 @@ def test_model_path_resolution(workdir):
 def test_spec_from_dict_can_skip_only_the_model_check(tmp_path):
     spec = spec_from_dict(doc(model="nowhere.onnx"), tmp_path / "spec.json", require_model=False)
     assert spec.model_path == tmp_path / "nowhere.onnx"
-    with pytest.raises(SpecError, match=r"^.*spec\.json: model='nowhere\.onnx' resolves to .*nowhere\.onnx, which does not exist"):
+    with pytest.raises(
+        SpecError, match=r"^.*spec\.json: model='nowhere\.onnx' resolves to .*nowhere\.onnx, which does not exist"
+    ):
         spec_from_dict(doc(model="nowhere.onnx"), tmp_path / "spec.json")
     with pytest.raises(SpecError, match=r"^.*spec\.json: inputs\[0\]\.bins: 0 is less than the minimum of 1; "):
         bad = doc()
@@ -258,7 +308,9 @@ def test_output_index_of_an_unknown_token_names_the_outputs(workdir):
 def test_check_spec_summarises_inputs_tokens_rules_and_gate(workdir):
     lines = check_spec(write_spec(workdir, doc(confidence_gate={"probability": 0.9})))
     text = "\n".join(lines)
-    assert "  compute_util [%]: 0 .. 100, 8 bins (edges 0, 12.5, 25, 37.5, 50, 62.5, 75, 87.5, 100), frac_bits 8" in lines
+    assert (
+        "  compute_util [%]: 0 .. 100, 8 bins (edges 0, 12.5, 25, 37.5, 50, 62.5, 75, 87.5, 100), frac_bits 8" in lines
+    )
     assert "  4: SPARSE_2_4 = code 4 (NOT legal: must provably never win)" in lines
     assert "  0: KEEP = code 0 (conservative)" in lines
     assert f"confidence gate: probability 0.9 -> logit margin {math.log(36):.6g}" in lines
@@ -310,8 +362,7 @@ def test_schema_forbids_unknown_keys_in_every_object(spec_schema):
 
 
 def test_spec_module_imports_no_heavy_package():
-    code = ("import sys, certfsm._spec; heavy = {'onnx', 'maraboupy', 'z3'} & set(sys.modules); "
-            "assert not heavy, heavy")
+    code = "import sys, certfsm._spec; heavy = {'onnx', 'maraboupy', 'z3'} & set(sys.modules); assert not heavy, heavy"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -320,10 +371,12 @@ def test_spec_module_imports_no_heavy_package():
 
 def edit(change):
     """A bad document: VALID with `change(document)` applied."""
+
     def make():
         document = copy.deepcopy(VALID)
         change(document)
         return document
+
     return make
 
 
@@ -337,6 +390,7 @@ def set_at(path, value):
         for key in parents:
             document = document[key]
         document[last] = value
+
     return edit(change)
 
 
@@ -346,6 +400,7 @@ def drop(*path):
         for key in parents:
             document = document[key]
         del document[last]
+
     return edit(change)
 
 
@@ -357,141 +412,351 @@ def rule(**fields):
 
 BAD_SPECS = [
     # plain JSON
-    ("invalid-json", text('{\n  "name": "x",\n  "model" "m.onnx"\n}'),
-     r"^spec\.json: line 3, column 11: invalid JSON \(Expecting ':' delimiter\); fix the JSON syntax there$"),
-    ("trailing-comma", text('{"a": [1, 2,]}'),
-     r"^spec\.json: line 1, column 13: invalid JSON \(Expecting value\); fix the JSON syntax there$"),
-    ("repeated-key", text('{"tokens": {"KEEP": 0, "KEEP": 1}}'),
-     r"^spec\.json: tokens\.KEEP: key 'KEEP' appears more than once in the same object \(JSON keeps only the last\); keep one$"),
-    ("nan", text('{"inputs": [{"min": NaN}]}'),
-     r"^spec\.json: inputs\[0\]\.min: nan is not a finite number \(JSON has no NaN or Infinity\); give a finite number$"),
-    ("huge-int", text('{"limit": 1' + "0" * 400 + "}"),
-     r"^spec\.json: limit: 10{56}\.\.\. is too large for a float64; give a smaller number$"),
+    (
+        "invalid-json",
+        text('{\n  "name": "x",\n  "model" "m.onnx"\n}'),
+        r"^spec\.json: line 3, column 11: invalid JSON \(Expecting ':' delimiter\); fix the JSON syntax there$",
+    ),
+    (
+        "trailing-comma",
+        text('{"a": [1, 2,]}'),
+        r"^spec\.json: line 1, column 13: invalid JSON \(Expecting value\); fix the JSON syntax there$",
+    ),
+    (
+        "repeated-key",
+        text('{"tokens": {"KEEP": 0, "KEEP": 1}}'),
+        r"^spec\.json: tokens\.KEEP: key 'KEEP' appears more than once in the same object \(JSON keeps only the last\); keep one$",
+    ),
+    (
+        "nan",
+        text('{"inputs": [{"min": NaN}]}'),
+        r"^spec\.json: inputs\[0\]\.min: nan is not a finite number \(JSON has no NaN or Infinity\); give a finite number$",
+    ),
+    (
+        "huge-int",
+        text('{"limit": 1' + "0" * 400 + "}"),
+        r"^spec\.json: limit: 10{56}\.\.\. is too large for a float64; give a smaller number$",
+    ),
     # limits checked before the work they bound (fuzzing found each of these crashing or hanging)
-    ("integer-beyond-the-digit-limit", text('{"limit": 9' + "9" * 5000 + "}"),
-     r"^spec\.json: limit: 9{57}\.\.\. is too large for a float64; give a smaller number$"),
-    ("real-beyond-float64", text('{"inputs": [{"max": -1.5e400}]}'),
-     r"^spec\.json: inputs\[0\]\.max: -1\.5e400 is too large for a float64; give a smaller number$"),
-    ("deep-nesting", text('{\n"name": "x",\n"zz": ' + "[" * 3000 + "]" * 3000 + "}"),
-     r"^spec\.json: line 3: nesting deeper than 32 levels; a controller spec nests 5 levels, remove the extra "),
-    ("too-many-values", set_at(("overrides", "overridable"), [1.5] * 100_001),
-     r"^spec\.json: overrides\.overridable\[\d+\]: value number 10001 of the spec, more than the 10000 a controller "
-     r"spec may hold; shorten its long lists or objects \('bins' replaces long edges\)$"),
+    (
+        "integer-beyond-the-digit-limit",
+        text('{"limit": 9' + "9" * 5000 + "}"),
+        r"^spec\.json: limit: 9{57}\.\.\. is too large for a float64; give a smaller number$",
+    ),
+    (
+        "real-beyond-float64",
+        text('{"inputs": [{"max": -1.5e400}]}'),
+        r"^spec\.json: inputs\[0\]\.max: -1\.5e400 is too large for a float64; give a smaller number$",
+    ),
+    (
+        "deep-nesting",
+        text('{\n"name": "x",\n"zz": ' + "[" * 3000 + "]" * 3000 + "}"),
+        r"^spec\.json: line 3: nesting deeper than 32 levels; a controller spec nests 5 levels, remove the extra ",
+    ),
+    (
+        "too-many-values",
+        set_at(("overrides", "overridable"), [1.5] * 100_001),
+        r"^spec\.json: overrides\.overridable\[\d+\]: value number 10001 of the spec, more than the 10000 a controller "
+        r"spec may hold; shorten its long lists or objects \('bins' replaces long edges\)$",
+    ),
     # schema
-    ("not-an-object", text("[]"), r"^spec\.json: top level: \[\] is not of type 'object'; expected: A neural controller"),
-    ("bins-minimum", set_at(("inputs", 2, "bins"), -1),
-     r"^spec\.json: inputs\[2\]\.bins: -1 is less than the minimum of 1; expected: Number of equal-width bins over \[min, max\]"),
-    ("unknown-field", set_at(("inputs", 0, "mni"), 0),
-     r"^spec\.json: inputs\[0\]\.mni: unknown field; remove it or fix the spelling \(allowed here: name, unit, min, max, bins, edges, frac_bits\)$"),
-    ("unknown-top-level-field-beats-missing", edit(lambda d: d.update(modle=d.pop("model")))
-     , r"^spec\.json: modle: unknown field; remove it or fix the spelling \(allowed here: certfsm_spec, name, "),
-    ("missing-field", drop("model"), r"^spec\.json: model: required field is missing; add it \(Path of the ONNX model, "),
-    ("missing-unit", drop("inputs", 1, "unit"), r"^spec\.json: inputs\[1\]\.unit: required field is missing; add it \(Physical unit"),
-    ("wrong-type", set_at(("inputs", 1, "min"), "20"),
-     r"^spec\.json: inputs\[1\]\.min: '20' is not of type 'number'; expected: Lower end of the operating envelope"),
-    ("null-edge", set_at(("inputs", 1, "edges", 2), None), r"^spec\.json: inputs\[1\]\.edges\[2\]: null is not of type 'number'; expected: A finite number\.$"),
-    ("bool-is-not-int", set_at(("hysteresis", "confirm_cycles"), True),
-     r"^spec\.json: hysteresis\.confirm_cycles: true is not of type 'integer'; expected: Consecutive cycles"),
-    ("type-beats-oneOf", set_at(("inputs", 0), 7), r"^spec\.json: inputs\[0\]: 7 is not of type 'object'; expected: A network input"),
-    ("enum", set_at(("decision",), "max"),
-     r"^spec\.json: decision: 'max' is not one of \['argmax', 'argmin'\]; expected: How the network's scores choose a token"),
-    ("const-version", set_at(("certfsm_spec",), 2), r"^spec\.json: certfsm_spec: 2 is not supported; expected: Format version of this file; must be 1\.$"),
-    ("both-bins-and-edges", set_at(("inputs", 1, "bins"), 3),
-     r"^spec\.json: inputs\[1\]: gives both 'bins' and 'edges'; give exactly one of 'bins' or 'edges'$"),
-    ("neither-bins-nor-edges", drop("inputs", 0, "bins"),
-     r"^spec\.json: inputs\[0\]: gives none of 'bins', 'edges'; give exactly one of 'bins' or 'edges'$"),
-    ("empty-gate", set_at(("confidence_gate",), {}),
-     r"^spec\.json: confidence_gate: gives none of 'margin', 'probability'; give exactly one of 'margin' or 'probability'$"),
-    ("pattern", set_at(("inputs", 0, "name"), "3d"),
-     r"^spec\.json: inputs\[0\]\.name: '3d' does not match '\^\[A-Za-z_\]\[A-Za-z0-9_\]\*\$'; expected: An identifier"),
-    ("min-items", set_at(("outputs",), ["KEEP"]),
-     r"^spec\.json: outputs: needs at least 2 entries, got 1; expected: Token name of each network output index"),
-    ("empty-legal-tokens", set_at(("legal_tokens",), []), r"^spec\.json: legal_tokens: needs at least 1 entries, got 0; expected: "),
-    ("unique-items", set_at(("legal_tokens",), ["KEEP", "INT4", "KEEP"]),
-     r"^spec\.json: legal_tokens: 'KEEP' appears more than once; list each entry once$"),
-    ("code-maximum", set_at(("tokens", "SPARSE_2_4"), 16),
-     r"^spec\.json: tokens\.SPARSE_2_4: 16 is greater than the maximum of 15; expected: A 4-bit token code"),
-    ("probability-exclusive-maximum", set_at(("confidence_gate",), {"probability": 1}),
-     r"^spec\.json: confidence_gate\.probability: 1 is greater than or equal to the maximum of 1; expected: Softmax probability"),
-    ("negative-margin", set_at(("confidence_gate",), {"margin": -0.1}),
-     r"^spec\.json: confidence_gate\.margin: -0\.1 is less than the minimum of 0; expected: Logit margin"),
-    ("sla-limit", set_at(("sla", "paths", 0, "limit"), 0),
-     r"^spec\.json: sla\.paths\[0\]\.limit: 0 is less than or equal to the minimum of 0; expected: Largest acceptable value"),
-    ("sla-statistic", set_at(("sla", "paths", 0, "statistic"), "p90"),
-     r"^spec\.json: sla\.paths\[0\]\.statistic: 'p90' is not one of \['value', 'p50', 'p95', 'p99', 'mean'\]; expected: Optional\. What is compared with limit"),
-    ("sla-tokens-empty", set_at(("sla", "paths", 0, "tokens"), []),
-     r"^spec\.json: sla\.paths\[0\]\.tokens: needs at least 1 entries, got 0; expected: Optional\. The decision paths the SLA applies to"),
-    ("sla-tokens-repeated", set_at(("sla", "paths", 0, "tokens"), ["INT4", "INT4"]),
-     r"^spec\.json: sla\.paths\[0\]\.tokens: 'INT4' appears more than once; list each entry once$"),
-    ("sla-tokens-not-a-list", set_at(("sla", "paths", 0, "tokens"), "INT4"),
-     r"^spec\.json: sla\.paths\[0\]\.tokens: 'INT4' is not of type 'array'; expected: A list of distinct token names"),
-    ("unknown-range-key", set_at(("legality_rules", 0, "when", "temperature"), {"mn": 85}),
-     r"^spec\.json: legality_rules\[0\]\.when\.temperature\.mn: unknown field; remove it or fix the spelling \(allowed here: min, max\)$"),
-    ("first-error-in-document-order", edit(lambda d: (d["inputs"][2].update(bins=0), d.update(decision="max"))),
-     r"^spec\.json: inputs\[2\]\.bins: 0 is less than the minimum of 1; "),
+    (
+        "not-an-object",
+        text("[]"),
+        r"^spec\.json: top level: \[\] is not of type 'object'; expected: A neural controller",
+    ),
+    (
+        "bins-minimum",
+        set_at(("inputs", 2, "bins"), -1),
+        r"^spec\.json: inputs\[2\]\.bins: -1 is less than the minimum of 1; expected: Number of equal-width bins over \[min, max\]",
+    ),
+    (
+        "unknown-field",
+        set_at(("inputs", 0, "mni"), 0),
+        r"^spec\.json: inputs\[0\]\.mni: unknown field; remove it or fix the spelling \(allowed here: name, unit, min, max, bins, edges, frac_bits\)$",
+    ),
+    (
+        "unknown-top-level-field-beats-missing",
+        edit(lambda d: d.update(modle=d.pop("model"))),
+        r"^spec\.json: modle: unknown field; remove it or fix the spelling \(allowed here: certfsm_spec, name, ",
+    ),
+    (
+        "missing-field",
+        drop("model"),
+        r"^spec\.json: model: required field is missing; add it \(Path of the ONNX model, ",
+    ),
+    (
+        "missing-unit",
+        drop("inputs", 1, "unit"),
+        r"^spec\.json: inputs\[1\]\.unit: required field is missing; add it \(Physical unit",
+    ),
+    (
+        "wrong-type",
+        set_at(("inputs", 1, "min"), "20"),
+        r"^spec\.json: inputs\[1\]\.min: '20' is not of type 'number'; expected: Lower end of the operating envelope",
+    ),
+    (
+        "null-edge",
+        set_at(("inputs", 1, "edges", 2), None),
+        r"^spec\.json: inputs\[1\]\.edges\[2\]: null is not of type 'number'; expected: A finite number\.$",
+    ),
+    (
+        "bool-is-not-int",
+        set_at(("hysteresis", "confirm_cycles"), True),
+        r"^spec\.json: hysteresis\.confirm_cycles: true is not of type 'integer'; expected: Consecutive cycles",
+    ),
+    (
+        "type-beats-oneOf",
+        set_at(("inputs", 0), 7),
+        r"^spec\.json: inputs\[0\]: 7 is not of type 'object'; expected: A network input",
+    ),
+    (
+        "enum",
+        set_at(("decision",), "max"),
+        r"^spec\.json: decision: 'max' is not one of \['argmax', 'argmin'\]; expected: How the network's scores choose a token",
+    ),
+    (
+        "const-version",
+        set_at(("certfsm_spec",), 2),
+        r"^spec\.json: certfsm_spec: 2 is not supported; expected: Format version of this file; must be 1\.$",
+    ),
+    (
+        "both-bins-and-edges",
+        set_at(("inputs", 1, "bins"), 3),
+        r"^spec\.json: inputs\[1\]: gives both 'bins' and 'edges'; give exactly one of 'bins' or 'edges'$",
+    ),
+    (
+        "neither-bins-nor-edges",
+        drop("inputs", 0, "bins"),
+        r"^spec\.json: inputs\[0\]: gives none of 'bins', 'edges'; give exactly one of 'bins' or 'edges'$",
+    ),
+    (
+        "empty-gate",
+        set_at(("confidence_gate",), {}),
+        r"^spec\.json: confidence_gate: gives none of 'margin', 'probability'; give exactly one of 'margin' or 'probability'$",
+    ),
+    (
+        "pattern",
+        set_at(("inputs", 0, "name"), "3d"),
+        r"^spec\.json: inputs\[0\]\.name: '3d' does not match '\^\[A-Za-z_\]\[A-Za-z0-9_\]\*\$'; expected: An identifier",
+    ),
+    (
+        "min-items",
+        set_at(("outputs",), ["KEEP"]),
+        r"^spec\.json: outputs: needs at least 2 entries, got 1; expected: Token name of each network output index",
+    ),
+    (
+        "empty-legal-tokens",
+        set_at(("legal_tokens",), []),
+        r"^spec\.json: legal_tokens: needs at least 1 entries, got 0; expected: ",
+    ),
+    (
+        "unique-items",
+        set_at(("legal_tokens",), ["KEEP", "INT4", "KEEP"]),
+        r"^spec\.json: legal_tokens: 'KEEP' appears more than once; list each entry once$",
+    ),
+    (
+        "code-maximum",
+        set_at(("tokens", "SPARSE_2_4"), 16),
+        r"^spec\.json: tokens\.SPARSE_2_4: 16 is greater than the maximum of 15; expected: A 4-bit token code",
+    ),
+    (
+        "probability-exclusive-maximum",
+        set_at(("confidence_gate",), {"probability": 1}),
+        r"^spec\.json: confidence_gate\.probability: 1 is greater than or equal to the maximum of 1; expected: Softmax probability",
+    ),
+    (
+        "negative-margin",
+        set_at(("confidence_gate",), {"margin": -0.1}),
+        r"^spec\.json: confidence_gate\.margin: -0\.1 is less than the minimum of 0; expected: Logit margin",
+    ),
+    (
+        "sla-limit",
+        set_at(("sla", "paths", 0, "limit"), 0),
+        r"^spec\.json: sla\.paths\[0\]\.limit: 0 is less than or equal to the minimum of 0; expected: Largest acceptable value",
+    ),
+    (
+        "sla-statistic",
+        set_at(("sla", "paths", 0, "statistic"), "p90"),
+        r"^spec\.json: sla\.paths\[0\]\.statistic: 'p90' is not one of \['value', 'p50', 'p95', 'p99', 'mean'\]; expected: Optional\. What is compared with limit",
+    ),
+    (
+        "sla-tokens-empty",
+        set_at(("sla", "paths", 0, "tokens"), []),
+        r"^spec\.json: sla\.paths\[0\]\.tokens: needs at least 1 entries, got 0; expected: Optional\. The decision paths the SLA applies to",
+    ),
+    (
+        "sla-tokens-repeated",
+        set_at(("sla", "paths", 0, "tokens"), ["INT4", "INT4"]),
+        r"^spec\.json: sla\.paths\[0\]\.tokens: 'INT4' appears more than once; list each entry once$",
+    ),
+    (
+        "sla-tokens-not-a-list",
+        set_at(("sla", "paths", 0, "tokens"), "INT4"),
+        r"^spec\.json: sla\.paths\[0\]\.tokens: 'INT4' is not of type 'array'; expected: A list of distinct token names",
+    ),
+    (
+        "unknown-range-key",
+        set_at(("legality_rules", 0, "when", "temperature"), {"mn": 85}),
+        r"^spec\.json: legality_rules\[0\]\.when\.temperature\.mn: unknown field; remove it or fix the spelling \(allowed here: min, max\)$",
+    ),
+    (
+        "first-error-in-document-order",
+        edit(lambda d: (d["inputs"][2].update(bins=0), d.update(decision="max"))),
+        r"^spec\.json: inputs\[2\]\.bins: 0 is less than the minimum of 1; ",
+    ),
     # semantics
-    ("max-below-min", set_at(("inputs", 2), {"name": "q", "unit": "", "min": 1.0, "max": 0.5, "bins": 2}),
-     r"^spec\.json: inputs\[2\]\.max=0\.5 is below inputs\[2\]\.min=1\.0; swap them or fix the range$"),
-    ("max-equals-min", set_at(("inputs", 0, "max"), 0),
-     r"^spec\.json: inputs\[0\]\.max=0 equals inputs\[0\]\.min=0; the envelope needs min < max, widen the range$"),
-    ("bins-too-fine", set_at(("inputs", 0), {"name": "x", "unit": "", "min": 0, "max": 1e-320, "bins": 100000}),
-     r"^spec\.json: inputs\[0\]\.bins=100000 gives bins that hold no float64 reading over \[0, 1e-320\] \(the range is too narrow for that many\); use fewer bins"),
-    ("first-edge", set_at(("inputs", 1, "edges", 0), 10),
-     r"^spec\.json: inputs\[1\]\.edges\[0\]=10 differs from inputs\[1\]\.min=20; the first edge must equal min$"),
-    ("last-edge", set_at(("inputs", 1, "edges", 5), 100.5),
-     r"^spec\.json: inputs\[1\]\.edges\[5\]=100\.5 differs from inputs\[1\]\.max=110; the last edge must equal max$"),
-    ("edges-not-increasing", set_at(("inputs", 1, "edges"), [20, 60, 60, 110]),
-     r"^spec\.json: inputs\[1\]\.edges\[2\]=60 is not above inputs\[1\]\.edges\[1\]=60; edges must be strictly increasing$"),
-    ("duplicate-input", set_at(("inputs", 2, "name"), "compute_util"),
-     r"^spec\.json: inputs\[2\]\.name='compute_util' repeats inputs\[0\]\.name; give each one its own name$"),
-    ("duplicate-output", set_at(("outputs",), ["KEEP", "INT4", "KEEP"]),
-     r"^spec\.json: outputs\[2\]='KEEP' repeats outputs\[0\]; give each one its own name$"),
-    ("token-without-code", drop("tokens", "SPARSE_2_4"),
-     r"^spec\.json: tokens has no code for outputs\[4\]='SPARSE_2_4'; add \"SPARSE_2_4\": <code 0\.\.15> to tokens$"),
-    ("code-without-output", set_at(("tokens", "INT8"), 9),
-     r"^spec\.json: tokens\.INT8 names no output \(outputs: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); remove it or add 'INT8' to outputs$"),
-    ("duplicate-code", set_at(("tokens", "INT4"), 1),
-     r"^spec\.json: tokens\.INT4=1 repeats the code of tokens\.FUSE_CONV; give each token its own 4-bit code \(unused: 2, 5, 6, "),
-    ("unknown-legal-token", set_at(("legal_tokens",), ["KEEP", "INT8"]),
-     r"^spec\.json: legal_tokens\[1\]='INT8' is not a known token \(known: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); use a name from outputs$"),
-    ("unknown-conservative", set_at(("conservative_token",), "IDLE"),
-     r"^spec\.json: conservative_token='IDLE' is not a known token \(known: KEEP, "),
-    ("illegal-conservative", set_at(("conservative_token",), "SPARSE_2_4"),
-     r"^spec\.json: conservative_token='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\); pick a legal fallback token"),
-    ("probability-below-one-over-k", set_at(("confidence_gate",), {"probability": 0.1}),
-     r"^spec\.json: confidence_gate\.probability=0\.1 gives the negative logit margin -0\.81093: with K=5 outputs the top softmax probability is always at least 1/K=0\.2; "),
-    ("duplicate-rule", set_at(("legality_rules", 1, "name"), "no-int4-when-hot"),
-     r"^spec\.json: legality_rules\[1\]\.name='no-int4-when-hot' repeats legality_rules\[0\]\.name; give each one its own name$"),
-    ("rule-unknown-input", rule(when={"fan_speed": {"min": 1}}),
-     r"^spec\.json: legality_rules\[0\]\.when\.fan_speed names no input \(inputs: compute_util, temperature, queue_depth\); use one of the input names$"),
-    ("rule-min-above-max", rule(when={"temperature": {"min": 90, "max": 80}}),
-     r"^spec\.json: legality_rules\[0\]\.when\.temperature\.min=90 is above legality_rules\[0\]\.when\.temperature\.max=80; swap them$"),
-    ("rule-outside-envelope", rule(when={"temperature": {"min": 120}}),
-     r"^spec\.json: legality_rules\[0\]\.when\.temperature=\{\"min\": 120\} misses the envelope \[20, 110\] of inputs\[1\]; the rule could never apply"),
-    ("rule-below-envelope", rule(when={"temperature": {"min": 0, "max": 19.5}}),
-     r"^spec\.json: legality_rules\[0\]\.when\.temperature=\{\"min\": 0, \"max\": 19\.5\} misses the envelope \[20, 110\] of inputs\[1\]; "),
-    ("forbid-unknown", rule(forbid=["INT4", "INT2"]),
-     r"^spec\.json: legality_rules\[0\]\.forbid\[1\]='INT2' is not a known token \(known: KEEP, "),
-    ("forbid-conservative", rule(forbid=["KEEP"]),
-     r"^spec\.json: legality_rules\[0\]\.forbid\[0\]='KEEP' is the conservative_token, which the state machine falls back to; "),
-    ("duplicate-sla-path", edit(lambda d: d["sla"]["paths"].append(dict(d["sla"]["paths"][0]))),
-     r"^spec\.json: sla\.paths\[1\]\.name='inference' repeats sla\.paths\[0\]\.name; give each one its own name$"),
-    ("max-violations-not-below-window", set_at(("sla", "paths", 0, "max_violations"), 16),
-     r"^spec\.json: sla\.paths\[0\]\.max_violations=16 is not below sla\.paths\[0\]\.window=16, so the path could never be violated; "),
-    ("sla-tokens-unknown", set_at(("sla", "paths", 0, "tokens"), ["INT4", "INT8"]),
-     r"^spec\.json: sla\.paths\[0\]\.tokens\[1\]='INT8' is not a known token \(known: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); use a name from outputs$"),
-    ("sla-tokens-illegal", set_at(("sla", "paths", 0, "tokens"), ["SPARSE_2_4"]),
-     r"^spec\.json: sla\.paths\[0\]\.tokens\[0\]='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\), so the path would never apply; name tokens the machine can emit$"),
-    ("overridable-unknown", set_at(("overrides", "overridable"), ["BOOST"]),
-     r"^spec\.json: overrides\.overridable\[0\]='BOOST' is not a known token \(known: KEEP, "),
-    ("overridable-illegal", set_at(("overrides", "overridable"), ["KEEP", "SPARSE_2_4"]),
-     r"^spec\.json: overrides\.overridable\[1\]='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\); an override may force only legal tokens$"),
-    ("model-missing", set_at(("model",), "missing.onnx"),
-     r"^spec\.json: model='missing\.onnx' resolves to /.*/missing\.onnx, which does not exist; put the ONNX file there or fix the model path"),
-    ("model-name-too-long", set_at(("model",), "[" * 5000 + "coadapt.onnx"),
-     r"^spec\.json: model='\[{80}' cannot be looked up \(File name too long\); give the path of an ONNX file$"),
-    ("model-is-a-folder", set_at(("model",), "."),
-     r"^spec\.json: model='\.' resolves to /.*, which is not a file; "),
+    (
+        "max-below-min",
+        set_at(("inputs", 2), {"name": "q", "unit": "", "min": 1.0, "max": 0.5, "bins": 2}),
+        r"^spec\.json: inputs\[2\]\.max=0\.5 is below inputs\[2\]\.min=1\.0; swap them or fix the range$",
+    ),
+    (
+        "max-equals-min",
+        set_at(("inputs", 0, "max"), 0),
+        r"^spec\.json: inputs\[0\]\.max=0 equals inputs\[0\]\.min=0; the envelope needs min < max, widen the range$",
+    ),
+    (
+        "bins-too-fine",
+        set_at(("inputs", 0), {"name": "x", "unit": "", "min": 0, "max": 1e-320, "bins": 100000}),
+        r"^spec\.json: inputs\[0\]\.bins=100000 gives bins that hold no float64 reading over \[0, 1e-320\] \(the range is too narrow for that many\); use fewer bins",
+    ),
+    (
+        "first-edge",
+        set_at(("inputs", 1, "edges", 0), 10),
+        r"^spec\.json: inputs\[1\]\.edges\[0\]=10 differs from inputs\[1\]\.min=20; the first edge must equal min$",
+    ),
+    (
+        "last-edge",
+        set_at(("inputs", 1, "edges", 5), 100.5),
+        r"^spec\.json: inputs\[1\]\.edges\[5\]=100\.5 differs from inputs\[1\]\.max=110; the last edge must equal max$",
+    ),
+    (
+        "edges-not-increasing",
+        set_at(("inputs", 1, "edges"), [20, 60, 60, 110]),
+        r"^spec\.json: inputs\[1\]\.edges\[2\]=60 is not above inputs\[1\]\.edges\[1\]=60; edges must be strictly increasing$",
+    ),
+    (
+        "duplicate-input",
+        set_at(("inputs", 2, "name"), "compute_util"),
+        r"^spec\.json: inputs\[2\]\.name='compute_util' repeats inputs\[0\]\.name; give each one its own name$",
+    ),
+    (
+        "duplicate-output",
+        set_at(("outputs",), ["KEEP", "INT4", "KEEP"]),
+        r"^spec\.json: outputs\[2\]='KEEP' repeats outputs\[0\]; give each one its own name$",
+    ),
+    (
+        "token-without-code",
+        drop("tokens", "SPARSE_2_4"),
+        r"^spec\.json: tokens has no code for outputs\[4\]='SPARSE_2_4'; add \"SPARSE_2_4\": <code 0\.\.15> to tokens$",
+    ),
+    (
+        "code-without-output",
+        set_at(("tokens", "INT8"), 9),
+        r"^spec\.json: tokens\.INT8 names no output \(outputs: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); remove it or add 'INT8' to outputs$",
+    ),
+    (
+        "duplicate-code",
+        set_at(("tokens", "INT4"), 1),
+        r"^spec\.json: tokens\.INT4=1 repeats the code of tokens\.FUSE_CONV; give each token its own 4-bit code \(unused: 2, 5, 6, ",
+    ),
+    (
+        "unknown-legal-token",
+        set_at(("legal_tokens",), ["KEEP", "INT8"]),
+        r"^spec\.json: legal_tokens\[1\]='INT8' is not a known token \(known: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); use a name from outputs$",
+    ),
+    (
+        "unknown-conservative",
+        set_at(("conservative_token",), "IDLE"),
+        r"^spec\.json: conservative_token='IDLE' is not a known token \(known: KEEP, ",
+    ),
+    (
+        "illegal-conservative",
+        set_at(("conservative_token",), "SPARSE_2_4"),
+        r"^spec\.json: conservative_token='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\); pick a legal fallback token",
+    ),
+    (
+        "probability-below-one-over-k",
+        set_at(("confidence_gate",), {"probability": 0.1}),
+        r"^spec\.json: confidence_gate\.probability=0\.1 gives the negative logit margin -0\.81093: with K=5 outputs the top softmax probability is always at least 1/K=0\.2; ",
+    ),
+    (
+        "duplicate-rule",
+        set_at(("legality_rules", 1, "name"), "no-int4-when-hot"),
+        r"^spec\.json: legality_rules\[1\]\.name='no-int4-when-hot' repeats legality_rules\[0\]\.name; give each one its own name$",
+    ),
+    (
+        "rule-unknown-input",
+        rule(when={"fan_speed": {"min": 1}}),
+        r"^spec\.json: legality_rules\[0\]\.when\.fan_speed names no input \(inputs: compute_util, temperature, queue_depth\); use one of the input names$",
+    ),
+    (
+        "rule-min-above-max",
+        rule(when={"temperature": {"min": 90, "max": 80}}),
+        r"^spec\.json: legality_rules\[0\]\.when\.temperature\.min=90 is above legality_rules\[0\]\.when\.temperature\.max=80; swap them$",
+    ),
+    (
+        "rule-outside-envelope",
+        rule(when={"temperature": {"min": 120}}),
+        r"^spec\.json: legality_rules\[0\]\.when\.temperature=\{\"min\": 120\} misses the envelope \[20, 110\] of inputs\[1\]; the rule could never apply",
+    ),
+    (
+        "rule-below-envelope",
+        rule(when={"temperature": {"min": 0, "max": 19.5}}),
+        r"^spec\.json: legality_rules\[0\]\.when\.temperature=\{\"min\": 0, \"max\": 19\.5\} misses the envelope \[20, 110\] of inputs\[1\]; ",
+    ),
+    (
+        "forbid-unknown",
+        rule(forbid=["INT4", "INT2"]),
+        r"^spec\.json: legality_rules\[0\]\.forbid\[1\]='INT2' is not a known token \(known: KEEP, ",
+    ),
+    (
+        "forbid-conservative",
+        rule(forbid=["KEEP"]),
+        r"^spec\.json: legality_rules\[0\]\.forbid\[0\]='KEEP' is the conservative_token, which the state machine falls back to; ",
+    ),
+    (
+        "duplicate-sla-path",
+        edit(lambda d: d["sla"]["paths"].append(dict(d["sla"]["paths"][0]))),
+        r"^spec\.json: sla\.paths\[1\]\.name='inference' repeats sla\.paths\[0\]\.name; give each one its own name$",
+    ),
+    (
+        "max-violations-not-below-window",
+        set_at(("sla", "paths", 0, "max_violations"), 16),
+        r"^spec\.json: sla\.paths\[0\]\.max_violations=16 is not below sla\.paths\[0\]\.window=16, so the path could never be violated; ",
+    ),
+    (
+        "sla-tokens-unknown",
+        set_at(("sla", "paths", 0, "tokens"), ["INT4", "INT8"]),
+        r"^spec\.json: sla\.paths\[0\]\.tokens\[1\]='INT8' is not a known token \(known: KEEP, FUSE_CONV, INT4, OFFLOAD_CPU, SPARSE_2_4\); use a name from outputs$",
+    ),
+    (
+        "sla-tokens-illegal",
+        set_at(("sla", "paths", 0, "tokens"), ["SPARSE_2_4"]),
+        r"^spec\.json: sla\.paths\[0\]\.tokens\[0\]='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\), so the path would never apply; name tokens the machine can emit$",
+    ),
+    (
+        "overridable-unknown",
+        set_at(("overrides", "overridable"), ["BOOST"]),
+        r"^spec\.json: overrides\.overridable\[0\]='BOOST' is not a known token \(known: KEEP, ",
+    ),
+    (
+        "overridable-illegal",
+        set_at(("overrides", "overridable"), ["KEEP", "SPARSE_2_4"]),
+        r"^spec\.json: overrides\.overridable\[1\]='SPARSE_2_4' is not in legal_tokens \(KEEP, FUSE_CONV, INT4, OFFLOAD_CPU\); an override may force only legal tokens$",
+    ),
+    (
+        "model-missing",
+        set_at(("model",), "missing.onnx"),
+        r"^spec\.json: model='missing\.onnx' resolves to /.*/missing\.onnx, which does not exist; put the ONNX file there or fix the model path",
+    ),
+    (
+        "model-name-too-long",
+        set_at(("model",), "[" * 5000 + "coadapt.onnx"),
+        r"^spec\.json: model='\[{80}' cannot be looked up \(File name too long\); give the path of an ONNX file$",
+    ),
+    ("model-is-a-folder", set_at(("model",), "."), r"^spec\.json: model='\.' resolves to /.*, which is not a file; "),
 ]
 
 
@@ -506,13 +771,19 @@ def test_bad_spec_is_rejected_with_a_pinned_message(workdir, make, pattern):
 
 
 def test_missing_spec_file(workdir):
-    with pytest.raises(SpecError, match=r"^absent\.json: no such file \(looked for /.*/absent\.json\); give the path of a controller spec JSON file$"):
+    with pytest.raises(
+        SpecError,
+        match=r"^absent\.json: no such file \(looked for /.*/absent\.json\); give the path of a controller spec JSON file$",
+    ):
         load_spec("absent.json")
 
 
 def test_spec_path_that_is_a_folder(workdir):
     (workdir / "folder.json").mkdir()
-    with pytest.raises(SpecError, match=r"^folder\.json: cannot read the spec file \(Is a directory\); check that the path names a readable file$"):
+    with pytest.raises(
+        SpecError,
+        match=r"^folder\.json: cannot read the spec file \(Is a directory\); check that the path names a readable file$",
+    ):
         load_spec("folder.json")
 
 
@@ -546,8 +817,9 @@ def test_in_memory_nan_is_rejected_with_its_path():
 
 def test_bins_too_many_for_the_float64_readings_are_refused_naming_the_count():
     """19 bins over a 1e-9 wide range at 131072: distinct float64 edges, but two of them bin the same readings."""
-    document = doc(inputs=[{"name": "x", "unit": "", "min": 131072.0, "max": 131072.0 + 1e-9, "bins": 19}],
-                   legality_rules=[])
+    document = doc(
+        inputs=[{"name": "x", "unit": "", "min": 131072.0, "max": 131072.0 + 1e-9, "bins": 19}], legality_rules=[]
+    )
     with pytest.raises(SpecError, match=r"^spec\.json: inputs\[0\]\.bins=19 gives bins that hold no float64 reading"):
         spec_from_dict(document, "spec.json", require_model=False)
 
@@ -568,6 +840,9 @@ def test_uniform_edges_are_numpys_linspace_bit_for_bit(low, width, bins):
 def test_bins_over_a_range_wider_than_float64_are_refused_naming_the_overflow():
     """max - min = 2e308 is inf in float64: no edge between the ends can be computed, whatever the count."""
     document = doc(inputs=[{"name": "x", "unit": "", "min": -1e308, "max": 1e308, "bins": 2}], legality_rules=[])
-    with pytest.raises(SpecError, match=r"^spec\.json: inputs\[0\]\.bins=2: max - min over \[-1e\+308, 1e\+308\] "
-                                        r"overflows float64, so the bins' edges cannot be computed; narrow the range"):
+    with pytest.raises(
+        SpecError,
+        match=r"^spec\.json: inputs\[0\]\.bins=2: max - min over \[-1e\+308, 1e\+308\] "
+        r"overflows float64, so the bins' edges cannot be computed; narrow the range",
+    ):
         spec_from_dict(document, "spec.json", require_model=False)

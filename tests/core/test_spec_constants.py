@@ -31,8 +31,15 @@ SPEC_TEXT = """{
   "sla": {"paths": [{"name": "p", "metric": "latency", "limit": <LIMIT>, "window": 4, "max_violations": 1,
                      "recovery_cycles": 2}]}
 }"""
-CONSTANTS = {"MIN": "0.1", "EDGE": "0.3", "MAX": "0.7", "MARGIN": "0.1", "RULE_MIN": "0.15", "RULE_MAX": "0.35",
-             "LIMIT": "20.01"}
+CONSTANTS = {
+    "MIN": "0.1",
+    "EDGE": "0.3",
+    "MAX": "0.7",
+    "MARGIN": "0.1",
+    "RULE_MIN": "0.15",
+    "RULE_MAX": "0.35",
+    "LIMIT": "20.01",
+}
 
 
 def spec_text(**changes) -> str:
@@ -57,7 +64,9 @@ def load(folder, text: str):
 def test_every_constant_means_the_decimal_written(folder):
     spec = load(folder, spec_text())
     x = spec.inputs[0]
-    assert [decimal_value(v) for v in (x.min, *x.edges, x.max)] == [Fraction(t) for t in ("0.1", "0.1", "0.3", "0.7", "0.7")]
+    assert [decimal_value(v) for v in (x.min, *x.edges, x.max)] == [
+        Fraction(t) for t in ("0.1", "0.1", "0.3", "0.7", "0.7")
+    ]
     rule = spec.rules[0]
     assert (decimal_value(rule.lower[0]), decimal_value(rule.upper[0])) == (Fraction("0.15"), Fraction("0.35"))
     assert spec.gate_bounds == (Fraction(1, 10), Fraction(1, 10))
@@ -66,19 +75,35 @@ def test_every_constant_means_the_decimal_written(folder):
     assert Fraction(x.edges[1]) < Fraction(3, 10) == decimal_value(x.edges[1])
 
 
-@pytest.mark.parametrize("constant, where", [
-    ("MIN", r"inputs\[0\]\.min"), ("EDGE", r"inputs\[0\]\.edges\[1\]"), ("MAX", r"inputs\[0\]\.max"),
-    ("MARGIN", r"confidence_gate\.margin"), ("RULE_MIN", r"legality_rules\[0\]\.when\.x\.min"),
-    ("RULE_MAX", r"legality_rules\[0\]\.when\.x\.max"), ("LIMIT", r"sla\.paths\[0\]\.limit"),
-])
+@pytest.mark.parametrize(
+    "constant, where",
+    [
+        ("MIN", r"inputs\[0\]\.min"),
+        ("EDGE", r"inputs\[0\]\.edges\[1\]"),
+        ("MAX", r"inputs\[0\]\.max"),
+        ("MARGIN", r"confidence_gate\.margin"),
+        ("RULE_MIN", r"legality_rules\[0\]\.when\.x\.min"),
+        ("RULE_MAX", r"legality_rules\[0\]\.when\.x\.max"),
+        ("LIMIT", r"sla\.paths\[0\]\.limit"),
+    ],
+)
 def test_a_decimal_with_more_digits_than_certfsm_keeps_is_refused_at_every_constant(folder, constant, where):
-    value = {"MIN": "0.10000000000000001", "EDGE": "0.30000000000000001", "MAX": "0.70000000000000001",
-             "MARGIN": "0.1000000000000000055511151231257827021181583404541015625",
-             "RULE_MIN": "0.15000000000000001", "RULE_MAX": "0.35000000000000001", "LIMIT": "20.010000000000001"}
+    value = {
+        "MIN": "0.10000000000000001",
+        "EDGE": "0.30000000000000001",
+        "MAX": "0.70000000000000001",
+        "MARGIN": "0.1000000000000000055511151231257827021181583404541015625",
+        "RULE_MIN": "0.15000000000000001",
+        "RULE_MAX": "0.35000000000000001",
+        "LIMIT": "20.010000000000001",
+    }
     changes = {constant: value[constant]}
-    with pytest.raises(SpecError, match=rf"^spec\.json: {where}: \S+ has more digits than certfsm keeps exactly "
-                                        r"\(a float64 holds it as \S+, another number\); write the decimal you mean "
-                                        r"with at most 17 significant digits, e\.g\. \S+$"):
+    with pytest.raises(
+        SpecError,
+        match=rf"^spec\.json: {where}: \S+ has more digits than certfsm keeps exactly "
+        r"\(a float64 holds it as \S+, another number\); write the decimal you mean "
+        r"with at most 17 significant digits, e\.g\. \S+$",
+    ):
         load(folder, spec_text(**changes))
 
 
@@ -118,7 +143,7 @@ def test_the_probability_gate_margin_is_enclosed_by_rational_bounds(p, k):
     low, high = margin_bounds(probability=probability, n_tokens=k)
     reference = reference_ln(q)  # within about 1e-78 of ln(q); the bounds stand about 1e-49 off it
     assert low < reference < high
-    assert 0 < high - low < Fraction(1, 10 ** 40)
+    assert 0 < high - low < Fraction(1, 10**40)
 
 
 def test_the_probability_gate_for_p_0_8_and_two_tokens_encloses_ln_4_though_float_log_rounds_up():

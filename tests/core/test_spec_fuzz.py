@@ -29,8 +29,28 @@ def _seeds() -> list[bytes]:
 
 
 SEEDS = _seeds()
-TOKENS = [b"[", b"]", b"{", b"}", b'"', b":", b",", b" ", b"\\", b"null", b"true", b"1e999", b"-", b"0", b"9",
-          b'"KEEP", ', b'{"a": 1}, ', b"1.5, ", b"\xff", b'"\\ud800"']
+TOKENS = [
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b'"',
+    b":",
+    b",",
+    b" ",
+    b"\\",
+    b"null",
+    b"true",
+    b"1e999",
+    b"-",
+    b"0",
+    b"9",
+    b'"KEEP", ',
+    b'{"a": 1}, ',
+    b"1.5, ",
+    b"\xff",
+    b'"\\ud800"',
+]
 NESTINGS = [(b"[", b"]"), (b'{"a": ', b"}"), (b"[{}, ", b"]")]
 FILES = mutated(SEEDS, TOKENS, NESTINGS)
 

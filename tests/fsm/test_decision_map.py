@@ -33,13 +33,22 @@ BUSY = {"compute_util": 95.0, "mem_bw_util": 80.0, "l2_miss_rate": 60.0}
 
 def tiny_spec(n_inputs=3, margin=None, rules=(), x2_edges=(0.0, 1.0, 2.0)):
     """x0, x1 in [0, 1] with two bins each, x2 in volts with `x2_edges`; outputs KEEP, A, B."""
-    inputs = [{"name": "x0", "unit": "", "min": 0.0, "max": 1.0, "edges": [0.0, 0.5, 1.0]},
-              {"name": "x1", "unit": "", "min": 0.0, "max": 1.0, "edges": [0.0, 0.5, 1.0]},
-              {"name": "x2", "unit": "V", "min": x2_edges[0], "max": x2_edges[-1], "edges": list(x2_edges)}]
+    inputs = [
+        {"name": "x0", "unit": "", "min": 0.0, "max": 1.0, "edges": [0.0, 0.5, 1.0]},
+        {"name": "x1", "unit": "", "min": 0.0, "max": 1.0, "edges": [0.0, 0.5, 1.0]},
+        {"name": "x2", "unit": "V", "min": x2_edges[0], "max": x2_edges[-1], "edges": list(x2_edges)},
+    ]
     document = {
-        "certfsm_spec": 1, "name": f"tiny{n_inputs}", "model": "tiny.onnx", "inputs": inputs[:n_inputs],
-        "outputs": ["KEEP", "A", "B"], "tokens": {"KEEP": 0, "A": 1, "B": 2}, "legal_tokens": ["KEEP", "A", "B"],
-        "decision": "argmax", "conservative_token": "KEEP", "legality_rules": list(rules),
+        "certfsm_spec": 1,
+        "name": f"tiny{n_inputs}",
+        "model": "tiny.onnx",
+        "inputs": inputs[:n_inputs],
+        "outputs": ["KEEP", "A", "B"],
+        "tokens": {"KEEP": 0, "A": 1, "B": 2},
+        "legal_tokens": ["KEEP", "A", "B"],
+        "decision": "argmax",
+        "conservative_token": "KEEP",
+        "legality_rules": list(rules),
     }
     if margin is not None:
         document["confidence_gate"] = {"margin": margin}
@@ -61,16 +70,16 @@ def hand_table(spec, left_token=B, only_x2_bin=0):
     cells = np.arange(grid.n_cells)
     bins = np.array([grid.multi_index(c) for c in cells])
     exact = (bins[:, 0] == 0) & (bins[:, 2] == only_x2_bin)
-    return Table.undecided(spec).with_decisions(cells, np.where(exact, left_token, KEEP),
-                                                np.where(exact, EXACT, CONSERVATIVE))
+    return Table.undecided(spec).with_decisions(
+        cells, np.where(exact, left_token, KEEP), np.where(exact, EXACT, CONSERVATIVE)
+    )
 
 
 def render_tiny(path, spec=None, network=None, table=None, **options):
     """Render the tiny case over x0 and x1, by default at x2 = 0.5 (the slice where `hand_table` has exact cells)."""
     spec = tiny_spec() if spec is None else spec
     options = {"x_input": "x0", "y_input": "x1", "fixed": {"x2": 0.5}, **options}
-    return render_decision_map(spec, network or tiny_network(spec.n_inputs), table or hand_table(spec), path,
-                               **options)
+    return render_decision_map(spec, network or tiny_network(spec.n_inputs), table or hand_table(spec), path, **options)
 
 
 def pixels_near(image: np.ndarray, rgb, tolerance=2.5 / 255) -> int:
@@ -114,21 +123,30 @@ def test_default_axes_of_the_example_are_the_inputs_its_rules_name(example):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("x_input, y_input, fixed", [
-    ("temperature", "queue_depth", {}),
-    pytest.param("temperature", "queue_depth", BUSY, marks=pytest.mark.slow),
-    ("compute_util", "mem_bw_util", {"l2_miss_rate": 60.0, "temperature": 90.0, "queue_depth": 60.0}),
-])
-def test_the_certified_example_agrees_everywhere_on_its_exact_cells(example, distilled, tmp_path, x_input, y_input,
-                                                                    fixed):
+@pytest.mark.parametrize(
+    "x_input, y_input, fixed",
+    [
+        ("temperature", "queue_depth", {}),
+        pytest.param("temperature", "queue_depth", BUSY, marks=pytest.mark.slow),
+        ("compute_util", "mem_bw_util", {"l2_miss_rate": 60.0, "temperature": 90.0, "queue_depth": 60.0}),
+    ],
+)
+def test_the_certified_example_agrees_everywhere_on_its_exact_cells(
+    example, distilled, tmp_path, x_input, y_input, fixed
+):
     spec, network = example
-    result = render_decision_map(spec, network, distilled, tmp_path / "map.png", x_input=x_input, y_input=y_input,
-                                 fixed=fixed, resolution=120)
+    result = render_decision_map(
+        spec, network, distilled, tmp_path / "map.png", x_input=x_input, y_input=y_input, fixed=fixed, resolution=120
+    )
     statuses = slice_status(spec, distilled, x_input, y_input, fixed)
-    expected_fixed = {item.name: float(fixed.get(item.name, (item.min + item.max) / 2)) for item in spec.inputs
-                      if item.name not in (x_input, y_input)}
-    assert result == DecisionMap(tmp_path / "map.png", x_input, y_input, expected_fixed, statuses.size,
-                                 int((statuses == EXACT).sum()), 1.0)
+    expected_fixed = {
+        item.name: float(fixed.get(item.name, (item.min + item.max) / 2))
+        for item in spec.inputs
+        if item.name not in (x_input, y_input)
+    }
+    assert result == DecisionMap(
+        tmp_path / "map.png", x_input, y_input, expected_fixed, statuses.size, int((statuses == EXACT).sum()), 1.0
+    )
     assert result.exact_shown > 0 and type(result.agreement) is float
     assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
 
@@ -145,12 +163,14 @@ def test_a_wrong_exact_cell_in_the_slice_lowers_the_agreement_and_is_marked(exam
     token = distilled.proposal[cell]
     other = next(k for k in spec.legal_indices if k != token)
     wrong = distilled.with_decisions([cell], [other], [EXACT])
-    result = render_decision_map(spec, network, wrong, tmp_path / "wrong.svg", x_input="temperature",
-                                 y_input="queue_depth", fixed=BUSY)
+    result = render_decision_map(
+        spec, network, wrong, tmp_path / "wrong.svg", x_input="temperature", y_input="queue_depth", fixed=BUSY
+    )
     assert result.agreement < 1.0
     assert "table disagrees with network" in (tmp_path / "wrong.svg").read_text()
-    right = render_decision_map(spec, network, distilled, tmp_path / "right.svg", x_input="temperature",
-                                y_input="queue_depth", fixed=BUSY)
+    right = render_decision_map(
+        spec, network, distilled, tmp_path / "right.svg", x_input="temperature", y_input="queue_depth", fixed=BUSY
+    )
     assert right.agreement == 1.0
     assert "table disagrees with network" not in (tmp_path / "right.svg").read_text()
 
@@ -189,8 +209,17 @@ def test_svg_is_xml_with_titles_legend_and_hatching_only_where_shown(tmp_path):
     render_tiny(tmp_path / "map.svg", spec, fixed={"x2": 0.25})
     text = (tmp_path / "map.svg").read_text()
     assert ElementTree.parse(tmp_path / "map.svg").getroot().tag == SVG_ROOT
-    for label in ("certified table", "network (gated decision)", "KEEP", "A", "B", "x0", "x1",
-                  "fixed: x2=0.25 V", CONSERVATIVE_LABEL):
+    for label in (
+        "certified table",
+        "network (gated decision)",
+        "KEEP",
+        "A",
+        "B",
+        "x0",
+        "x1",
+        "fixed: x2=0.25 V",
+        CONSERVATIVE_LABEL,
+    ):
         assert label in text, label
     assert "<pattern" in text
     all_exact = Table.undecided(spec).with_decisions(np.arange(8), [B, B, B, B, A, A, A, A], [EXACT] * 8)
@@ -237,13 +266,21 @@ def test_a_flipped_exact_cell_of_the_hand_table_is_caught(tmp_path):
     assert render_tiny(tmp_path / "map.png", spec, table=one_cell).agreement == 0.5
 
 
-@pytest.mark.parametrize("rules, expected", [
-    ((), ("x0", "x1")),
-    (({"name": "r", "when": {"x2": {"min": 1.5}}, "forbid": ["A"]},), ("x2", "x0")),
-    (({"name": "r", "when": {"x2": {"max": 0.5}, "x1": {"min": 0.5}}, "forbid": ["A"]},), ("x1", "x2")),
-    (({"name": "r", "when": {"x1": {"min": 0.0}}, "forbid": ["A"]},
-      {"name": "s", "when": {"x2": {"min": 1.0}}, "forbid": ["B"]}), ("x2", "x0")),
-])
+@pytest.mark.parametrize(
+    "rules, expected",
+    [
+        ((), ("x0", "x1")),
+        (({"name": "r", "when": {"x2": {"min": 1.5}}, "forbid": ["A"]},), ("x2", "x0")),
+        (({"name": "r", "when": {"x2": {"max": 0.5}, "x1": {"min": 0.5}}, "forbid": ["A"]},), ("x1", "x2")),
+        (
+            (
+                {"name": "r", "when": {"x1": {"min": 0.0}}, "forbid": ["A"]},
+                {"name": "s", "when": {"x2": {"min": 1.0}}, "forbid": ["B"]},
+            ),
+            ("x2", "x0"),
+        ),
+    ],
+)
 def test_default_axes_follow_the_rules_then_the_input_order(rules, expected):
     assert default_axes(tiny_spec(rules=rules)) == expected
 
@@ -251,28 +288,48 @@ def test_default_axes_follow_the_rules_then_the_input_order(rules, expected):
 # ----------------------------------------------------------------- errors
 
 
-ONE_INPUT = r"^/nonexistent/tiny1\.spec\.json: spec 'tiny1' has one input \(x0\), so a decision map has nothing " \
-            r"to plot it against; a decision map needs a spec with two or more inputs$"
+ONE_INPUT = (
+    r"^/nonexistent/tiny1\.spec\.json: spec 'tiny1' has one input \(x0\), so a decision map has nothing "
+    r"to plot it against; a decision map needs a spec with two or more inputs$"
+)
 
 BAD_ARGUMENTS = [
-    ({"x_input": "speed"}, r"^x_input='speed' is not an input of spec 'tiny3' \(inputs: x0, x1, x2\); "
-                           r"use one of those names$"),
-    ({"y_input": "x9"}, r"^y_input='x9' is not an input of spec 'tiny3' \(inputs: x0, x1, x2\); use one of those "
-                        r"names$"),
-    ({"y_input": "x0"}, r"^x_input and y_input are both 'x0'; choose two different inputs of spec 'tiny3' "
-                        r"\(inputs: x0, x1, x2\)$"),
-    ({"fixed": {"x2": 2.5}}, r"^fixed\['x2'\]=2\.5 is outside the envelope \[0, 2\] of input x2; give a value in "
-                             r"that range$"),
+    (
+        {"x_input": "speed"},
+        r"^x_input='speed' is not an input of spec 'tiny3' \(inputs: x0, x1, x2\); "
+        r"use one of those names$",
+    ),
+    (
+        {"y_input": "x9"},
+        r"^y_input='x9' is not an input of spec 'tiny3' \(inputs: x0, x1, x2\); use one of those "
+        r"names$",
+    ),
+    (
+        {"y_input": "x0"},
+        r"^x_input and y_input are both 'x0'; choose two different inputs of spec 'tiny3' "
+        r"\(inputs: x0, x1, x2\)$",
+    ),
+    (
+        {"fixed": {"x2": 2.5}},
+        r"^fixed\['x2'\]=2\.5 is outside the envelope \[0, 2\] of input x2; give a value in "
+        r"that range$",
+    ),
     ({"fixed": {"x2": -0.001}}, r"^fixed\['x2'\]=-0\.001 is outside the envelope \[0, 2\] of input x2; "),
     ({"fixed": {"x2": math.nan}}, r"^fixed\['x2'\]=nan is not a finite number; give a value in \[0, 2\] V$"),
     ({"fixed": {"x2": math.inf}}, r"^fixed\['x2'\]=inf is not a finite number; "),
     ({"fixed": {"x2": "1"}}, r"^fixed\['x2'\]='1' is not a finite number; "),
     ({"fixed": {"x2": True}}, r"^fixed\['x2'\]=True is not a finite number; "),
-    ({"fixed": {"speed": 1.0}}, r"^fixed has key 'speed', which is not an input of spec 'tiny3' \(inputs: x0, x1, "
-                                r"x2\); use one of those names$"),
+    (
+        {"fixed": {"speed": 1.0}},
+        r"^fixed has key 'speed', which is not an input of spec 'tiny3' \(inputs: x0, x1, "
+        r"x2\); use one of those names$",
+    ),
     ({"fixed": [1.0]}, r"^fixed=\[1\.0\] is not a dict; give \{input name: value\} for the inputs to hold fixed$"),
-    ({"resolution": 1}, r"^resolution=1 is not an integer from 2 to 4096; give the raster points per axis, "
-                        r"e\.g\. resolution=200$"),
+    (
+        {"resolution": 1},
+        r"^resolution=1 is not an integer from 2 to 4096; give the raster points per axis, "
+        r"e\.g\. resolution=200$",
+    ),
     ({"resolution": 10_000}, r"^resolution=10000 is not an integer from 2 to 4096; "),
     ({"resolution": 50.0}, r"^resolution=50\.0 is not an integer from 2 to 4096; "),
     ({"resolution": True}, r"^resolution=True is not an integer from 2 to 4096; "),
@@ -289,8 +346,10 @@ def test_bad_arguments_are_refused_and_nothing_is_written(tmp_path, options, mes
 @pytest.mark.parametrize("name", ["map.pdf", "map", "map.png.txt"])
 def test_only_png_and_svg_suffixes_are_accepted(tmp_path, name):
     suffix = os.path.splitext(name)[1]
-    message = (rf"^path='{re.escape(str(tmp_path / name))}' has suffix '{re.escape(suffix)}', expected one of "
-               r"\.png, \.svg; end the file name with \.png or \.svg$")
+    message = (
+        rf"^path='{re.escape(str(tmp_path / name))}' has suffix '{re.escape(suffix)}', expected one of "
+        r"\.png, \.svg; end the file name with \.png or \.svg$"
+    )
     with pytest.raises(SpecError, match=message):
         render_tiny(tmp_path / name)
     assert os.listdir(tmp_path) == []
@@ -301,23 +360,28 @@ def test_a_one_input_spec_has_nothing_to_plot_against(tmp_path):
     with pytest.raises(SpecError, match=ONE_INPUT):
         default_axes(spec)
     with pytest.raises(SpecError, match=ONE_INPUT):
-        render_decision_map(spec, tiny_network(1), Table.undecided(spec), tmp_path / "map.png", x_input="x0",
-                            y_input="x0")
+        render_decision_map(
+            spec, tiny_network(1), Table.undecided(spec), tmp_path / "map.png", x_input="x0", y_input="x0"
+        )
     assert os.listdir(tmp_path) == []
 
 
 def test_a_table_of_another_grid_is_refused(tmp_path):
     spec, other = tiny_spec(), tiny_spec(x2_edges=(0.0, 2.0))
-    message = (r"^the table's grid \(shape \(2, 2, 1\), inputs x0, x1, x2\) is not the grid of spec 'tiny3' "
-               r"\(shape \(2, 2, 2\)\); distil the table from this spec$")
+    message = (
+        r"^the table's grid \(shape \(2, 2, 1\), inputs x0, x1, x2\) is not the grid of spec 'tiny3' "
+        r"\(shape \(2, 2, 2\)\); distil the table from this spec$"
+    )
     with pytest.raises(SpecError, match=message):
         render_tiny(tmp_path / "map.png", spec, table=Table.undecided(other))
     assert os.listdir(tmp_path) == []
 
 
 def test_a_network_that_does_not_fit_the_spec_is_refused(tmp_path):
-    message = (r"^/nonexistent/tiny3\.spec\.json: the spec has 3 inputs and 3 outputs but the network \(in memory\) "
-               r"has 2 and 3; ")
+    message = (
+        r"^/nonexistent/tiny3\.spec\.json: the spec has 3 inputs and 3 outputs but the network \(in memory\) "
+        r"has 2 and 3; "
+    )
     with pytest.raises(SpecError, match=message):
         render_tiny(tmp_path / "map.png", network=tiny_network(2))
     assert os.listdir(tmp_path) == []

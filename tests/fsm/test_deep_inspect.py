@@ -84,9 +84,12 @@ def test_another_model_is_bad_input_naming_the_file(distilled, tmp_path, capsys)
     other.write_bytes(MODEL.read_bytes() + b"\0")
     code, out, err = deep_cli(capsys, distilled[0], "--model", other)
     assert (code, out) == (2, "")
-    assert re.fullmatch(rf"certfsm: error: {re.escape(str(other))}: the model's sha256 is [0-9a-f]{{16}}\.\.\. but "
-                        rf"{re.escape(str(distilled[0]))} was distilled from a model with sha256 [0-9a-f]{{16}}\.\.\.; "
-                        r"give that model with --model \(or the artifact was edited\)\n", err)
+    assert re.fullmatch(
+        rf"certfsm: error: {re.escape(str(other))}: the model's sha256 is [0-9a-f]{{16}}\.\.\. but "
+        rf"{re.escape(str(distilled[0]))} was distilled from a model with sha256 [0-9a-f]{{16}}\.\.\.; "
+        r"give that model with --model \(or the artifact was edited\)\n",
+        err,
+    )
     with pytest.raises(ModelError):
         deep_inspect(distilled[0], other)
 
@@ -97,15 +100,24 @@ def test_the_library_refuses_a_bad_model_or_report_in_its_parameters(distilled, 
     other = tmp_path / "other.onnx"
     other.write_bytes(MODEL.read_bytes() + b"\0")
     refusals = [
-        (lambda: model_for_artifact(other, load_artifact(path)), ModelError,
-         rf"^{re.escape(str(other))}: the model's sha256 is [0-9a-f]{{16}}\.\.\. but .*; give that model with "
-         r"model_path= \(or the artifact was edited\)$"),
-        (lambda: model_for_artifact(tmp_path / "missing.onnx", load_artifact(path)), ModelError,
-         rf"^{re.escape(str(tmp_path / 'missing.onnx'))}: cannot read the model \(No such file or directory\); give "
-         rf"the ONNX model {re.escape(str(path))} was distilled from with model_path=$"),
-        (lambda: deep_inspect(path, MODEL, report=tmp_path / "nowhere", jobs=1), ReportError,
-         rf"^{re.escape(str(tmp_path / 'nowhere'))}: no such report folder; give the folder certfsm distill wrote "
-         r"with report=$"),
+        (
+            lambda: model_for_artifact(other, load_artifact(path)),
+            ModelError,
+            rf"^{re.escape(str(other))}: the model's sha256 is [0-9a-f]{{16}}\.\.\. but .*; give that model with "
+            r"model_path= \(or the artifact was edited\)$",
+        ),
+        (
+            lambda: model_for_artifact(tmp_path / "missing.onnx", load_artifact(path)),
+            ModelError,
+            rf"^{re.escape(str(tmp_path / 'missing.onnx'))}: cannot read the model \(No such file or directory\); give "
+            rf"the ONNX model {re.escape(str(path))} was distilled from with model_path=$",
+        ),
+        (
+            lambda: deep_inspect(path, MODEL, report=tmp_path / "nowhere", jobs=1),
+            ReportError,
+            rf"^{re.escape(str(tmp_path / 'nowhere'))}: no such report folder; give the folder certfsm distill wrote "
+            r"with report=$",
+        ),
     ]
     for call, error_type, pattern in refusals:
         with pytest.raises(error_type, match=pattern) as error:
@@ -116,14 +128,18 @@ def test_the_library_refuses_a_bad_model_or_report_in_its_parameters(distilled, 
 def test_a_deep_result_without_a_report_says_which_parameter_brings_the_witnesses():
     result = DeepResult(Path("a.cfsm"), MODEL, "0" * 64, 4, Counter({"bounds": 2}), (), None, 2, (), ())
     line = next(line for line in result.lines() if line.startswith("deep: conservative cells: "))
-    assert line.endswith("witnesses not re-validated (they live in the report's cells.jsonl: give the report "
-                         "folder with report=)")
+    assert line.endswith(
+        "witnesses not re-validated (they live in the report's cells.jsonl: give the report folder with report=)"
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    ((), r"--deep re-proves the artifact against its model; give --model M\.onnx"),
-    (("--model", "missing.onnx"), r"missing\.onnx: cannot read the model \(No such file or directory\)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((), r"--deep re-proves the artifact against its model; give --model M\.onnx"),
+        (("--model", "missing.onnx"), r"missing\.onnx: cannot read the model \(No such file or directory\)"),
+    ],
+)
 def test_bad_deep_arguments_are_one_line_and_exit_2(distilled, capsys, args, message):
     code, out, err = deep_cli(capsys, distilled[0], *args)
     assert code == 2 and out == "" and re.match(rf"^certfsm: error: {message}", err) and err.count("\n") == 1
@@ -139,10 +155,18 @@ def test_inspect_deep_on_the_example_prints_what_it_re_proved_and_exits_0(distil
     assert code == 0, out + err
     exact, conservative = payload["table"]["status"].count("e"), payload["table"]["status"].count("c")
     assert re.search(rf"^deep: exact cells re-proved against the model: {exact} of {exact} \(", out, re.MULTILINE)
-    assert re.search(rf"^deep: conservative cells: {conservative}; witness pairs re-validated exactly, in float64 "
-                     r"and in onnxruntime: \d+ of \d+; ", out, re.MULTILINE)
-    assert re.search(r"^deep: SMT-LIB queries regenerated from the artifact: 11, proved by z3: 11, equal to the "
-                     r"certificate and the report's files: 11; enumeration agrees: yes", out, re.MULTILINE)
+    assert re.search(
+        rf"^deep: conservative cells: {conservative}; witness pairs re-validated exactly, in float64 "
+        r"and in onnxruntime: \d+ of \d+; ",
+        out,
+        re.MULTILINE,
+    )
+    assert re.search(
+        r"^deep: SMT-LIB queries regenerated from the artifact: 11, proved by z3: 11, equal to the "
+        r"certificate and the report's files: 11; enumeration agrees: yes",
+        out,
+        re.MULTILINE,
+    )
     assert re.search(r"^deep: ok: everything re-proved in \d+\.\d s$", out, re.MULTILINE)
 
 
@@ -175,9 +199,16 @@ def test_every_rehashed_edit_is_refused_by_inspect_deep(distilled, tmp_path, cap
     edit(payload)
     code, out, err = deep_cli(capsys, rehash(tmp_path, payload), "--model", MODEL)
     if edit.__name__ == "model_hash_swapped":
-        assert code == 2 and out == "" and re.match(rf"^certfsm: error: {re.escape(str(MODEL))}: the model's sha256 "
-                                                    r"is [0-9a-f]{16}\.\.\. but .*edited\.cfsm was distilled from a "
-                                                    r"model with sha256 ", err), err
+        assert (
+            code == 2
+            and out == ""
+            and re.match(
+                rf"^certfsm: error: {re.escape(str(MODEL))}: the model's sha256 "
+                r"is [0-9a-f]{16}\.\.\. but .*edited\.cfsm was distilled from a "
+                r"model with sha256 ",
+                err,
+            )
+        ), err
     elif edit in LOADED_BY_LOADER:
         assert code == 1 and re.search(r"^deep: FAILED: \d+ item\(s\) did not re-prove", out, re.MULTILINE), out + err
         first = next(line for line in out.splitlines() if line.startswith("  FAILED "))
@@ -192,16 +223,22 @@ def test_a_swapped_exact_token_is_named_by_cell_bounds_and_token(distilled, tmp_
     payload = copy.deepcopy(original)
     table = payload["table"]
     fuse = 1
-    cell = next(k for k, (t, s, m) in enumerate(zip(table["proposal"], table["status"], table["allowed"]))
-                if s == "e" and t != fuse and m >> fuse & 1)
+    cell = next(
+        k
+        for k, (t, s, m) in enumerate(zip(table["proposal"], table["status"], table["allowed"]))
+        if s == "e" and t != fuse and m >> fuse & 1
+    )
     table["proposal"][cell] = fuse
     result = deep_inspect(rehash(tmp_path, payload), MODEL, jobs=1)
     assert not result.is_ok and [f.cell for f in result.cell_failures] == [cell]
     failure = result.cell_failures[0]
     assert failure.token == "FUSE_CONV" and failure.bounds.startswith("compute_util in [")
-    assert re.fullmatch(rf"exact cell {cell} \(compute_util in .*\), token FUSE_CONV: not re-proved: [\w+]+ reaches "
-                        r"the closure of another decision at \(.*\), validated exactly, in float64 and in onnxruntime; "
-                        r"the network decides (?!FUSE_CONV)\w+ there", result.failures[0])
+    assert re.fullmatch(
+        rf"exact cell {cell} \(compute_util in .*\), token FUSE_CONV: not re-proved: [\w+]+ reaches "
+        r"the closure of another decision at \(.*\), validated exactly, in float64 and in onnxruntime; "
+        r"the network decides (?!FUSE_CONV)\w+ there",
+        result.failures[0],
+    )
 
 
 @pytest.mark.slow
@@ -223,8 +260,11 @@ def test_an_edited_report_file_and_a_forged_witness_are_named(distilled, tmp_pat
     assert "the witness pair does not hold" in result.witnesses.failures[0].reason
     bad = [q for q in result.queries if not q.is_ok]
     assert [q.file for q in bad] == ["machine-switch-cooldown.smt2"]
-    assert re.fullmatch(r"machine-switch-cooldown\.smt2: the report's file .*machine-switch-cooldown\.smt2 differs "
-                        r"from the query regenerated from the artifact at byte \d+ \(line \d+\)", bad[0].describe())
+    assert re.fullmatch(
+        r"machine-switch-cooldown\.smt2: the report's file .*machine-switch-cooldown\.smt2 differs "
+        r"from the query regenerated from the artifact at byte \d+ \(line \d+\)",
+        bad[0].describe(),
+    )
 
 
 @pytest.mark.slow
@@ -245,5 +285,8 @@ def test_a_report_of_another_table_is_refused_record_by_record(distilled_example
     proposal[cell] = (proposal[cell] + 1) % 4
     checked = revalidate_witnesses(problem, replace(table, proposal=proposal), run.report_path)
     assert [f.cell for f in checked.failures] == [cell]
-    assert re.fullmatch(rf".*cells\.jsonl line {cell + 1} says exact \w+, but the artifact holds exact \w+: the report "
-                        r"is not this artifact's", checked.failures[0].reason)
+    assert re.fullmatch(
+        rf".*cells\.jsonl line {cell + 1} says exact \w+, but the artifact holds exact \w+: the report "
+        r"is not this artifact's",
+        checked.failures[0].reason,
+    )

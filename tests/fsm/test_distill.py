@@ -27,11 +27,18 @@ KEEP, A, B = range(3)
 
 def tiny_spec(x0_edges, margin=None, decision="argmax", x1_edges=(0.0, 0.5, 1.0), outputs=("KEEP", "A", "B")):
     document = {
-        "certfsm_spec": 1, "name": "tiny", "model": "tiny.onnx",
-        "inputs": [{"name": "x0", "unit": "", "min": x0_edges[0], "max": x0_edges[-1], "edges": list(x0_edges)},
-                   {"name": "x1", "unit": "", "min": x1_edges[0], "max": x1_edges[-1], "edges": list(x1_edges)}],
-        "outputs": list(outputs), "tokens": {t: k for k, t in enumerate(outputs)}, "legal_tokens": list(outputs),
-        "decision": decision, "conservative_token": outputs[0],
+        "certfsm_spec": 1,
+        "name": "tiny",
+        "model": "tiny.onnx",
+        "inputs": [
+            {"name": "x0", "unit": "", "min": x0_edges[0], "max": x0_edges[-1], "edges": list(x0_edges)},
+            {"name": "x1", "unit": "", "min": x1_edges[0], "max": x1_edges[-1], "edges": list(x1_edges)},
+        ],
+        "outputs": list(outputs),
+        "tokens": {t: k for k, t in enumerate(outputs)},
+        "legal_tokens": list(outputs),
+        "decision": decision,
+        "conservative_token": outputs[0],
     }
     if margin is not None:
         document["confidence_gate"] = {"margin": margin}
@@ -118,10 +125,14 @@ def test_argmin_decides_the_smallest_score():
 def sliver_network(width=1e-3):
     """A scores a tent of height 1 - 0.5 around x0 = 0.5 (half-width `width`), KEEP 0, B -1: A wins only on a
     sliver |x0 - 0.5| < width / 2 that random samples of a wide cell almost never hit."""
-    hidden = AffineLayer(np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]),
-                         np.array([-0.5 + width, -0.5, -0.5 - width]), "hidden")
-    out = AffineLayer(np.array([[0.0, 0.0, 0.0], [1 / width, -2 / width, 1 / width], [0.0, 0.0, 0.0]]),
-                      np.array([0.0, -0.5, -1.0]), "out")
+    hidden = AffineLayer(
+        np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]), np.array([-0.5 + width, -0.5, -0.5 - width]), "hidden"
+    )
+    out = AffineLayer(
+        np.array([[0.0, 0.0, 0.0], [1 / width, -2 / width, 1 / width], [0.0, 0.0, 0.0]]),
+        np.array([0.0, -0.5, -1.0]),
+        "out",
+    )
     return Network((hidden, out), input_name="x")
 
 
@@ -142,9 +153,14 @@ def test_a_thin_sliver_missed_by_sampling_is_found_by_the_engines():
 def random_network(seed=5):
     """Two hidden layers of 12: loose enough that some cells need splitting (fixed seed)."""
     rng = np.random.default_rng(seed)
-    return Network((AffineLayer(rng.normal(size=(12, 2)), rng.normal(size=12) * 0.5, "h1"),
-                    AffineLayer(rng.normal(size=(12, 12)) / 3, rng.normal(size=12) * 0.3, "h2"),
-                    AffineLayer(rng.normal(size=(3, 12)), rng.normal(size=3) * 0.3, "out")), "x")
+    return Network(
+        (
+            AffineLayer(rng.normal(size=(12, 2)), rng.normal(size=12) * 0.5, "h1"),
+            AffineLayer(rng.normal(size=(12, 12)) / 3, rng.normal(size=12) * 0.3, "h2"),
+            AffineLayer(rng.normal(size=(3, 12)), rng.normal(size=3) * 0.3, "out"),
+        ),
+        "x",
+    )
 
 
 @pytest.mark.slow
@@ -170,9 +186,14 @@ def test_a_tie_everywhere_cannot_be_proved_and_stays_conservative_without_witnes
     assert list(result.table.proposal) == [KEEP, KEEP]
     assert result.witnesses == {} and list(result.engine_of_cell) == ["undecided", "undecided"]
     assert set(result.reasons) == {0, 1}
-    assert all(re.match(r"^undecided: the closure of another decision is reached but no pair of points with "
-                        r"different decisions validated in float64 and onnxruntime$", r)
-               for r in result.reasons.values())
+    assert all(
+        re.match(
+            r"^undecided: the closure of another decision is reached but no pair of points with "
+            r"different decisions validated in float64 and onnxruntime$",
+            r,
+        )
+        for r in result.reasons.values()
+    )
     assert result.stats["undecided"] == 2 and result.stats["conservative_with_witness"] == 0
 
 
@@ -278,7 +299,9 @@ def test_interrupted_run_resumes_without_redoing_decided_cells(tmp_path, monkeyp
     exact = int(np.count_nonzero(fresh.table.status == EXACT))
     assert again.table == fresh.table
     assert sorted(sampled) == [c for c in range(spec_cells(spec)) if fresh.table.status[c] == EXACT]
-    assert again.stats["resumed_cells"] == spec_cells(spec) - exact and again.stats["reproved_checkpoint_cells"] == exact
+    assert (
+        again.stats["resumed_cells"] == spec_cells(spec) - exact and again.stats["reproved_checkpoint_cells"] == exact
+    )
     assert again.witnesses.keys() == fresh.witnesses.keys()
 
 
@@ -323,9 +346,12 @@ def test_checkpoint_of_another_spec_is_refused(tmp_path):
     path = tmp_path / "run.ckpt"
     distill(grid_spec(4), network, jobs=1, checkpoint=path)
     other = tiny_spec(list(np.linspace(0.0, 1.0, 5)), margin=0.2, x1_edges=list(np.linspace(0.0, 1.0, 5)))
-    with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: checkpoint belongs to another spec "
-                                        r"\(spec_sha256 [0-9a-f]{12}\.\.\., this run has [0-9a-f]{12}\.\.\.\); "
-                                        r"delete the file or give another checkpoint= path to start afresh$"):
+    with pytest.raises(
+        SpecError,
+        match=rf"^{re.escape(str(path))}: checkpoint belongs to another spec "
+        r"\(spec_sha256 [0-9a-f]{12}\.\.\., this run has [0-9a-f]{12}\.\.\.\); "
+        r"delete the file or give another checkpoint= path to start afresh$",
+    ):
         distill(other, network, jobs=1, checkpoint=path)
     with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: checkpoint belongs to another model "):
         distill(grid_spec(4), boundary_network(), jobs=1, checkpoint=path)
@@ -334,25 +360,37 @@ def test_checkpoint_of_another_spec_is_refused(tmp_path):
 def test_a_file_that_is_no_checkpoint_is_refused(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("hello\n")
-    with pytest.raises(SpecError, match=rf"^{re.escape(str(path))}: not a certfsm distill checkpoint \(its first line "
-                                        r"is not a checkpoint header\); give another checkpoint= path or delete the "
-                                        r"file$"):
+    with pytest.raises(
+        SpecError,
+        match=rf"^{re.escape(str(path))}: not a certfsm distill checkpoint \(its first line "
+        r"is not a checkpoint header\); give another checkpoint= path or delete the "
+        r"file$",
+    ):
         distill(grid_spec(4), slanted_network(), jobs=1, checkpoint=path)
 
 
 def test_a_checkpoint_in_a_missing_folder_is_refused(tmp_path):
     path = tmp_path / "missing" / "run.ckpt"
-    with pytest.raises(ReportError, match=rf"^{re.escape(str(path))}: cannot read or write the checkpoint "
-                                          r"\(No such file or directory\); give a checkpoint= path in a writable "
-                                          r"folder$"):
+    with pytest.raises(
+        ReportError,
+        match=rf"^{re.escape(str(path))}: cannot read or write the checkpoint "
+        r"\(No such file or directory\); give a checkpoint= path in a writable "
+        r"folder$",
+    ):
         distill(grid_spec(2), slanted_network(), jobs=1, checkpoint=path)
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"per_cell_timeout": 0}, r"^per_cell_timeout=0 is not a positive number of seconds; give e\.g\. "
-                              r"per_cell_timeout=120$"),
-    ({"jobs": 0}, r"^jobs=0 is not a positive number of worker processes; give e\.g\. jobs=2 or None$"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            {"per_cell_timeout": 0},
+            r"^per_cell_timeout=0 is not a positive number of seconds; give e\.g\. "
+            r"per_cell_timeout=120$",
+        ),
+        ({"jobs": 0}, r"^jobs=0 is not a positive number of worker processes; give e\.g\. jobs=2 or None$"),
+    ],
+)
 def test_bad_arguments_are_refused(arguments, message):
     with pytest.raises(SpecError, match=message):
         distill(grid_spec(2), slanted_network(), **arguments)
@@ -360,8 +398,11 @@ def test_bad_arguments_are_refused(arguments, message):
 
 def test_a_network_of_another_shape_is_refused():
     wide = Network((AffineLayer(np.zeros((3, 3)), np.zeros(3), "out"),), "x")
-    with pytest.raises(SpecError, match=r"^/nonexistent/tiny\.spec\.json: the spec has 2 inputs and 3 outputs but "
-                                        r"the network \(in memory\) has 3 and 3; give the network the spec names$"):
+    with pytest.raises(
+        SpecError,
+        match=r"^/nonexistent/tiny\.spec\.json: the spec has 2 inputs and 3 outputs but "
+        r"the network \(in memory\) has 3 and 3; give the network the spec names$",
+    ):
         distill(grid_spec(2), wide)
 
 
@@ -395,12 +436,20 @@ def test_acasxu_region_argmin_with_real_onnx_model(acasxu):
     names, outputs = ["rho", "theta", "psi", "v_own", "v_int"], ["COC", "WL", "WR", "SL", "SR"]
     lower = (-0.303531156, -0.009549297, 0.0, 0.318181818, 0.083333333)
     upper = (-0.298552812, 0.009549297, 0.001, 0.5, 0.166666667)
-    spec = spec_from_dict({
-        "certfsm_spec": 1, "name": "acasxu_region", "model": network.source_path,
-        "inputs": [{"name": n, "unit": "", "min": a, "max": b, "bins": 2} for n, a, b in zip(names, lower, upper)],
-        "outputs": outputs, "tokens": {t: k for k, t in enumerate(outputs)}, "legal_tokens": outputs,
-        "decision": "argmin", "conservative_token": "COC",
-    }, "/nonexistent/acasxu_region.spec.json")
+    spec = spec_from_dict(
+        {
+            "certfsm_spec": 1,
+            "name": "acasxu_region",
+            "model": network.source_path,
+            "inputs": [{"name": n, "unit": "", "min": a, "max": b, "bins": 2} for n, a, b in zip(names, lower, upper)],
+            "outputs": outputs,
+            "tokens": {t: k for k, t in enumerate(outputs)},
+            "legal_tokens": outputs,
+            "decision": "argmin",
+            "conservative_token": "COC",
+        },
+        "/nonexistent/acasxu_region.spec.json",
+    )
     result = distill(spec, network, jobs=1, per_cell_timeout=5)
     assert result.table.is_complete and result.stats["exact"] >= 1
     assert set(result.table.proposal[result.table.status == EXACT]) <= set(range(5))
@@ -413,6 +462,9 @@ def test_acasxu_region_argmin_with_real_onnx_model(acasxu):
 def test_a_grid_beyond_the_table_limit_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr(_distill, "MAX_CELLS", 15)
     spec = grid_spec(4)
-    with pytest.raises(SpecError, match=rf"^{re.escape(str(spec.path))}: the grid has 16 cells \(4 x 4\); a table holds "
-                                        r"at most 15; give fewer bins or edges$"):
+    with pytest.raises(
+        SpecError,
+        match=rf"^{re.escape(str(spec.path))}: the grid has 16 cells \(4 x 4\); a table holds "
+        r"at most 15; give fewer bins or edges$",
+    ):
         distill(spec, slanted_network(), jobs=1)

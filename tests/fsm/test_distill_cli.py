@@ -18,13 +18,22 @@ from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 
 
-
-
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("distill")
-    code, out, err = run_cli("distill", "--example", "--out", folder / "example.cfsm", "--report", folder / "report",
-                             "--jobs", "2", "--no-progress", "--map", "mem_bw_util,temperature")
+    code, out, err = run_cli(
+        "distill",
+        "--example",
+        "--out",
+        folder / "example.cfsm",
+        "--report",
+        folder / "report",
+        "--jobs",
+        "2",
+        "--no-progress",
+        "--map",
+        "mem_bw_util,temperature",
+    )
     return code, out, err, folder
 
 
@@ -49,15 +58,22 @@ def test_every_certificate_file_is_in_the_report_with_its_hash(example_run):
     _, _, _, folder = example_run
     artifact = load_artifact(folder / "example.cfsm")
     files = [entry for entry in artifact.certificate if entry.smt2]
-    assert {e.property for e in files} >= {"table-tokens", "table-masks", "table-codes", "machine-output-legal",
-                                           "machine-invariant-inductive", "machine-switch-cooldown"}
+    assert {e.property for e in files} >= {
+        "table-tokens",
+        "table-masks",
+        "table-codes",
+        "machine-output-legal",
+        "machine-invariant-inductive",
+        "machine-switch-cooldown",
+    }
     for entry in files:
         data = (folder / "report" / entry.smt2).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry.smt2_sha256
         assert b"(set-info :status unsat)" in data
-    machine = {e.property[len("machine-"):] for e in artifact.certificate if e.property.startswith("machine-")}
-    enumerated = {e.property[len("enumeration-"):] for e in artifact.certificate
-                  if e.property.startswith("enumeration-")}
+    machine = {e.property[len("machine-") :] for e in artifact.certificate if e.property.startswith("machine-")}
+    enumerated = {
+        e.property[len("enumeration-") :] for e in artifact.certificate if e.property.startswith("enumeration-")
+    }
     assert enumerated and enumerated <= machine
 
 
@@ -139,8 +155,9 @@ def swap_model_hash(document):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("change, failing", [(flip_table_byte, "sha256"), (flip_verdict, "certificate"),
-                                             (swap_model_hash, "sha256")])
+@pytest.mark.parametrize(
+    "change, failing", [(flip_table_byte, "sha256"), (flip_verdict, "certificate"), (swap_model_hash, "sha256")]
+)
 def test_inspect_fails_a_tampered_artifact_and_the_loader_refuses_it(example_run, tmp_path, change, failing):
     _, _, _, folder = example_run
     path = tampered(folder, tmp_path, "tampered.cfsm", change)
@@ -166,8 +183,19 @@ def test_an_smt2_file_changed_after_the_fact_fails_inspect(example_run, tmp_path
 
 @pytest.mark.slow
 def test_unsafe_example_is_held_back_where_it_breaks_a_rule(tmp_path):
-    code, out, err = run_cli("distill", "--example", "--example-name", "coadapt_unsafe", "--out",
-                             tmp_path / "unsafe.cfsm", "--report", tmp_path / "report", "--jobs", "2", "--no-progress")
+    code, out, err = run_cli(
+        "distill",
+        "--example",
+        "--example-name",
+        "coadapt_unsafe",
+        "--out",
+        tmp_path / "unsafe.cfsm",
+        "--report",
+        tmp_path / "report",
+        "--jobs",
+        "2",
+        "--no-progress",
+    )
     assert code == 0, out + err
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     held = summary["fidelity"]["held_back_by_rules"]
@@ -183,17 +211,31 @@ def test_unsafe_example_is_held_back_where_it_breaks_a_rule(tmp_path):
 
 
 def test_out_must_be_a_cfsm_file(tmp_path):
-    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.json", "--report", tmp_path / "r",
-                             "--no-progress")
-    assert one_line_error(code, err, r"^certfsm: error: --out .*x\.json: an artifact file name ends in \.cfsm; "
-                                     r"give e\.g\. --out x\.cfsm$"), err
+    code, out, err = run_main(
+        "distill", "--example", "--out", tmp_path / "x.json", "--report", tmp_path / "r", "--no-progress"
+    )
+    assert one_line_error(
+        code,
+        err,
+        r"^certfsm: error: --out .*x\.json: an artifact file name ends in \.cfsm; "
+        r"give e\.g\. --out x\.cfsm$",
+    ), err
     assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.slow
 def test_a_bad_map_names_the_inputs(tmp_path):
-    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
-                             "--map", "temperature,nope", "--no-progress")
+    code, out, err = run_main(
+        "distill",
+        "--example",
+        "--out",
+        tmp_path / "x.cfsm",
+        "--report",
+        tmp_path / "r",
+        "--map",
+        "temperature,nope",
+        "--no-progress",
+    )
     assert code == 2 and "Traceback" not in err and "nope" in err, err
     assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()
 
@@ -202,11 +244,26 @@ def test_a_file_that_is_no_checkpoint_is_named_by_the_flag_that_gave_it(tmp_path
     """distill_controller says checkpoint=; certfsm distill says --checkpoint, before any cell is decided."""
     notes = tmp_path / "notes.txt"
     notes.write_text("hello\n")
-    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
-                              "--checkpoint", notes, "--jobs", "1", "--no-progress")
-    assert one_line_error(code, err, rf"^certfsm: error: {re.escape(str(notes))}: not a certfsm distill checkpoint "
-                                     r"\(its first line is not a checkpoint header\); give another --checkpoint path "
-                                     r"or delete the file$"), err
+    code, out, err = run_main(
+        "distill",
+        "--example",
+        "--out",
+        tmp_path / "x.cfsm",
+        "--report",
+        tmp_path / "r",
+        "--checkpoint",
+        notes,
+        "--jobs",
+        "1",
+        "--no-progress",
+    )
+    assert one_line_error(
+        code,
+        err,
+        rf"^certfsm: error: {re.escape(str(notes))}: not a certfsm distill checkpoint "
+        r"\(its first line is not a checkpoint header\); give another --checkpoint path "
+        r"or delete the file$",
+    ), err
     assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()
 
 
@@ -225,9 +282,19 @@ def test_inspect_of_a_missing_file_is_bad_input_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_a_rerun_with_a_checkpoint_keeps_the_witnesses_and_rebuilds_the_same_table(tmp_path):
     def run(name):
-        code, out, err = run_cli("distill", "--example", "--out", tmp_path / f"{name}.cfsm", "--report",
-                                 tmp_path / name, "--checkpoint", tmp_path / "run.ckpt", "--jobs", "1",
-                                 "--no-progress")
+        code, out, err = run_cli(
+            "distill",
+            "--example",
+            "--out",
+            tmp_path / f"{name}.cfsm",
+            "--report",
+            tmp_path / name,
+            "--checkpoint",
+            tmp_path / "run.ckpt",
+            "--jobs",
+            "1",
+            "--no-progress",
+        )
         assert code == 0, out + err
         return json.loads((tmp_path / name / "summary.json").read_text()), load_artifact(tmp_path / f"{name}.cfsm")
 
@@ -255,15 +322,20 @@ def assert_untouched(tmp_path, artifact, report):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("changes, pattern", [
-    ({"decision": "softmax"}, r"^certfsm: error: .*spec\.json: decision"),
-    ({"model": "missing.onnx"}, r"^certfsm: error: .*missing\.onnx"),
-])
-def test_bad_spec_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(tmp_path, changes, pattern,
-                                                                            example_spec_with):
+@pytest.mark.parametrize(
+    "changes, pattern",
+    [
+        ({"decision": "softmax"}, r"^certfsm: error: .*spec\.json: decision"),
+        ({"model": "missing.onnx"}, r"^certfsm: error: .*missing\.onnx"),
+    ],
+)
+def test_bad_spec_is_one_line_exit_2_and_leaves_the_old_artifact_and_report(
+    tmp_path, changes, pattern, example_spec_with
+):
     artifact, report = old_outputs(tmp_path)
-    code, out, err = run_main("distill", example_spec_with(**changes), "--out", artifact, "--report", report,
-                             "--no-progress")
+    code, out, err = run_main(
+        "distill", example_spec_with(**changes), "--out", artifact, "--report", report, "--no-progress"
+    )
     assert one_line_error(code, err, pattern), err
     assert_untouched(tmp_path, artifact, report)
 
@@ -272,15 +344,29 @@ def test_malformed_onnx_is_one_line_exit_2_and_leaves_the_old_artifact_and_repor
     artifact, report = old_outputs(tmp_path)
     model = tmp_path / "broken.onnx"
     model.write_bytes(b"\x08\x07this is not protobuf")
-    code, out, err = run_main("distill", example_spec_with(model=str(model)), "--out", artifact, "--report",
-                             report, "--no-progress")
+    code, out, err = run_main(
+        "distill", example_spec_with(model=str(model)), "--out", artifact, "--report", report, "--no-progress"
+    )
     assert one_line_error(code, err, r"^certfsm: error: .*broken\.onnx"), err
     assert_untouched(tmp_path, artifact, report)
 
 
 def test_too_few_cross_check_samples_are_refused(tmp_path):
-    code, out, err = run_main("distill", "--example", "--out", tmp_path / "x.cfsm", "--report", tmp_path / "r",
-                             "--samples", "99999", "--no-progress")
-    assert one_line_error(code, err, r"^certfsm: error: --samples 99999: the cross-check needs at least 100000 random "
-                                     r"inputs; give --samples 100000 or more$"), err
+    code, out, err = run_main(
+        "distill",
+        "--example",
+        "--out",
+        tmp_path / "x.cfsm",
+        "--report",
+        tmp_path / "r",
+        "--samples",
+        "99999",
+        "--no-progress",
+    )
+    assert one_line_error(
+        code,
+        err,
+        r"^certfsm: error: --samples 99999: the cross-check needs at least 100000 random "
+        r"inputs; give --samples 100000 or more$",
+    ), err
     assert not (tmp_path / "x.cfsm").exists() and not (tmp_path / "r").exists()

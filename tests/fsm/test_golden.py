@@ -43,8 +43,16 @@ def normalised_summary(data: bytes, folder: Path) -> bytes:
 
     def scrub(value):
         if isinstance(value, dict):
-            return {key: (timed(item) if key in ("seconds", "cells_per_second") else
-                          "<path>" if key == "path" else scrub(item)) for key, item in value.items()}
+            return {
+                key: (
+                    timed(item)
+                    if key in ("seconds", "cells_per_second")
+                    else "<path>"
+                    if key == "path"
+                    else scrub(item)
+                )
+                for key, item in value.items()
+            }
         if isinstance(value, list):
             return [scrub(item) for item in value]
         return value
@@ -58,8 +66,10 @@ def _compare(name: str, produced: bytes) -> None:
         GOLDEN.mkdir(exist_ok=True)
         golden.write_bytes(produced)
     assert golden.exists(), f"{golden} is missing; run with CERTFSM_REGEN_GOLDEN=1 to create it"
-    assert produced == golden.read_bytes(), (f"{name} differs from tests/fsm/golden/{name}; if the change is "
-                                             "meant, regenerate with CERTFSM_REGEN_GOLDEN=1 and review the diff")
+    assert produced == golden.read_bytes(), (
+        f"{name} differs from tests/fsm/golden/{name}; if the change is "
+        "meant, regenerate with CERTFSM_REGEN_GOLDEN=1 and review the diff"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,24 @@ from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
 from certfsm import load_spec, spec_from_dict
-from certfsm.fsm import (CONSERVATIVE, EXACT, OUT_OF_ENVELOPE, UNDECIDED, Grid, Table, allowed_masks, check_table,
-                         rule_meets)
+from certfsm.fsm import (
+    CONSERVATIVE,
+    EXACT,
+    OUT_OF_ENVELOPE,
+    UNDECIDED,
+    Grid,
+    Table,
+    allowed_masks,
+    check_table,
+    rule_meets,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"
 
 SMALL = {
-    "certfsm_spec": 1, "name": "small", "model": "none.onnx",
+    "certfsm_spec": 1,
+    "name": "small",
+    "model": "none.onnx",
     "inputs": [
         {"name": "load", "unit": "%", "min": 0, "max": 100, "bins": 4, "frac_bits": 3},
         {"name": "temp", "unit": "degC", "min": 20, "max": 110, "edges": [20, 80, 85, 95, 110], "frac_bits": 2},
@@ -64,13 +75,21 @@ def test_grid_from_the_example_spec(example):
 def test_bins_are_half_open_and_the_last_one_closed():
     grid = Grid.from_spec(small_spec())
     # temp edges 20, 80, 85, 95, 110: 85 belongs to [85, 95), 110 to the closed [95, 110]
-    assert [grid.multi_index(grid.cell_of([0, t]))[1] for t in (20, 79.999, 80, 84.999, 85, 95, 110)] == \
-        [0, 0, 1, 1, 2, 3, 3]
+    assert [grid.multi_index(grid.cell_of([0, t]))[1] for t in (20, 79.999, 80, 84.999, 85, 95, 110)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        3,
+        3,
+    ]
     assert grid.cell_of([100, 110]) == grid.n_cells - 1 and grid.cell_of([0, 20]) == 0
 
 
-@pytest.mark.parametrize("point", [[-0.001, 50], [100.001, 50], [50, 19.99], [50, 110.0001], [np.nan, 50],
-                                   [50, np.inf], [-np.inf, 50]])
+@pytest.mark.parametrize(
+    "point", [[-0.001, 50], [100.001, 50], [50, 19.99], [50, 110.0001], [np.nan, 50], [50, np.inf], [-np.inf, 50]]
+)
 def test_outside_the_envelope_nan_and_inf_have_no_cell(point):
     assert Grid.from_spec(small_spec()).cell_of(point) == OUT_OF_ENVELOPE
 
@@ -85,7 +104,7 @@ def test_a_batch_is_binned_like_its_rows():
 @given(st.lists(st.floats(0, 100), min_size=1, max_size=30), st.lists(st.floats(20, 110), min_size=30, max_size=30))
 def test_every_envelope_point_lies_in_the_bounds_of_its_cell(loads, temps):
     grid = Grid.from_spec(small_spec())
-    points = np.column_stack([loads, temps[:len(loads)]])
+    points = np.column_stack([loads, temps[: len(loads)]])
     cells = grid.cell_of(points)
     lower, upper = grid.all_cell_bounds()
     assert (cells >= 0).all()
@@ -109,30 +128,45 @@ def test_describe_cell_marks_the_closed_last_bin():
     assert grid.describe_cell(0) == "load in [0, 25), temp in [20, 80)"
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda g: g.cell_of([1, 2, 3]), r"^cell_of: got an array of shape \(3,\), expected \(2,\) or \(m, 2\): "
-                                     r"one value per input \(load, temp\) in that order$"),
-    (lambda g: g.cell_of([[1, 2, 3]]), r"^cell_of: got an array of shape \(1, 3\), expected"),
-    (lambda g: g.cell_of(5.0), r"^cell_of: got an array of shape \(\), expected"),
-    (lambda g: g.cell_of(["a", "b"]), r"^cell_of: got \['a', 'b'\], expected numbers: one value per input"),
-    (lambda g: g.cell_of_fixed([1, 2, 3]), r"^cell_of_fixed: got an array of shape \(3,\), expected \(2,\)"),
-    (lambda g: g.cell_of_fixed([1.0, 2.0]), r"^cell_of_fixed: got values of dtype float64, expected integers"),
-    (lambda g: g.cell_bounds(20), r"^cell index 20 is outside 0\.\.15 of a grid with shape \(4, 4\); "
-                                  r"use an index from cell_of$"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda g: g.cell_of([1, 2, 3]),
+            r"^cell_of: got an array of shape \(3,\), expected \(2,\) or \(m, 2\): "
+            r"one value per input \(load, temp\) in that order$",
+        ),
+        (lambda g: g.cell_of([[1, 2, 3]]), r"^cell_of: got an array of shape \(1, 3\), expected"),
+        (lambda g: g.cell_of(5.0), r"^cell_of: got an array of shape \(\), expected"),
+        (lambda g: g.cell_of(["a", "b"]), r"^cell_of: got \['a', 'b'\], expected numbers: one value per input"),
+        (lambda g: g.cell_of_fixed([1, 2, 3]), r"^cell_of_fixed: got an array of shape \(3,\), expected \(2,\)"),
+        (lambda g: g.cell_of_fixed([1.0, 2.0]), r"^cell_of_fixed: got values of dtype float64, expected integers"),
+        (
+            lambda g: g.cell_bounds(20),
+            r"^cell index 20 is outside 0\.\.15 of a grid with shape \(4, 4\); "
+            r"use an index from cell_of$",
+        ),
+    ],
+)
 def test_wrong_arguments_are_refused_with_a_clear_message(call, message):
     with pytest.raises(SpecError, match=message):
         call(Grid.from_spec(small_spec()))
 
 
-@pytest.mark.parametrize("args, message", [
-    (((np.array([0.0, 1.0, 1.0]),), ("a",), (None,)), r"^Grid: edges of inputs\[0\] \(a\) = \[0\.0, 1\.0, 1\.0\] "
-                                                       r"are not at least two finite, strictly increasing numbers"),
-    (((np.array([0.0]),), ("a",), (None,)), r"^Grid: edges of inputs\[0\] \(a\) = \[0\.0\] are not"),
-    (((np.array([0.0, 1.0]),), ("a", "b"), (None,)), r"^Grid: 1 edge arrays but 2 names and 1 frac_bits"),
-    (((np.array([0.0, 1.0]),), ("a",), (25,)), r"^Grid: frac_bits of inputs\[0\] \(a\) = 25 is outside 0\.\.24"),
-    (((), (), ()), r"^Grid: no inputs were given"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ((np.array([0.0, 1.0, 1.0]),), ("a",), (None,)),
+            r"^Grid: edges of inputs\[0\] \(a\) = \[0\.0, 1\.0, 1\.0\] "
+            r"are not at least two finite, strictly increasing numbers",
+        ),
+        (((np.array([0.0]),), ("a",), (None,)), r"^Grid: edges of inputs\[0\] \(a\) = \[0\.0\] are not"),
+        (((np.array([0.0, 1.0]),), ("a", "b"), (None,)), r"^Grid: 1 edge arrays but 2 names and 1 frac_bits"),
+        (((np.array([0.0, 1.0]),), ("a",), (25,)), r"^Grid: frac_bits of inputs\[0\] \(a\) = 25 is outside 0\.\.24"),
+        (((), (), ()), r"^Grid: no inputs were given"),
+    ],
+)
 def test_an_invalid_grid_is_refused(args, message):
     with pytest.raises(SpecError, match=message):
         Grid(*args)
@@ -158,28 +192,33 @@ def test_integer_thresholds_are_the_ceiling_of_the_exact_scaled_edges(example):
 
 def test_the_fixed_point_path_needs_frac_bits_on_every_input():
     grid = Grid((np.array([0.0, 1.0]), np.array([0.0, 2.0])), ("a", "b"), (3, None))
-    with pytest.raises(SpecError, match=r"^inputs\[1\] \(b\) has no frac_bits, so the grid has no fixed-point path; "
-                                        r"add frac_bits \(0\.\.24\) to that input in the spec$"):
+    with pytest.raises(
+        SpecError,
+        match=r"^inputs\[1\] \(b\) has no frac_bits, so the grid has no fixed-point path; "
+        r"add frac_bits \(0\.\.24\) to that input in the spec$",
+    ):
         grid.cell_of_fixed([1, 1])
 
 
-edge_lists = st.lists(st.floats(-1000, 1000, allow_nan=False, allow_subnormal=False), min_size=2, max_size=6,
-                      unique=True).map(sorted)
+edge_lists = st.lists(
+    st.floats(-1000, 1000, allow_nan=False, allow_subnormal=False), min_size=2, max_size=6, unique=True
+).map(sorted)
 
 
 @settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(edge_lists, st.integers(0, 24)), min_size=1, max_size=3), st.data())
 def test_integer_binning_equals_real_binning_of_the_scaled_value(inputs, data):
-    grid = Grid(tuple(np.array(e) for e, _ in inputs), tuple(f"x{i}" for i in range(len(inputs))),
-                tuple(f for _, f in inputs))
+    grid = Grid(
+        tuple(np.array(e) for e, _ in inputs), tuple(f"x{i}" for i in range(len(inputs))), tuple(f for _, f in inputs)
+    )
     thresholds = grid.integer_thresholds()
     v = []
     for t, (lo, hi) in zip(thresholds, grid.integer_envelope()):
         near = [x + d for x in (*t, lo, hi) for d in (-1, 0, 1)]
         v.append(data.draw(st.one_of(st.sampled_from(near), st.integers(min(near) - 5, max(near) + 5)), label="v"))
     v = np.array(v, dtype=np.int64)
-    assume(all(abs(int(x)) < 2 ** 53 for x in v))
-    real = v.astype(np.float64) * np.array([2.0 ** -f for f in grid.frac_bits])  # exact: power-of-two scaling
+    assume(all(abs(int(x)) < 2**53 for x in v))
+    real = v.astype(np.float64) * np.array([2.0**-f for f in grid.frac_bits])  # exact: power-of-two scaling
     assert grid.cell_of_fixed(v) == grid.cell_of(real)
     assert grid.cell_of_fixed(v[None, :]).tolist() == [grid.cell_of(real)]
 
@@ -224,8 +263,10 @@ def test_a_rule_on_the_envelope_top_forbids_only_in_the_closed_last_bin():
 
 def test_a_rule_ending_inside_a_bin_meets_it_and_one_ending_on_its_lower_edge_too():
     data = copy.deepcopy(SMALL)
-    data["legality_rules"] = [{"name": "ends-at-80", "when": {"temp": {"max": 80}}, "forbid": ["INT4"]},
-                              {"name": "ends-at-79", "when": {"temp": {"max": 79.5}}, "forbid": ["FAST"]}]
+    data["legality_rules"] = [
+        {"name": "ends-at-80", "when": {"temp": {"max": 80}}, "forbid": ["INT4"]},
+        {"name": "ends-at-79", "when": {"temp": {"max": 79.5}}, "forbid": ["FAST"]},
+    ]
     spec = spec_from_dict(data, "small.json", require_model=False)
     grid = Grid.from_spec(spec)
     meets = rule_meets(spec, grid)
@@ -270,22 +311,34 @@ def test_check_table_names_each_kind_of_violation():
     allowed[4, 2] = False
     table = Table(grid, proposal, status, allowed)
     found = {(v.cell, v.kind): v.message for v in check_table(table, spec)}
-    assert set(found) == {(hot, "forbidden"), (full, "forbidden"), (0, "illegal"), (0, "code"), (4, "mask"),
-                          (5, "conservative")}
-    assert found[(hot, "forbidden")] == ("cell 2 (load in [0, 25), temp in [85, 95)) holds INT4, which rule "
-                                         "'no-int4-when-hot' forbids there")
-    assert found[(0, "illegal")] == ("cell 0 (load in [0, 25), temp in [20, 80)) holds RETIRED, which is not in "
-                                     "legal_tokens (KEEP, FAST, INT4)")
+    assert set(found) == {
+        (hot, "forbidden"),
+        (full, "forbidden"),
+        (0, "illegal"),
+        (0, "code"),
+        (4, "mask"),
+        (5, "conservative"),
+    }
+    assert found[(hot, "forbidden")] == (
+        "cell 2 (load in [0, 25), temp in [85, 95)) holds INT4, which rule 'no-int4-when-hot' forbids there"
+    )
+    assert found[(0, "illegal")] == (
+        "cell 0 (load in [0, 25), temp in [20, 80)) holds RETIRED, which is not in legal_tokens (KEEP, FAST, INT4)"
+    )
     assert found[(0, "code")] == "cell 0 (load in [0, 25), temp in [20, 80)): code 15 is not the code of a legal token"
-    assert found[(4, "mask")] == ("cell 4 (load in [25, 50), temp in [20, 80)): the allowed row differs from the "
-                                  "legality rules for INT4")
-    assert found[(5, "conservative")] == ("cell 5 (load in [25, 50), temp in [80, 85)) is conservative but holds "
-                                          "FAST, not KEEP")
+    assert found[(4, "mask")] == (
+        "cell 4 (load in [25, 50), temp in [20, 80)): the allowed row differs from the legality rules for INT4"
+    )
+    assert found[(5, "conservative")] == (
+        "cell 5 (load in [25, 50), temp in [80, 85)) is conservative but holds FAST, not KEEP"
+    )
 
 
 def test_check_table_refuses_a_table_of_another_grid(example):
-    message = (r"^the table's grid \(shape \(4, 4\), inputs load, temp\) is not the grid of spec 'coadapt' "
-               r"\(shape \(8, 9, 4, 5, 5\)\); distil the table from this spec$")
+    message = (
+        r"^the table's grid \(shape \(4, 4\), inputs load, temp\) is not the grid of spec 'coadapt' "
+        r"\(shape \(8, 9, 4, 5, 5\)\); distil the table from this spec$"
+    )
     with pytest.raises(SpecError, match=message):
         check_table(_table(small_spec()), example)
 
@@ -301,20 +354,33 @@ def test_undecided_table_and_decisions():
         done.proposal[0] = 2
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(proposal=np.full(16, 4)), r"^Table: proposal\[0\]=4 is not an output index 0\.\.3; store output indices$"),
-    (dict(proposal=np.zeros(15, dtype=np.int64)), r"^Table: proposal has dtype int64 and shape \(15,\), expected"),
-    (dict(proposal=np.zeros(16)), r"^Table: proposal has dtype float64 and shape \(16,\), expected integers"),
-    (dict(status=np.full(16, 2, dtype=np.int8)), r"^Table: status must hold one of EXACT=1, CONSERVATIVE=0, "
-                                                 r"UNDECIDED=-1 per cell"),
-    (dict(allowed=np.ones((16, 4), dtype=np.int64)), r"^Table: allowed has dtype int64 and shape \(16, 4\), "
-                                                     r"expected bool of shape \(16, n_outputs\)"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(proposal=np.full(16, 4)),
+            r"^Table: proposal\[0\]=4 is not an output index 0\.\.3; store output indices$",
+        ),
+        (dict(proposal=np.zeros(15, dtype=np.int64)), r"^Table: proposal has dtype int64 and shape \(15,\), expected"),
+        (dict(proposal=np.zeros(16)), r"^Table: proposal has dtype float64 and shape \(16,\), expected integers"),
+        (
+            dict(status=np.full(16, 2, dtype=np.int8)),
+            r"^Table: status must hold one of EXACT=1, CONSERVATIVE=0, "
+            r"UNDECIDED=-1 per cell",
+        ),
+        (
+            dict(allowed=np.ones((16, 4), dtype=np.int64)),
+            r"^Table: allowed has dtype int64 and shape \(16, 4\), "
+            r"expected bool of shape \(16, n_outputs\)",
+        ),
+    ],
+)
 def test_an_invalid_table_is_refused(change, message):
     spec = small_spec()
     grid = Grid.from_spec(spec)
-    fields = dict(proposal=np.zeros(16, dtype=np.int64), status=np.ones(16, dtype=np.int8),
-                  allowed=allowed_masks(spec, grid))
+    fields = dict(
+        proposal=np.zeros(16, dtype=np.int64), status=np.ones(16, dtype=np.int8), allowed=allowed_masks(spec, grid)
+    )
     fields.update(change)
     with pytest.raises(SpecError, match=message):
         Table(grid, **fields)

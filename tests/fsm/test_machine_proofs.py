@@ -21,9 +21,27 @@ from hypothesis_budget import examples
 
 from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES
 from certfsm import load_spec, spec_from_dict
-from certfsm.fsm import (Grid, MachineInput, MachineParams, State, StepEncoding, Table, allowed_masks, alphabet,
-                         check_explicit, check_table, disagreements, explore, free_rows, prove_machine, prove_table,
-                         replay, step, table_rows, transition_violations)
+from certfsm.fsm import (
+    Grid,
+    MachineInput,
+    MachineParams,
+    State,
+    StepEncoding,
+    Table,
+    allowed_masks,
+    alphabet,
+    check_explicit,
+    check_table,
+    disagreements,
+    explore,
+    free_rows,
+    prove_machine,
+    prove_table,
+    replay,
+    step,
+    table_rows,
+    transition_violations,
+)
 from certfsm.fsm._explicit import PROPERTY_DESCRIPTIONS, initial_node, is_well_formed, next_since
 from certfsm.verify._smtlib import read_header, read_status
 
@@ -71,7 +89,11 @@ def test_z3_proves_every_property_of_the_example_machine_for_any_sound_table(exa
         text = data.decode()
         header = read_header(text)
         assert (header["property"], header["verdict"], header["status"], header["engine"]) == (
-            proof.property, "proved", "unsat", "z3")
+            proof.property,
+            "proved",
+            "unsat",
+            "z3",
+        )
         assert header["machine"] == params.describe() and "since_switch + cooldown >= C + 1" in header["invariant"]
         assert read_status(text) == "unsat" and "(set-info :smt-lib-version 2.6)" in text
 
@@ -110,9 +132,13 @@ class _Evaluator:
     def __init__(self, params, encoding=StepEncoding):
         enc = encoding(params)
         results = [f"(declare-const r_{v} Int)" for v in ("cur", "cand", "cnt", "cd", "since", "out", "reason")]
-        results += [f"(assert (= r_{v} {t}))" for v, t in zip(
-            ("cur", "cand", "cnt", "cd", "since", "out", "reason"),
-            ("n_cur", "n_cand", "n_cnt", "n_cd", "n_since", "out", "reason"))]
+        results += [
+            f"(assert (= r_{v} {t}))"
+            for v, t in zip(
+                ("cur", "cand", "cnt", "cd", "since", "out", "reason"),
+                ("n_cur", "n_cand", "n_cnt", "n_cd", "n_since", "out", "reason"),
+            )
+        ]
         self.solver = z3.Solver()
         self.solver.from_string("\n".join(enc.declarations() + enc.step_definitions() + results))
         self.n = params.n_tokens
@@ -120,27 +146,32 @@ class _Evaluator:
     def __call__(self, state, since, item: MachineInput):
         s = self.solver
         s.push()
-        for name, value in zip(("cur", "cand", "cnt", "cd", "since"),
-                               (state.current, state.candidate, state.count, state.cooldown, since)):
+        for name, value in zip(
+            ("cur", "cand", "cnt", "cd", "since"), (state.current, state.candidate, state.count, state.cooldown, since)
+        ):
             s.add(z3.Int(name) == value)
         row = item.allowed if item.allowed is not None else (False,) * self.n
         s.add(z3.Int("prop") == (item.proposal if item.proposal is not None else 0))
         for k, a in enumerate(row):
             s.add(z3.Bool(f"a_{k}") == a)
-        s.add(z3.Bool("env") == item.in_envelope, z3.Bool("sla") == item.sla_ok,
-              z3.Bool("ovr_on") == (item.override is not None), z3.Int("ovr") == (item.override or 0))
+        s.add(
+            z3.Bool("env") == item.in_envelope,
+            z3.Bool("sla") == item.sla_ok,
+            z3.Bool("ovr_on") == (item.override is not None),
+            z3.Int("ovr") == (item.override or 0),
+        )
         assert s.check() == z3.sat
         m = s.model()
-        values = [m.eval(z3.Int(f"r_{v}")).as_long()
-                  for v in ("cur", "cand", "cnt", "cd", "since", "out", "reason")]
+        values = [m.eval(z3.Int(f"r_{v}")).as_long() for v in ("cur", "cand", "cnt", "cd", "since", "out", "reason")]
         s.pop()
         return State(*values[:4]), values[4], values[5], values[6]
 
 
 @pytest.mark.slow
 def test_the_encoding_equals_the_step_on_every_reachable_transition():
-    params = MachineParams(n_tokens=3, conservative=1, confirm_cycles=2, cooldown_cycles=2,
-                           overridable=frozenset({1, 2}), codes=(7, 3, 12))
+    params = MachineParams(
+        n_tokens=3, conservative=1, confirm_cycles=2, cooldown_cycles=2, overridable=frozenset({1, 2}), codes=(7, 3, 12)
+    )
     evaluate = _Evaluator(params)
     exploration = explore(params, alphabet(params, free_rows(params)), keep_edges=True)
     assert len(exploration.edges) > 500
@@ -151,13 +182,29 @@ def test_the_encoding_equals_the_step_on_every_reachable_transition():
 @st.composite
 def any_state_and_input(draw):
     """Any state of the domain (reachable or not) and any input, overrides outside the tokens included."""
-    params = MachineParams(n_tokens=4, conservative=0, confirm_cycles=3, cooldown_cycles=3,
-                           overridable=frozenset({0, 2}), codes=(0, 1, 2, 3), legal=frozenset({0, 1, 2}))
+    params = MachineParams(
+        n_tokens=4,
+        conservative=0,
+        confirm_cycles=3,
+        cooldown_cycles=3,
+        overridable=frozenset({0, 2}),
+        codes=(0, 1, 2, 3),
+        legal=frozenset({0, 1, 2}),
+    )
     candidate = draw(st.integers(-1, 3))
-    state = State(draw(st.sampled_from([0, 1, 2])), candidate, 0 if candidate == -1 else draw(st.integers(1, 3)),
-                  draw(st.integers(0, 3)))
-    item = MachineInput(draw(st.integers(0, 3)), tuple(draw(st.lists(st.booleans(), min_size=4, max_size=4))),
-                        draw(st.booleans()), draw(st.booleans()), draw(st.one_of(st.none(), st.integers(-2, 6))))
+    state = State(
+        draw(st.sampled_from([0, 1, 2])),
+        candidate,
+        0 if candidate == -1 else draw(st.integers(1, 3)),
+        draw(st.integers(0, 3)),
+    )
+    item = MachineInput(
+        draw(st.integers(0, 3)),
+        tuple(draw(st.lists(st.booleans(), min_size=4, max_size=4))),
+        draw(st.booleans()),
+        draw(st.booleans()),
+        draw(st.one_of(st.none(), st.integers(-2, 6))),
+    )
     return params, state, draw(st.integers(0, 3)), item
 
 
@@ -170,8 +217,9 @@ _EVALUATORS: dict = {}
 def test_the_encoding_equals_the_step_on_arbitrary_states_and_inputs(sample):
     params, state, since, item = sample
     evaluate = _EVALUATORS.setdefault(params, _Evaluator(params))
-    after, output, reason = step(params, state, item.proposal, item.allowed, item.in_envelope, item.sla_ok,
-                                 item.override)
+    after, output, reason = step(
+        params, state, item.proposal, item.allowed, item.in_envelope, item.sla_ok, item.override
+    )
     expected = (after, next_since(params, (state, since), output), output, int(reason))
     assert evaluate(state, since, item) == expected
 
@@ -198,8 +246,10 @@ def hasty_step(params, state, proposal, allowed_row, in_envelope, sla_ok, overri
 
 class HastyEncoding(StepEncoding):
     def step_definitions(self):
-        return [("(define-fun cdm () Int 0)" if line.startswith("(define-fun cdm ") else line)
-                for line in super().step_definitions()]
+        return [
+            ("(define-fun cdm () Int 0)" if line.startswith("(define-fun cdm ") else line)
+            for line in super().step_definitions()
+        ]
 
 
 def since_along(params: MachineParams, trace) -> list[int]:
@@ -218,10 +268,18 @@ def _assert_replayed_violation(params, proof, step_function):
     assert replay(params, proof.trace.inputs, step_function) == proof.trace
     last = proof.trace.steps[-1]
     since = since_along(params, proof.trace)[-2]
-    again = step_function(params, last.before, last.inputs.proposal, last.inputs.allowed, last.inputs.in_envelope,
-                          last.inputs.sla_ok, last.inputs.override)
-    assert proof.property in transition_violations(params, (last.before, since), last.inputs,
-                                                   (last.after, last.output, last.reason), again)
+    again = step_function(
+        params,
+        last.before,
+        last.inputs.proposal,
+        last.inputs.allowed,
+        last.inputs.in_envelope,
+        last.inputs.sla_ok,
+        last.inputs.override,
+    )
+    assert proof.property in transition_violations(
+        params, (last.before, since), last.inputs, (last.after, last.output, last.reason), again
+    )
 
 
 @pytest.mark.slow
@@ -229,8 +287,7 @@ def _assert_replayed_violation(params, proof, step_function):
 def test_a_machine_without_legality_preemption_is_caught_with_a_trace_by_both(example, with_table):
     params = MachineParams.from_spec(example)
     table = synthetic_table(example) if with_table else None
-    proofs = {p.property: p for p in prove_machine(params, table, step_function=unsafe_step,
-                                                   encoding=UnsafeEncoding)}
+    proofs = {p.property: p for p in prove_machine(params, table, step_function=unsafe_step, encoding=UnsafeEncoding)}
     rows = table_rows(table) if with_table else free_rows(params)
     explicit = {p.property: p for p in check_explicit(params, alphabet(params, rows), unsafe_step)}
     for name in ("output-allowed", "override-allowed"):
@@ -281,9 +338,15 @@ class WeakInvariant(StepEncoding):
 
     def declarations(self):
         C = self.params.cooldown_cycles
-        return [(f"(define-fun inv ((cur Int) (cand Int) (cnt Int) (cd Int) (since Int)) Bool (and "
-                 f"(domain cur cand cnt cd) (legal cur) (<= 0 since) (<= since {C}) (or (> cd 0) (>= since {C}))))"
-                 if line.startswith("(define-fun inv ") else line) for line in super().declarations()]
+        return [
+            (
+                f"(define-fun inv ((cur Int) (cand Int) (cnt Int) (cd Int) (since Int)) Bool (and "
+                f"(domain cur cand cnt cd) (legal cur) (<= 0 since) (<= since {C}) (or (> cd 0) (>= since {C}))))"
+                if line.startswith("(define-fun inv ")
+                else line
+            )
+            for line in super().declarations()
+        ]
 
 
 @pytest.mark.slow
@@ -315,10 +378,15 @@ def test_z3_proves_the_table_property_of_a_sound_table(example, tmp_path):
         assert solver.check() == z3.unsat
 
 
-@pytest.mark.parametrize("fault, prop, kind", [("forbidden", "table-tokens", "forbidden"),
-                                               ("illegal", "table-tokens", "illegal"),
-                                               ("illegal", "table-codes", "code"),
-                                               ("mask", "table-masks", "mask")])
+@pytest.mark.parametrize(
+    "fault, prop, kind",
+    [
+        ("forbidden", "table-tokens", "forbidden"),
+        ("illegal", "table-tokens", "illegal"),
+        ("illegal", "table-codes", "code"),
+        ("mask", "table-masks", "mask"),
+    ],
+)
 def test_z3_finds_the_faulty_cell_of_a_tampered_table(example, fault, prop, kind):
     table = synthetic_table(example)
     grid = table.grid
@@ -338,11 +406,18 @@ def test_z3_finds_the_faulty_cell_of_a_tampered_table(example, fault, prop, kind
 
 
 SMALL = {
-    "certfsm_spec": 1, "name": "small", "model": "none.onnx",
-    "inputs": [{"name": "a", "unit": "", "min": 0, "max": 4, "bins": 4},
-               {"name": "b", "unit": "", "min": 0, "max": 3, "edges": [0, 1, 2.5, 3]}],
-    "outputs": ["SAFE", "X", "Y", "Z"], "tokens": {"SAFE": 0, "X": 1, "Y": 2, "Z": 3},
-    "legal_tokens": ["SAFE", "X", "Y"], "decision": "argmax", "conservative_token": "SAFE",
+    "certfsm_spec": 1,
+    "name": "small",
+    "model": "none.onnx",
+    "inputs": [
+        {"name": "a", "unit": "", "min": 0, "max": 4, "bins": 4},
+        {"name": "b", "unit": "", "min": 0, "max": 3, "edges": [0, 1, 2.5, 3]},
+    ],
+    "outputs": ["SAFE", "X", "Y", "Z"],
+    "tokens": {"SAFE": 0, "X": 1, "Y": 2, "Z": 3},
+    "legal_tokens": ["SAFE", "X", "Y"],
+    "decision": "argmax",
+    "conservative_token": "SAFE",
 }
 
 
@@ -357,8 +432,13 @@ def small_tables(draw):
                 low = draw(st.sampled_from([0, 0.5, 1, 2, 2.5, 3, top]))
                 high = draw(st.sampled_from([v for v in (0, 1, 2.5, 3, 3.5, 4) if low <= v <= top] or [top]))
                 when[name] = {"min": min(low, top), "max": high}
-        rules.append({"name": f"r{j}", "when": when, "forbid": draw(st.lists(st.sampled_from(["X", "Y", "Z"]),
-                                                                              min_size=1, unique=True))})
+        rules.append(
+            {
+                "name": f"r{j}",
+                "when": when,
+                "forbid": draw(st.lists(st.sampled_from(["X", "Y", "Z"]), min_size=1, unique=True)),
+            }
+        )
     data["legality_rules"] = rules
     spec = spec_from_dict(data, "small.json", require_model=False)
     grid = Grid.from_spec(spec)

@@ -32,7 +32,9 @@ def test_a_crash_after_the_proofs_started_leaves_the_old_artifact_and_report(tmp
     with pytest.raises(Crash):
         distill_controller(spec, out=artifact, report=report, jobs=1)
     assert artifact.read_text() == "old artifact"
-    assert [p.name for p in report.iterdir()] == ["summary.json"] and (report / "summary.json").read_text() == "old report"
+    assert [p.name for p in report.iterdir()] == ["summary.json"] and (
+        report / "summary.json"
+    ).read_text() == "old report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.cfsm", "report"]
 
 
@@ -56,8 +58,11 @@ def test_a_sampled_mismatch_makes_the_artifact_uncertified(tmp_path, spec, monke
 @pytest.mark.slow
 def test_an_engine_contradiction_withdraws_the_enumeration_proof(tmp_path, spec, monkeypatch):
     real = _pipeline.disagreements
-    monkeypatch.setattr(_pipeline, "disagreements",
-                        lambda z3, explicit: real(z3, explicit) + ["output-legal: z3 says proved, enumeration says violated"])
+    monkeypatch.setattr(
+        _pipeline,
+        "disagreements",
+        lambda z3, explicit: real(z3, explicit) + ["output-legal: z3 says proved, enumeration says violated"],
+    )
     run = distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", jobs=1)
     entry = next(e for e in run.certificate if e.property == "enumeration-output-legal")
     assert entry.verdict == "unknown" and not run.certified
@@ -78,9 +83,12 @@ def test_the_artifact_decoded_back_holds_the_table_the_proofs_covered(distilled_
     spec, run, artifact_path = distilled_example
     artifact = load_artifact(artifact_path)
     bits = 1 << np.arange(artifact.n_outputs)
-    decoded = Table(Grid.from_spec(spec), artifact.proposal.reshape(-1),
-                    np.where(artifact.exact.reshape(-1), EXACT, CONSERVATIVE).astype(np.int8),
-                    (artifact.allowed.reshape(-1, 1) & bits) != 0)
+    decoded = Table(
+        Grid.from_spec(spec),
+        artifact.proposal.reshape(-1),
+        np.where(artifact.exact.reshape(-1), EXACT, CONSERVATIVE).astype(np.int8),
+        (artifact.allowed.reshape(-1, 1) & bits) != 0,
+    )
     table = run.distillation.table
     assert np.array_equal(decoded.proposal, table.proposal) and np.array_equal(decoded.allowed, table.allowed)
     assert np.array_equal(decoded.status == EXACT, table.status == EXACT)
@@ -93,11 +101,17 @@ def test_the_artifact_decoded_back_holds_the_table_the_proofs_covered(distilled_
         assert again == seconds.sub(b"", (artifact_path.parent / "report" / name).read_bytes()), name
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    ({"out": "x.json"}, r"^out='.*x\.json': an artifact file name ends in \.cfsm; give e\.g\. out='x\.cfsm'$"),
-    ({"out": "x.cfsm", "samples": 10}, r"^samples=10: the cross-check needs at least 100000 random inputs; "
-                                       r"give samples=100000 or more$"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"out": "x.json"}, r"^out='.*x\.json': an artifact file name ends in \.cfsm; give e\.g\. out='x\.cfsm'$"),
+        (
+            {"out": "x.cfsm", "samples": 10},
+            r"^samples=10: the cross-check needs at least 100000 random inputs; "
+            r"give samples=100000 or more$",
+        ),
+    ],
+)
 def test_the_library_refuses_bad_arguments_in_its_own_words(spec, tmp_path, kwargs, pattern):
     """The library names its parameters (out=, samples=), not the CLI's flags; nothing is written."""
     from certfsm import SpecError

@@ -38,16 +38,37 @@ def keys_of(value, path="payload"):
 
 
 def test_a_record_enters_the_certificate_without_its_run_facts():
-    fast = VerdictRecord("proved", "z3", 0.01, "", property="table-tokens", smt2="table-tokens.smt2",
-                         smt2_sha256="0" * 64)
-    slow = VerdictRecord("proved", "z3", 42.0, "took long on a loaded machine", property="table-tokens",
-                         smt2="table-tokens.smt2", smt2_sha256="0" * 64)
+    fast = VerdictRecord(
+        "proved", "z3", 0.01, "", property="table-tokens", smt2="table-tokens.smt2", smt2_sha256="0" * 64
+    )
+    slow = VerdictRecord(
+        "proved",
+        "z3",
+        42.0,
+        "took long on a loaded machine",
+        property="table-tokens",
+        smt2="table-tokens.smt2",
+        smt2_sha256="0" * 64,
+    )
     assert fast.certificate_entry() == slow.certificate_entry()
     assert sorted(fast.certificate_entry()) == ["engine", "property", "required", "smt2", "smt2_sha256", "verdict"]
     assert slow.report_entry()["seconds"] == 42.0 and slow.report_entry()["reason"].startswith("took long")
-    payload = artifact_payload(spec={}, model_sha256="0" * 64, edges=[[0.0, 1.0]], frac_bits=[None], proposal=[0],
-                               exact=[True], allowed=[1], conservative=0, confirm_cycles=1, cooldown_cycles=0,
-                               overridable=[], codes=[0], certificate=[slow], created_by="certfsm test")
+    payload = artifact_payload(
+        spec={},
+        model_sha256="0" * 64,
+        edges=[[0.0, 1.0]],
+        frac_bits=[None],
+        proposal=[0],
+        exact=[True],
+        allowed=[1],
+        conservative=0,
+        confirm_cycles=1,
+        cooldown_cycles=0,
+        overridable=[],
+        codes=[0],
+        certificate=[slow],
+        created_by="certfsm test",
+    )
     assert [(where, key) for where, key in keys_of(payload) if RUN_FACT_KEYS.search(key)] == []
     assert "42" not in json.dumps(payload["certificate"])
 
@@ -72,11 +93,14 @@ def test_the_wall_clock_guard_stops_a_distillation_instead_of_changing_its_table
     """A guard far too short for the example's engine cells: the run stops naming a cell, and writes nothing."""
     spec = load_spec(example_spec_path("coadapt"))
     checkpoint = tmp_path / "cells.jsonl"
-    with pytest.raises(EngineError, match=r"^cell \d+: the wall-clock guard of 1e-06 s per cell fired before the work "
-                                          r"budget \(20000 boxes, 8 z3 queries, z3 rlimit 20000000\) was spent, so "
-                                          r"this cell's verdict would depend on the machine's speed; nothing was "
-                                          r"written; re-run with a larger per_cell_timeout= or on a less loaded "
-                                          r"machine$") as error:
+    with pytest.raises(
+        EngineError,
+        match=r"^cell \d+: the wall-clock guard of 1e-06 s per cell fired before the work "
+        r"budget \(20000 boxes, 8 z3 queries, z3 rlimit 20000000\) was spent, so "
+        r"this cell's verdict would depend on the machine's speed; nothing was "
+        r"written; re-run with a larger per_cell_timeout= or on a less loaded "
+        r"machine$",
+    ) as error:
         distill(spec, spec_network(spec), jobs=1, per_cell_timeout=1e-6, checkpoint=checkpoint)
     guarded = int(str(error.value).split(":")[0].split()[1])
     recorded = {json.loads(line).get("cell") for line in checkpoint.read_text().splitlines()[1:]}

@@ -27,8 +27,9 @@ def exported_example(distilled_example, tmp_path_factory):
     artifact = distilled_example[2]
     spec = load_artifact(artifact).spec
     name = default_module_name(spec.get("name", ""))
-    hardware = hardware_of(Machine.from_artifact(load_artifact(artifact)), name,
-                           tuple(item.get("unit", "") for item in spec["inputs"]))
+    hardware = hardware_of(
+        Machine.from_artifact(load_artifact(artifact)), name, tuple(item.get("unit", "") for item in spec["inputs"])
+    )
     module = tmp_path_factory.mktemp("example-hdl") / f"{name}.v"
     module.write_text(print_verilog(hardware.module))
     return artifact, module
@@ -41,8 +42,12 @@ def test_the_exported_example_is_proved_and_the_report_re_runs(exported_example,
     assert code == 0, out + err
     lines = out.splitlines()
     assert lines[0].startswith(f"{module}: module certfsm_coadapt (sha256 ")
-    assert [line.split()[:2] for line in lines[1:5]] == [["reset", "proved"], ["hold", "proved"],
-                                                         ["sample", "proved"], ["step", "proved"]]
+    assert [line.split()[:2] for line in lines[1:5]] == [
+        ["reset", "proved"],
+        ["hold", "proved"],
+        ["sample", "proved"],
+        ["step", "proved"],
+    ]
     assert re.match(r"^equivalence: proved in [\d.]+ s \(yosys [\d.]+ s\)$", lines[-1])
     summary = json.loads((tmp_path / "proof" / "summary.json").read_text())
     assert summary["verdict"] == "proved"
@@ -63,18 +68,25 @@ def test_an_edited_rom_word_is_refuted_with_the_cell_and_reading(exported_exampl
     code, out, err = run_cli("check-verilog", artifact, edited)
     assert code == 1, out + err
     assert re.search(r"^  sample  violated ", out, re.MULTILINE)
-    assert re.search(rf"^first difference \(sample\): in any state, reading compute_util=\d+ .* the artifact gives "
-                     rf"cell 1234 \(.*\): in_envelope_q=1 cell_q=1234 proposal_q={word} .* the module loads "
-                     rf"in_envelope_q=1 cell_q=1234 proposal_q={(word + 1) % 4} ", out, re.MULTILINE), out
+    assert re.search(
+        rf"^first difference \(sample\): in any state, reading compute_util=\d+ .* the artifact gives "
+        rf"cell 1234 \(.*\): in_envelope_q=1 cell_q=1234 proposal_q={word} .* the module loads "
+        rf"in_envelope_q=1 cell_q=1234 proposal_q={(word + 1) % 4} ",
+        out,
+        re.MULTILINE,
+    ), out
     assert out.splitlines()[-1].startswith("equivalence: violated")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, pattern", [
-    (("missing.cfsm", "module.v"), r"^certfsm: error: missing\.cfsm: no such file"),
-    (("ARTIFACT", "missing.v"), r"^certfsm: error: missing\.v: no such Verilog file; give the path of a \.v file$"),
-    (("ARTIFACT", "MODULE", "--timeout", "0"), r"^certfsm: error: --timeout 0 is not a positive number of seconds"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        (("missing.cfsm", "module.v"), r"^certfsm: error: missing\.cfsm: no such file"),
+        (("ARTIFACT", "missing.v"), r"^certfsm: error: missing\.v: no such Verilog file; give the path of a \.v file$"),
+        (("ARTIFACT", "MODULE", "--timeout", "0"), r"^certfsm: error: --timeout 0 is not a positive number of seconds"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(exported_example, tmp_path, args, pattern):
     artifact, module = exported_example
     args = [{"ARTIFACT": artifact, "MODULE": module}.get(a, a) for a in args]
@@ -85,15 +97,20 @@ def test_bad_input_is_one_line_and_exit_2(exported_example, tmp_path, args, patt
 @pytest.mark.slow
 def test_an_artifact_without_frac_bits_is_refused_naming_the_input(exported_example, artifact_without_frac_bits):
     code, out, err = run_cli("check-verilog", artifact_without_frac_bits, exported_example[1])
-    assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
-                                     r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
-                                     r"in the spec, then distil it again$"), err
+    assert one_line_error(
+        code,
+        err,
+        r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
+        r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
+        r"in the spec, then distil it again$",
+    ), err
 
 
 @pytest.mark.slow
 def test_a_report_folder_in_the_way_names_the_parameter_or_the_flag(exported_example, tmp_path):
     from certfsm import ReportError
     from certfsm.hdl_export import check_verilog
+
     artifact, module = exported_example
     in_the_way = tmp_path / "file"
     in_the_way.write_text("not a folder")

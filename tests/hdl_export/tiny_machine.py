@@ -21,8 +21,15 @@ def tiny_machine(**changes) -> Machine:
         proposal=(0, 0, 2, 0, 1, 2, 1, 1),
         exact=(True, False, True, True, True, False, True, True),
         allowed=(0b111, 0b101, 0b111, 0b111, 0b011, 0b111, 0b011, 0b011),
-        params=MachineParams(n_tokens=3, conservative=0, confirm_cycles=2, cooldown_cycles=3,
-                             overridable=frozenset({0, 2}), codes=(0, 5, 9), legal=frozenset({0, 1, 2})),
+        params=MachineParams(
+            n_tokens=3,
+            conservative=0,
+            confirm_cycles=2,
+            cooldown_cycles=3,
+            overridable=frozenset({0, 2}),
+            codes=(0, 5, 9),
+            legal=frozenset({0, 1, 2}),
+        ),
         artifact_sha256="0" * 64,
     )
     fields.update(changes)

@@ -11,8 +11,12 @@ import sys
 @contextlib.contextmanager
 def running_cli(*args):
     """`python -m certfsm.cli ARGS` for the block; killed if it is still alive when the block leaves."""
-    process = subprocess.Popen([sys.executable, "-m", "certfsm.cli", *map(str, args)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "certfsm.cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield process
     finally:

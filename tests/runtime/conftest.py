@@ -9,8 +9,13 @@ import pytest
 
 from certfsm.examples import example_spec_path
 
-COARSE_EDGES = {"compute_util": [0, 50, 100], "mem_bw_util": [0, 50, 100], "l2_miss_rate": [0, 100],
-                "temperature": [20, 85, 110], "queue_depth": [0, 56, 64]}
+COARSE_EDGES = {
+    "compute_util": [0, 50, 100],
+    "mem_bw_util": [0, 50, 100],
+    "l2_miss_rate": [0, 100],
+    "temperature": [20, 85, 110],
+    "queue_depth": [0, 56, 64],
+}
 """16 cells (the example has 7 200); the rule edges (85 degC, 56 requests) stay, so the allowed masks are the same
 function of the reading. Every edge is on its input's fixed-point grid."""
 
@@ -31,8 +36,9 @@ def distil_example_variant(folder: Path, edges: dict, rename: dict | None = None
                 rule["when"][new] = rule["when"].pop(old)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spec.json").write_text(json.dumps(data))
-    run = distill_controller(load_spec(folder / "spec.json"), out=folder / "variant.cfsm", report=folder / "report",
-                             jobs=1)
+    run = distill_controller(
+        load_spec(folder / "spec.json"), out=folder / "variant.cfsm", report=folder / "report", jobs=1
+    )
     assert run.certified
     return folder / "variant.cfsm"
 
@@ -46,5 +52,6 @@ def coarse_example(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def renamed_example(tmp_path_factory) -> Path:
     """A certified artifact of another layout: the coarse spec with queue_depth called queue_len."""
-    return distil_example_variant(tmp_path_factory.mktemp("renamed-example"), COARSE_EDGES,
-                                  rename={"queue_depth": "queue_len"})
+    return distil_example_variant(
+        tmp_path_factory.mktemp("renamed-example"), COARSE_EDGES, rename={"queue_depth": "queue_len"}
+    )

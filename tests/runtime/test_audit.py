@@ -28,8 +28,17 @@ from hypothesis_budget import examples
 
 from certfsm._errors import AuditLogError, CertfsmError
 from certfsm.runtime._audit import AuditWriter, rotated_path
-from certfsm.runtime._audit_format import (REFUSAL_TEXT_BYTES, CloseRecord, FrameLayout, LoggedState, OverrideRecord,
-                                           RefusalRecord, StepRecord, SwapRecord, encode_header)
+from certfsm.runtime._audit_format import (
+    REFUSAL_TEXT_BYTES,
+    CloseRecord,
+    FrameLayout,
+    LoggedState,
+    OverrideRecord,
+    RefusalRecord,
+    StepRecord,
+    SwapRecord,
+    encode_header,
+)
 from certfsm.runtime._audit_read import export_jsonl, read_header, read_log, verify_log
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
@@ -41,9 +50,18 @@ NAN = math.nan
 
 def step_args(k: int) -> tuple:
     """Distinct, deterministic arguments of the k-th step (reading[0] carries k, so order is visible)."""
-    return (k * 0.001, (float(k), NAN if k % 5 == 0 else 0.25, -1.5), {"latency_ms": 2.0 + k} if k % 2 else {},
-            -1 if k % 7 == 0 else k % 40, k % 4, (k % 4) + 8, k % 12, LoggedState(k % 4, -1, 0, k % 3), k % 6 != 0,
-            None if k % 3 else k % 4)
+    return (
+        k * 0.001,
+        (float(k), NAN if k % 5 == 0 else 0.25, -1.5),
+        {"latency_ms": 2.0 + k} if k % 2 else {},
+        -1 if k % 7 == 0 else k % 40,
+        k % 4,
+        (k % 4) + 8,
+        k % 12,
+        LoggedState(k % 4, -1, 0, k % 3),
+        k % 6 != 0,
+        None if k % 3 else k % 4,
+    )
 
 
 def write_steps(path: Path, n: int, **options) -> None:
@@ -58,9 +76,9 @@ def split_frames(path: Path) -> tuple[bytes, list[bytes]]:
     sizes = FrameLayout(header.input_names, header.metric_names, header.format_version).frame_sizes
     frames, pos = [], header.size
     while pos < len(data):
-        frames.append(data[pos:pos + sizes[data[pos]]])
+        frames.append(data[pos : pos + sizes[data[pos]]])
         pos += sizes[data[pos]]
-    return data[:header.size], frames
+    return data[: header.size], frames
 
 
 def bits(value: float) -> bytes:
@@ -76,15 +94,22 @@ def assert_step_equal(record: StepRecord, args: tuple, fixed: bool = False) -> N
     assert bits(record.time) == bits(time)
     assert record.fixed == fixed
     if fixed:
-        assert list(record.reading) == [min(max(v, -2**63), 2**63 - 1) for v in reading]
+        assert list(record.reading) == [min(max(v, -(2**63)), 2**63 - 1) for v in reading]
         assert all(type(v) is int for v in record.reading)
     else:
         assert [bits(v) for v in record.reading] == [bits(NAN if v is None else v) for v in reading]
     assert list(record.metrics) == list(METRICS)
     assert [bits(v) for v in record.metrics.values()] == [
-        bits(NAN if metrics.get(name) is None else metrics[name]) for name in METRICS]
+        bits(NAN if metrics.get(name) is None else metrics[name]) for name in METRICS
+    ]
     assert (record.cell, record.token, record.code, record.reason, record.sla_ok, record.override) == (
-        cell, token, code, reason, sla_ok, override)
+        cell,
+        token,
+        code,
+        reason,
+        sla_ok,
+        override,
+    )
     assert record.state == tuple(state)
 
 
@@ -92,22 +117,38 @@ def assert_step_equal(record: StepRecord, args: tuple, fixed: bool = False) -> N
 
 any_float = st.floats(allow_nan=True, allow_infinity=True)
 steps = st.tuples(
-    any_float, st.lists(any_float | st.none(), min_size=3, max_size=3),
-    st.lists(any_float | st.none(), min_size=2, max_size=2), st.integers(-1, 2**31 - 1), st.integers(0, 15),
-    st.integers(0, 15), st.integers(0, 15),
-    st.builds(LoggedState, st.integers(0, 15), st.integers(-1, 15), st.integers(0, 2**32 - 1),
-              st.integers(0, 2**32 - 1)),
-    st.booleans(), st.none() | st.integers(-2**31, 2**31 - 1))
-fixed_steps = steps.flatmap(lambda args: st.lists(st.integers(-2**70, 2**70) | st.integers(-2**16, 2**16),
-                                                   min_size=3, max_size=3).map(lambda ints: (args[0], ints, *args[2:])))
-events = st.lists(st.one_of(
-    steps.map(lambda args: ("step", args)),
-    fixed_steps.map(lambda args: ("fixed", args)),
-    st.tuples(any_float, st.text(max_size=1200), st.none() | st.sampled_from([SHA_B, SHA_C])).map(
-        lambda args: ("refusal", args)),
-    st.tuples(any_float, st.none() | st.integers(0, 15), st.none() | st.integers(0, 2**64 - 1)).map(
-        lambda args: ("override", args)),
-    st.tuples(any_float, st.sampled_from([SHA_A, SHA_B, SHA_C])).map(lambda args: ("swap", args))), max_size=40)
+    any_float,
+    st.lists(any_float | st.none(), min_size=3, max_size=3),
+    st.lists(any_float | st.none(), min_size=2, max_size=2),
+    st.integers(-1, 2**31 - 1),
+    st.integers(0, 15),
+    st.integers(0, 15),
+    st.integers(0, 15),
+    st.builds(
+        LoggedState, st.integers(0, 15), st.integers(-1, 15), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)
+    ),
+    st.booleans(),
+    st.none() | st.integers(-(2**31), 2**31 - 1),
+)
+fixed_steps = steps.flatmap(
+    lambda args: st.lists(st.integers(-(2**70), 2**70) | st.integers(-(2**16), 2**16), min_size=3, max_size=3).map(
+        lambda ints: (args[0], ints, *args[2:])
+    )
+)
+events = st.lists(
+    st.one_of(
+        steps.map(lambda args: ("step", args)),
+        fixed_steps.map(lambda args: ("fixed", args)),
+        st.tuples(any_float, st.text(max_size=1200), st.none() | st.sampled_from([SHA_B, SHA_C])).map(
+            lambda args: ("refusal", args)
+        ),
+        st.tuples(any_float, st.none() | st.integers(0, 15), st.none() | st.integers(0, 2**64 - 1)).map(
+            lambda args: ("override", args)
+        ),
+        st.tuples(any_float, st.sampled_from([SHA_A, SHA_B, SHA_C])).map(lambda args: ("swap", args)),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=examples(25), deadline=None)
@@ -137,7 +178,8 @@ def test_round_trip_is_bit_exact_across_rotation(events, rotate_bytes, fsync_eve
         assert [r.index for r in records] == list(range(len(records)))
         assert len(verification.files) == sum(isinstance(r, CloseRecord) for r in records)
         assert [r.continues for r in records if isinstance(r, CloseRecord)] == [True] * (
-            len(verification.files) - 1) + [False]
+            len(verification.files) - 1
+        ) + [False]
         logged = [r for r in records if not isinstance(r, CloseRecord)]
         assert len(logged) == len(events)
         in_force = SHA_A
@@ -148,10 +190,16 @@ def test_round_trip_is_bit_exact_across_rotation(events, rotate_bytes, fsync_eve
             elif kind == "refusal":
                 assert isinstance(record, RefusalRecord)
                 assert (bits(record.time), record.artifact_sha256, record.refused_sha256) == (
-                    bits(args[0]), in_force, args[2])
+                    bits(args[0]),
+                    in_force,
+                    args[2],
+                )
                 raw, kept = args[1].encode("utf-8"), record.reason.encode("utf-8")
-                assert kept == raw if len(raw) <= REFUSAL_TEXT_BYTES else (
-                    raw.startswith(kept) and REFUSAL_TEXT_BYTES - 4 < len(kept) <= REFUSAL_TEXT_BYTES)
+                assert (
+                    kept == raw
+                    if len(raw) <= REFUSAL_TEXT_BYTES
+                    else (raw.startswith(kept) and REFUSAL_TEXT_BYTES - 4 < len(kept) <= REFUSAL_TEXT_BYTES)
+                )
             elif kind == "override":
                 assert isinstance(record, OverrideRecord)
                 assert (bits(record.time), record.token, record.cycles) == (bits(args[0]), args[1], args[2])
@@ -166,7 +214,11 @@ def test_header_names_the_artifact_inputs_metrics_and_version(tmp_path):
     write_steps(tmp_path / "log", 3)
     header = read_header(tmp_path / "log")
     assert (header.format_version, header.artifact_sha256, header.input_names, header.metric_names) == (
-        2, SHA_A, INPUTS, METRICS)
+        2,
+        SHA_A,
+        INPUTS,
+        METRICS,
+    )
     assert (header.file_number, header.first_index, header.previous_chain) == (0, 0, "00" * 32)
 
 
@@ -221,7 +273,7 @@ def test_a_changed_byte_is_found_at_its_record(data, n):
     def change(frames):
         frame = bytearray(frames[index])
         frame[offset % len(frame)] ^= flip
-        return frames[:index] + [bytes(frame)] + frames[index + 1:]
+        return frames[:index] + [bytes(frame)] + frames[index + 1 :]
 
     with tempfile.TemporaryDirectory() as folder:
         assert_found_at(*tampered(folder, n, change), index)
@@ -232,7 +284,7 @@ def test_a_changed_byte_is_found_at_its_record(data, n):
 def test_a_removed_record_is_found_where_it_was(data, n):
     index = data.draw(st.integers(0, n - 1))
     with tempfile.TemporaryDirectory() as folder:
-        verification, error = tampered(folder, n, lambda frames: frames[:index] + frames[index + 1:])
+        verification, error = tampered(folder, n, lambda frames: frames[:index] + frames[index + 1 :])
         assert_found_at(verification, error, index)
         assert "removed, inserted or reordered" in verification.reason
 
@@ -328,8 +380,11 @@ def test_a_torn_header_holds_no_records(tmp_path):
     verification = verify_log(path)
     assert verification.torn and verification.records == 0 and "header is torn" in verification.reason
     assert list(read_log(path)) == []
-    with pytest.raises(AuditLogError, match=r"the header is torn \(the writer stopped while creating the file\); "
-                                            r"the log holds no records$"):
+    with pytest.raises(
+        AuditLogError,
+        match=r"the header is torn \(the writer stopped while creating the file\); "
+        r"the log holds no records$",
+    ):
         read_header(path)
 
 
@@ -442,8 +497,9 @@ while True:
 
 def kill_writer(path: Path, fsync_every: int, rotate_bytes: int, after: int) -> int:
     """Run a writer in a child, SIGKILL it once it reported `after` appends; return how many appends returned."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(fsync_every), str(rotate_bytes)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), str(fsync_every), str(rotate_bytes)], stdout=subprocess.PIPE, text=True
+    )
     reported = 0
     for _ in child.stdout:
         reported += 1
@@ -490,13 +546,13 @@ def test_appends_from_several_threads_keep_the_chain(tmp_path, rotate_bytes):
     def worker(writer, number):
         barrier.wait()
         for k in range(per_thread):
-            writer.append_step(float(k), (float(number), float(k), 0.0), (), 0, 0, 0, 0, LoggedState(0, -1, 0, 0),
-                               True)
+            writer.append_step(float(k), (float(number), float(k), 0.0), (), 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True)
             if k % 50 == 0:
                 writer.append_override(float(k), number)
 
-    with AuditWriter(tmp_path / "log", SHA_A, INPUTS, METRICS, fsync_every=16, rotate_bytes=rotate_bytes,
-                     buffer_bytes=256) as writer:
+    with AuditWriter(
+        tmp_path / "log", SHA_A, INPUTS, METRICS, fsync_every=16, rotate_bytes=rotate_bytes, buffer_bytes=256
+    ) as writer:
         workers = [threading.Thread(target=worker, args=(writer, n)) for n in range(threads)]
         for thread in workers:
             thread.start()
@@ -515,10 +571,19 @@ def test_appends_from_several_threads_keep_the_chain(tmp_path, rotate_bytes):
 
 def with_version(version: int):
     """Damage: rewrite the header with another format version and a valid digest, so only the version is wrong."""
+
     def damage(path: Path) -> None:
         _, frames = split_frames(path)
-        header = bytearray(encode_header(file_number=0, first_index=0, artifact=bytes.fromhex(SHA_A),
-                                         previous=bytes(32), input_names=INPUTS, metric_names=METRICS))
+        header = bytearray(
+            encode_header(
+                file_number=0,
+                first_index=0,
+                artifact=bytes.fromhex(SHA_A),
+                previous=bytes(32),
+                input_names=INPUTS,
+                metric_names=METRICS,
+            )
+        )
         struct.pack_into("<H", header, 8, version)
         header[-32:] = hashlib.sha256(header[:-32]).digest()
         path.write_bytes(bytes(header) + b"".join(frames))
@@ -533,17 +598,24 @@ def corrupt_name(path: Path) -> None:
 
 
 BAD_LOGS = [
-    (with_version(3), r"audit log format version=3, this certfsm reads versions 1, 2; "
-                                          r"read it with the certfsm that wrote it"),
+    (
+        with_version(3),
+        r"audit log format version=3, this certfsm reads versions 1, 2; "
+        r"read it with the certfsm that wrote it",
+    ),
     (corrupt_name, r"corrupt audit log header \(its SHA-256 does not match its bytes\)"),
-    (lambda p: p.write_bytes(b'{"kind": "header"}\n' * 10), r"not a certfsm audit log \(no b'CFSMAUDT' magic\); "
-                                                           r"give the path of an audit log"),
+    (
+        lambda p: p.write_bytes(b'{"kind": "header"}\n' * 10),
+        r"not a certfsm audit log \(no b'CFSMAUDT' magic\); "
+        r"give the path of an audit log",
+    ),
 ]
 
 
 @pytest.mark.parametrize("damage, message", BAD_LOGS)
-@pytest.mark.parametrize("reader", [verify_log, lambda p: list(read_log(p)), read_header,
-                                    lambda p: export_jsonl(p, os.devnull)])
+@pytest.mark.parametrize(
+    "reader", [verify_log, lambda p: list(read_log(p)), read_header, lambda p: export_jsonl(p, os.devnull)]
+)
 def test_a_bad_first_header_is_refused_in_one_line(tmp_path, damage, message, reader):
     path = tmp_path / "log"
     write_steps(path, 3)
@@ -567,25 +639,49 @@ def new_writer(path):
 
 
 BAD_APPENDS = [
-    (lambda w: w.append_step(0.0, (1.0, 2.0), {}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True), AuditLogError,
-     r"append_step: reading has 2 values, the log names 3 inputs \['util', 'bandwidth', 'temperature'\]; "
-     r"pass one value per input"),
-    (lambda w: w.append_step(0.0, (1.0, 2.0, 3.0), {"latency": 1.0}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True),
-     AuditLogError, r"append_step: metrics name \['latency'\], which the log's header does not .*"),
-    (lambda w: w.append_step(0.0, (1.0, "2", 3.0), {}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True), TypeError,
-     r"append_step: bandwidth='2' is not a number; pass a float, or None when missing"),
-    (lambda w: w.append_step(0.0, (1.0, 2.0, 3.0), {}, 0, 16 * 16, 0, 0, LoggedState(0, -1, 0, 0), True),
-     AuditLogError, r"append_step: token=256 does not fit the log \(.*\); pass the machine's own values"),
-    (lambda w: w.append_step(0.0, (1.0, 2.0, 3.0), {}, 0, 0, 0, 0, (0, -1, 0, 0), True),
-     AuditLogError, r"append_step: state.current=None does not fit the log \(.*\); pass the machine's own values"),
-    (lambda w: w.append_step("now", (1.0, 2.0, 3.0), {}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True), TypeError,
-     r"append_step: time='now' is not a number; pass seconds as a float"),
-    (lambda w: w.append_swap(0.0, SHA_B, SHA_C, LoggedState(0, -1, 0, 0)), AuditLogError,
-     r"append_swap: old_sha256=b2b2.* is not the artifact in force \(a1a1.*\); pass the hash of the artifact being "
-     r"replaced"),
-    (lambda w: w.append_override(0.0, 1, -5), AuditLogError,
-     r"append_override: time=0.0 token=1 cycles=-5 do not fit the log \(.*\); pass seconds, a token index and a "
-     r"count >= 0 or None"),
+    (
+        lambda w: w.append_step(0.0, (1.0, 2.0), {}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True),
+        AuditLogError,
+        r"append_step: reading has 2 values, the log names 3 inputs \['util', 'bandwidth', 'temperature'\]; "
+        r"pass one value per input",
+    ),
+    (
+        lambda w: w.append_step(0.0, (1.0, 2.0, 3.0), {"latency": 1.0}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True),
+        AuditLogError,
+        r"append_step: metrics name \['latency'\], which the log's header does not .*",
+    ),
+    (
+        lambda w: w.append_step(0.0, (1.0, "2", 3.0), {}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True),
+        TypeError,
+        r"append_step: bandwidth='2' is not a number; pass a float, or None when missing",
+    ),
+    (
+        lambda w: w.append_step(0.0, (1.0, 2.0, 3.0), {}, 0, 16 * 16, 0, 0, LoggedState(0, -1, 0, 0), True),
+        AuditLogError,
+        r"append_step: token=256 does not fit the log \(.*\); pass the machine's own values",
+    ),
+    (
+        lambda w: w.append_step(0.0, (1.0, 2.0, 3.0), {}, 0, 0, 0, 0, (0, -1, 0, 0), True),
+        AuditLogError,
+        r"append_step: state.current=None does not fit the log \(.*\); pass the machine's own values",
+    ),
+    (
+        lambda w: w.append_step("now", (1.0, 2.0, 3.0), {}, 0, 0, 0, 0, LoggedState(0, -1, 0, 0), True),
+        TypeError,
+        r"append_step: time='now' is not a number; pass seconds as a float",
+    ),
+    (
+        lambda w: w.append_swap(0.0, SHA_B, SHA_C, LoggedState(0, -1, 0, 0)),
+        AuditLogError,
+        r"append_swap: old_sha256=b2b2.* is not the artifact in force \(a1a1.*\); pass the hash of the artifact being "
+        r"replaced",
+    ),
+    (
+        lambda w: w.append_override(0.0, 1, -5),
+        AuditLogError,
+        r"append_override: time=0.0 token=1 cycles=-5 do not fit the log \(.*\); pass seconds, a token index and a "
+        r"count >= 0 or None",
+    ),
 ]
 
 
@@ -601,12 +697,21 @@ def test_a_bad_append_is_refused_and_logs_nothing(tmp_path, append, kind, messag
 
 
 BAD_WRITERS = [
-    (dict(artifact_sha256="abc"), r"artifact_sha256='abc' is not a SHA-256 in hex \(64 hex digits\); pass the "
-                                  r"artifact's sha256"),
-    (dict(input_names=["a", "a"]), r"input_names=\['a', 'a'\] must be distinct non-empty strings; pass the spec's "
-                                   r"names"),
-    (dict(fsync_every=-1), r"fsync_every=-1 must be an integer >= 0 \(1: every record, N: every N records, 0: on "
-                           r"close only\)"),
+    (
+        dict(artifact_sha256="abc"),
+        r"artifact_sha256='abc' is not a SHA-256 in hex \(64 hex digits\); pass the "
+        r"artifact's sha256",
+    ),
+    (
+        dict(input_names=["a", "a"]),
+        r"input_names=\['a', 'a'\] must be distinct non-empty strings; pass the spec's "
+        r"names",
+    ),
+    (
+        dict(fsync_every=-1),
+        r"fsync_every=-1 must be an integer >= 0 \(1: every record, N: every N records, 0: on "
+        r"close only\)",
+    ),
     (dict(rotate_bytes=0), r"rotate_bytes=0 must be a positive integer or None \(no rotation\)"),
 ]
 
@@ -651,8 +756,9 @@ def test_the_audit_modules_import_only_the_standard_library():
             else:
                 continue
             for name in names:
-                assert (name.split(".")[0] in sys.stdlib_module_names or name.startswith("._audit")
-                        or name == "__future__"), f"{module.name} imports {name}"
+                assert (
+                    name.split(".")[0] in sys.stdlib_module_names or name.startswith("._audit") or name == "__future__"
+                ), f"{module.name} imports {name}"
 
 
 def test_an_io_error_stops_the_writer_and_leaves_a_verifying_prefix(tmp_path, monkeypatch):
@@ -669,8 +775,11 @@ def test_an_io_error_stops_the_writer_and_leaves_a_verifying_prefix(tmp_path, mo
     monkeypatch.setattr(os, "write", write)
     with pytest.raises(OSError, match="No space left on device"):
         writer.append_step(*step_args(3))
-    with pytest.raises(AuditLogError, match=r"the writer stopped after an I/O error \(.*No space left on device\); "
-                                            r"verify the log and start a new one$"):
+    with pytest.raises(
+        AuditLogError,
+        match=r"the writer stopped after an I/O error \(.*No space left on device\); "
+        r"verify the log and start a new one$",
+    ):
         writer.append_step(*step_args(4))
     writer.close()
     verification = verify_log(tmp_path / "log")
@@ -709,5 +818,6 @@ def test_a_log_is_written_and_verified_with_numpy_and_the_solvers_blocked(tmp_pa
         "from certfsm.runtime._audit_read import read_log, verify_log\n"
         "with AuditWriter(sys.argv[1], 'a1' * 32, ['x'], ['m']) as writer:\n"
         "    writer.append_step(0.0, [1.0], {'m': 2.0}, 3, 1, 1, 0, LoggedState(1, -1, 0, 0), True)\n"
-        "assert verify_log(sys.argv[1]).ok and len(list(read_log(sys.argv[1]))) == 2\n")
+        "assert verify_log(sys.argv[1]).ok and len(list(read_log(sys.argv[1]))) == 2\n"
+    )
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "log")], check=True)

@@ -14,7 +14,7 @@ from hypothesis_budget import examples
 from certfsm._errors import CertfsmError, ProbeError
 from certfsm import load_spec
 from certfsm.examples import example_spec_path
-from certfsm.runtime._blob import (BLOB_SIZE, FINITE_MAX, FINITE_MIN, MISSING, NAN, NEG_INF, POS_INF, BlobLayout)
+from certfsm.runtime._blob import BLOB_SIZE, FINITE_MAX, FINITE_MIN, MISSING, NAN, NEG_INF, POS_INF, BlobLayout
 
 SPEC = load_spec(example_spec_path("coadapt"))
 LAYOUT = BlobLayout.for_inputs(SPEC.inputs)
@@ -32,8 +32,11 @@ def value_for(item, f):
     finite = st.floats(math.ldexp(FINITE_MIN, -f), math.ldexp(FINITE_MAX + 1, -f), exclude_max=True)
     near_envelope = st.floats(item.min - 2, item.max + 2)
     on_edges = st.sampled_from(item.edges).flatmap(
-        lambda e: st.sampled_from([e, math.nextafter(e, -math.inf), math.nextafter(e, math.inf)]))
-    return st.one_of(st.none(), st.just(math.nan), st.just(math.inf), st.just(-math.inf), finite, near_envelope, on_edges)
+        lambda e: st.sampled_from([e, math.nextafter(e, -math.inf), math.nextafter(e, math.inf)])
+    )
+    return st.one_of(
+        st.none(), st.just(math.nan), st.just(math.inf), st.just(-math.inf), finite, near_envelope, on_edges
+    )
 
 
 readings = st.tuples(*(value_for(item, f) for item, f in zip(SPEC.inputs, LAYOUT.frac_bits)))
@@ -51,7 +54,9 @@ def test_byte_layout_is_pinned():
     version, count, *codes = struct.unpack_from("<BB5h", blob)
     assert (version, count) == (1, 5)
     assert codes == [96, MISSING, NAN, POS_INF, NEG_INF]  # 1.5 * 2^6 = 96
-    seed = zlib.crc32(b'[["compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth"], [6, 6, 6, 4, 0]]')
+    seed = zlib.crc32(
+        b'[["compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth"], [6, 6, 6, 4, 0]]'
+    )
     assert struct.unpack_from("<I", blob, 12)[0] == zlib.crc32(blob[:12], seed)
     assert blob[:12].hex() == "0105600000800180ff7f0280"
 
@@ -86,15 +91,20 @@ def test_fewer_inputs_leave_zero_slots():
 
 
 def test_inputs_without_frac_bits_get_the_finest_that_holds_twice_the_envelope():
-    items = [type("Input", (), dict(name="x", min=-1.0, max=3.0, frac_bits=None)),
-             type("Input", (), dict(name="y", min=0.0, max=20000.0, frac_bits=None))]
+    items = [
+        type("Input", (), dict(name="x", min=-1.0, max=3.0, frac_bits=None)),
+        type("Input", (), dict(name="y", min=0.0, max=20000.0, frac_bits=None)),
+    ]
     assert BlobLayout.for_inputs(items).frac_bits == (12, 0)  # 6 * 2^12 = 24576 <= 32766 < 6 * 2^13
 
 
 # ---------------------------------------------------------------- damage
 
 
-EXAMPLE_BLOBS = [LAYOUT.encode(r) for r in ([0, 0, 0, 20, 0], [55.3, 99.9, None, math.nan, 63], [-500.0, 511.9, 1e-9, -math.inf, 32766])]
+EXAMPLE_BLOBS = [
+    LAYOUT.encode(r)
+    for r in ([0, 0, 0, 20, 0], [55.3, 99.9, None, math.nan, 63], [-500.0, 511.9, 1e-9, -math.inf, 32766])
+]
 
 
 @pytest.mark.parametrize("blob", EXAMPLE_BLOBS, ids=["zeros", "mixed", "extremes"])
@@ -119,25 +129,34 @@ def test_random_damage_is_detected(reading, noise):
 def test_wrong_version_is_refused_even_with_a_matching_checksum():
     body = bytes([2]) + EXAMPLE_BLOBS[1][1:12]
     blob = body + struct.pack("<I", zlib.crc32(body, LAYOUT._seed))
-    with pytest.raises(ProbeError, match=r"^reading blob: version 2, this certfsm reads version 1; decode it with "
-                                         r"the certfsm release that wrote it, or re-encode the reading$"):
+    with pytest.raises(
+        ProbeError,
+        match=r"^reading blob: version 2, this certfsm reads version 1; decode it with "
+        r"the certfsm release that wrote it, or re-encode the reading$",
+    ):
         LAYOUT.decode(blob)
 
 
 def test_a_blob_of_another_layout_fails_the_checksum():
     other = BlobLayout(LAYOUT.names, (6, 6, 6, 4, 1), LAYOUT.lower, LAYOUT.upper)
-    with pytest.raises(ProbeError, match=r"^reading blob: checksum 0x[0-9a-f]{8} does not match its content "
-                                         r"\(0x[0-9a-f]{8}\): the blob is damaged, or was written for other inputs or "
-                                         r"frac_bits than compute_util, mem_bw_util, l2_miss_rate, temperature, "
-                                         r"queue_depth; read it again from its source$"):
+    with pytest.raises(
+        ProbeError,
+        match=r"^reading blob: checksum 0x[0-9a-f]{8} does not match its content "
+        r"\(0x[0-9a-f]{8}\): the blob is damaged, or was written for other inputs or "
+        r"frac_bits than compute_util, mem_bw_util, l2_miss_rate, temperature, "
+        r"queue_depth; read it again from its source$",
+    ):
         LAYOUT.decode(other.encode([1, 2, 3, 40, 5]))
 
 
-@pytest.mark.parametrize("blob, error, pattern", [
-    (bytes(15), ProbeError, r"^reading blob: got 15 bytes, expected 16; pass the whole blob$"),
-    (EXAMPLE_BLOBS[0] + b"\0", ProbeError, r"^reading blob: got 17 bytes, expected 16; pass the whole blob$"),
-    ("0105", TypeError, r"^reading blob: got str, expected 16 bytes$"),
-])
+@pytest.mark.parametrize(
+    "blob, error, pattern",
+    [
+        (bytes(15), ProbeError, r"^reading blob: got 15 bytes, expected 16; pass the whole blob$"),
+        (EXAMPLE_BLOBS[0] + b"\0", ProbeError, r"^reading blob: got 17 bytes, expected 16; pass the whole blob$"),
+        ("0105", TypeError, r"^reading blob: got str, expected 16 bytes$"),
+    ],
+)
 def test_decode_refuses_what_is_not_a_blob(blob, error, pattern):
     with pytest.raises(error, match=pattern):
         LAYOUT.decode(blob)
@@ -150,19 +169,34 @@ def test_decode_accepts_bytearray_and_memoryview():
 # ---------------------------------------------------------------- values that do not fit
 
 
-@pytest.mark.parametrize("reading, pattern", [
-    ([512.0, 0, 0, 20, 0], r"^reading blob: compute_util=512\.0 does not fit: with frac_bits 6 the blob holds finite "
-                           r"values from -511\.953125 up to below 511\.984375; it is far outside the envelope \[0, 100\], "
-                           r"so clip it to just outside the envelope \(the decision is the same fallback\) or record it another way$"),
-    ([0, -511.96, 0, 20, 0], r"^reading blob: mem_bw_util=-511\.96 does not fit: with frac_bits 6 "),
-    ([0, 0, 1e308, 20, 0], r"^reading blob: l2_miss_rate=1e\+308 does not fit: "),
-    ([0, 0, 0, -2048.0, 0], r"^reading blob: temperature=-2048\.0 does not fit: with frac_bits 4 the blob holds finite "
-                            r"values from -2047\.8125 up to below 2047\.9375; it is far outside the envelope \[20, 110\]"),
-    ([0, 0, 0, 20, 32767], r"^reading blob: queue_depth=32767 does not fit: with frac_bits 0 the blob holds finite "
-                           r"values from -32765 up to below 32767;"),
-    ([0, 0, 0, 20], r"^reading blob: got 4 values, expected 5 \(one per input: compute_util, mem_bw_util, "
-                    r"l2_miss_rate, temperature, queue_depth\); give one value \(None if missing\) per input$"),
-])
+@pytest.mark.parametrize(
+    "reading, pattern",
+    [
+        (
+            [512.0, 0, 0, 20, 0],
+            r"^reading blob: compute_util=512\.0 does not fit: with frac_bits 6 the blob holds finite "
+            r"values from -511\.953125 up to below 511\.984375; it is far outside the envelope \[0, 100\], "
+            r"so clip it to just outside the envelope \(the decision is the same fallback\) or record it another way$",
+        ),
+        ([0, -511.96, 0, 20, 0], r"^reading blob: mem_bw_util=-511\.96 does not fit: with frac_bits 6 "),
+        ([0, 0, 1e308, 20, 0], r"^reading blob: l2_miss_rate=1e\+308 does not fit: "),
+        (
+            [0, 0, 0, -2048.0, 0],
+            r"^reading blob: temperature=-2048\.0 does not fit: with frac_bits 4 the blob holds finite "
+            r"values from -2047\.8125 up to below 2047\.9375; it is far outside the envelope \[20, 110\]",
+        ),
+        (
+            [0, 0, 0, 20, 32767],
+            r"^reading blob: queue_depth=32767 does not fit: with frac_bits 0 the blob holds finite "
+            r"values from -32765 up to below 32767;",
+        ),
+        (
+            [0, 0, 0, 20],
+            r"^reading blob: got 4 values, expected 5 \(one per input: compute_util, mem_bw_util, "
+            r"l2_miss_rate, temperature, queue_depth\); give one value \(None if missing\) per input$",
+        ),
+    ],
+)
 def test_values_that_do_not_fit_are_refused_never_wrapped(reading, pattern):
     with pytest.raises(ProbeError, match=pattern) as caught:
         LAYOUT.encode(reading)
@@ -174,29 +208,52 @@ def test_the_extreme_codes_still_fit():
     assert LAYOUT.decode(LAYOUT.encode([low, high, 0, 20, -32765]))[:2] == (low, math.ldexp(FINITE_MAX, -6))
 
 
-@pytest.mark.parametrize("reading, pattern", [
-    ([0, 0, 0, 20, "3"], r"^reading blob: queue_depth='3' is a str; give a real number or None \(missing\)$"),
-    ([True, 0, 0, 20, 0], r"^reading blob: compute_util=True is a bool; "),
-    ("01234", r"^reading blob: got str, expected a sequence of one number \(or None\) per input: compute_util, "),
-])
+@pytest.mark.parametrize(
+    "reading, pattern",
+    [
+        ([0, 0, 0, 20, "3"], r"^reading blob: queue_depth='3' is a str; give a real number or None \(missing\)$"),
+        ([True, 0, 0, 20, 0], r"^reading blob: compute_util=True is a bool; "),
+        ("01234", r"^reading blob: got str, expected a sequence of one number \(or None\) per input: compute_util, "),
+    ],
+)
 def test_values_of_the_wrong_type_are_a_type_error(reading, pattern):
     with pytest.raises(TypeError, match=pattern):
         LAYOUT.encode(reading)
 
 
-@pytest.mark.parametrize("args, pattern", [
-    ((("a",) * 6, (0,) * 6, (0.0,) * 6, (1.0,) * 6),
-     r"^reading blob: 6 inputs \(a, a, a, a, a, a\); the 16-byte blob holds 1 to 5 inputs; record readings of larger specs another way$"),
-    (((), (), (), ()), r"^reading blob: 0 inputs \(\); the 16-byte blob holds 1 to 5 inputs"),
-    ((("a", "b"), (0,), (0.0, 0.0), (1.0, 1.0)), r"^reading blob: 2 names but 1 frac_bits, 2 lower and 2 upper bounds; "),
-    ((("a",), (25,), (0.0,), (1.0,)), r"^reading blob: a: frac_bits=25 is not an integer 0\.\.24; use the spec's frac_bits$"),
-    ((("a",), (None,), (0.0,), (1.0,)), r"^reading blob: a: frac_bits=None is not an integer 0\.\.24;"),
-    ((("a",), (0,), (1.0,), (1.0,)), r"^reading blob: a: envelope \[1\.0, 1\.0\] is not a finite range with min < max;"),
-    ((("a",), (24,), (0.0,), (100.0,)), r"^reading blob: a: envelope \[0, 100\] with frac_bits 24 needs codes beyond the "
-                                        r"16-bit range -32765\.\.32766; lower frac_bits in the spec \(or record readings of "
-                                        r"this spec another way\)$"),
-    ((("rho",), (0,), (0.0,), (60760.0,)), r"^reading blob: rho: envelope \[0, 60760\] with frac_bits 0 needs codes beyond"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        (
+            (("a",) * 6, (0,) * 6, (0.0,) * 6, (1.0,) * 6),
+            r"^reading blob: 6 inputs \(a, a, a, a, a, a\); the 16-byte blob holds 1 to 5 inputs; record readings of larger specs another way$",
+        ),
+        (((), (), (), ()), r"^reading blob: 0 inputs \(\); the 16-byte blob holds 1 to 5 inputs"),
+        (
+            (("a", "b"), (0,), (0.0, 0.0), (1.0, 1.0)),
+            r"^reading blob: 2 names but 1 frac_bits, 2 lower and 2 upper bounds; ",
+        ),
+        (
+            (("a",), (25,), (0.0,), (1.0,)),
+            r"^reading blob: a: frac_bits=25 is not an integer 0\.\.24; use the spec's frac_bits$",
+        ),
+        ((("a",), (None,), (0.0,), (1.0,)), r"^reading blob: a: frac_bits=None is not an integer 0\.\.24;"),
+        (
+            (("a",), (0,), (1.0,), (1.0,)),
+            r"^reading blob: a: envelope \[1\.0, 1\.0\] is not a finite range with min < max;",
+        ),
+        (
+            (("a",), (24,), (0.0,), (100.0,)),
+            r"^reading blob: a: envelope \[0, 100\] with frac_bits 24 needs codes beyond the "
+            r"16-bit range -32765\.\.32766; lower frac_bits in the spec \(or record readings of "
+            r"this spec another way\)$",
+        ),
+        (
+            (("rho",), (0,), (0.0,), (60760.0,)),
+            r"^reading blob: rho: envelope \[0, 60760\] with frac_bits 0 needs codes beyond",
+        ),
+    ],
+)
 def test_layouts_that_cannot_hold_their_inputs_are_refused(args, pattern):
     with pytest.raises(ProbeError, match=pattern):
         BlobLayout(*args)

@@ -32,12 +32,23 @@ def controller(artifact_path):
 
 @pytest.mark.slow
 def test_importing_the_runtime_pulls_in_no_solver_verifier_onnx_or_plotting(artifact_path):
-    blocked = ["certfsm.verify", "certfsm.fsm", "onnx", "onnxruntime", "maraboupy", "z3", "matplotlib", "jsonschema",
-               "prometheus_client"]
-    code = (f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\n"
-            "import certfsm.runtime as rt\n"
-            f"ctl = rt.load({str(artifact_path)!r})\n"
-            "print(ctl.step([50.0, 50.0, 50.0, 50.0, 10.0]).token)")
+    blocked = [
+        "certfsm.verify",
+        "certfsm.fsm",
+        "onnx",
+        "onnxruntime",
+        "maraboupy",
+        "z3",
+        "matplotlib",
+        "jsonschema",
+        "prometheus_client",
+    ]
+    code = (
+        f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\n"
+        "import certfsm.runtime as rt\n"
+        f"ctl = rt.load({str(artifact_path)!r})\n"
+        "print(ctl.step([50.0, 50.0, 50.0, 50.0, 10.0]).token)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() in load_artifact(artifact_path).token_names
@@ -50,11 +61,14 @@ def test_values_outside_the_envelope_give_the_conservative_token_and_never_raise
     assert decision.index == controller.machine.params.conservative
 
 
-@pytest.mark.parametrize("reading, error, message", [
-    ([1.0, 2.0], ValueError, r"^reading has 2 values but the machine has 5 inputs"),
-    ({"compute_util": 1.0, "warp": 2.0}, ValueError, r"^reading names unknown input 'warp'; the inputs are "),
-    ([1.0, "x", 2.0, 3.0, 4.0], TypeError, r"^reading: input mem_bw_util = 'x' is not a number$"),
-])
+@pytest.mark.parametrize(
+    "reading, error, message",
+    [
+        ([1.0, 2.0], ValueError, r"^reading has 2 values but the machine has 5 inputs"),
+        ({"compute_util": 1.0, "warp": 2.0}, ValueError, r"^reading names unknown input 'warp'; the inputs are "),
+        ([1.0, "x", 2.0, 3.0, 4.0], TypeError, r"^reading: input mem_bw_util = 'x' is not a number$"),
+    ],
+)
 def test_a_malformed_reading_is_refused_before_anything_changes(controller, reading, error, message):
     before = controller.state
     with pytest.raises(error, match=message):
@@ -88,8 +102,10 @@ def test_decide_many_is_the_tables_decision_of_each_reading(controller):
     rows = rng.uniform(-10, 120, size=(5000, 5))
     rows[::97, 2] = np.nan
     batch = controller.decide_many(rows)
-    expected = [machine.proposal[c] if c != OUT_OF_ENVELOPE else machine.params.conservative
-                for c in (machine.cell_of(r) for r in rows.tolist())]
+    expected = [
+        machine.proposal[c] if c != OUT_OF_ENVELOPE else machine.params.conservative
+        for c in (machine.cell_of(r) for r in rows.tolist())
+    ]
     assert batch.tolist() == expected
 
 
@@ -207,5 +223,7 @@ def test_the_controllers_decisions_are_machine_step_on_a_long_random_run(artifac
         reading = dict(zip(machine.names, row)) if cycle % 7 == 0 else row
         state, token, reason = machine.step(state, machine.cell_of(row), sla_ok, override)
         decision = controller.step(reading, metrics)
-        assert (decision.state, decision.index, decision.reason, decision.sla_ok) == (state, token, reason, sla_ok), cycle
+        assert (decision.state, decision.index, decision.reason, decision.sla_ok) == (state, token, reason, sla_ok), (
+            cycle
+        )
         assert decision.token == machine.tokens[token] and decision.code == machine.params.codes[token]

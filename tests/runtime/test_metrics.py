@@ -19,8 +19,12 @@ from certfsm.runtime import RuntimeCounters
 
 def test_counters_count_tokens_reasons_breaches_recoveries_and_latency():
     counters = RuntimeCounters(("A", "B"))
-    for token, reason, sla_ok, latency in [(0, Reason.KEEP_CURRENT, True, 500), (1, Reason.FALLBACK_SLA, False, 3_000),
-                                           (1, Reason.FALLBACK_SLA, False, 10**12), (0, Reason.SWITCH, True, 1_000)]:
+    for token, reason, sla_ok, latency in [
+        (0, Reason.KEEP_CURRENT, True, 500),
+        (1, Reason.FALLBACK_SLA, False, 3_000),
+        (1, Reason.FALLBACK_SLA, False, 10**12),
+        (0, Reason.SWITCH, True, 1_000),
+    ]:
         counters.count_step(token, reason, sla_ok, latency)
     counters.count_swap()
     counters.count_refused_reload()
@@ -76,8 +80,9 @@ def _scrape(port: int) -> dict[str, float] | None:
 def test_a_run_serves_counters_that_match_its_decisions(distilled_example):
     pytest.importorskip("prometheus_client", reason="the metrics extra (prometheus-client) is not installed")
     port = _free_port()
-    with running_cli("run", distilled_example[2], "--probe", "example-trace", "--period-ms", "2",
-                     "--metrics-port", port) as process:
+    with running_cli(
+        "run", distilled_example[2], "--probe", "example-trace", "--period-ms", "2", "--metrics-port", port
+    ) as process:
         deadline, samples = time.monotonic() + 60, None
         while time.monotonic() < deadline and process.poll() is None:
             samples = _scrape(port)
@@ -106,8 +111,11 @@ def test_serve_metrics_names_its_port_parameter_not_the_flag(monkeypatch):
     with pytest.raises(UsageError, match=r"^port=0 is not a TCP port; give a port in 1\.\.65535, e\.g\. port=9108$"):
         serve_metrics(counters, 0)
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    with pytest.raises(UsageError, match=r"^port=9 needs prometheus-client, which is not installed; pip install "
-                                         r"'certfsm\[metrics\]' \(or prometheus-client\), or serve no metrics$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^port=9 needs prometheus-client, which is not installed; pip install "
+        r"'certfsm\[metrics\]' \(or prometheus-client\), or serve no metrics$",
+    ):
         serve_metrics(counters, 9)
 
 
@@ -120,8 +128,11 @@ def test_a_taken_port_is_named_as_the_parameter_by_the_library():
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        with pytest.raises(UsageError, match=rf"^port={port}: cannot listen on 127\.0\.0\.1:{port} \(.*\); give a "
-                                             r"free port or stop what holds it$"):
+        with pytest.raises(
+            UsageError,
+            match=rf"^port={port}: cannot listen on 127\.0\.0\.1:{port} \(.*\); give a "
+            r"free port or stop what holds it$",
+        ):
             serve_metrics(RuntimeCounters(("A", "B")), port)
 
 
@@ -134,17 +145,23 @@ def test_a_taken_port_is_one_line_and_exit_2(distilled_example):
         code, _, err = run_main("run", distilled_example[2], "--probe", "example-trace", "--metrics-port", port)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
-    assert re.match(rf"^certfsm: error: --metrics-port {port}: cannot listen on 127\.0\.0\.1:{port} .*give a free port",
-                    lines[0])
+    assert re.match(
+        rf"^certfsm: error: --metrics-port {port}: cannot listen on 127\.0\.0\.1:{port} .*give a free port", lines[0]
+    )
 
 
 @pytest.mark.slow
 def test_without_prometheus_client_the_run_says_how_to_install_it(distilled_example):
-    code = ("import sys\nsys.modules['prometheus_client'] = None\nfrom certfsm.cli import main\n"
-            f"sys.exit(main(['run', {str(distilled_example[2])!r}, '--probe', 'example-trace', '--metrics-port', "
-            "'9']))")
+    code = (
+        "import sys\nsys.modules['prometheus_client'] = None\nfrom certfsm.cli import main\n"
+        f"sys.exit(main(['run', {str(distilled_example[2])!r}, '--probe', 'example-trace', '--metrics-port', "
+        "'9']))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert re.match(r"^certfsm: error: --metrics-port 9 needs prometheus-client, which is not installed; "
-                    r"pip install 'certfsm\[metrics\]'", lines[0])
+    assert re.match(
+        r"^certfsm: error: --metrics-port 9 needs prometheus-client, which is not installed; "
+        r"pip install 'certfsm\[metrics\]'",
+        lines[0],
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from certfsm._errors import ProbeError
-from certfsm.runtime._probes import (STANDARD_QUANTITIES, HardwareProbe, ProbeSample, cache_miss_quantity, percent)
+from certfsm.runtime._probes import STANDARD_QUANTITIES, HardwareProbe, ProbeSample, cache_miss_quantity, percent
 from certfsm.runtime._probes_linux import LinuxProbe
 from certfsm.runtime._probes_trace import TraceProbe
 
@@ -42,13 +42,22 @@ def test_sample_keeps_nan_and_inf_as_measured():
     assert math.isnan(sample.get("a")) and sample.get("b") == -math.inf
 
 
-@pytest.mark.parametrize("args, pattern", [
-    ((math.nan,), r"^ProbeSample timestamp=nan is not a finite number; give seconds on a monotonic clock such as time\.monotonic\(\)$"),
-    (("1.0",), r"^ProbeSample timestamp='1\.0' is not a finite number"),
-    ((0.0, {"temperature": "hot"}), r"^ProbeSample values\['temperature'\]='hot' is not a number; give a real number or None \(missing\)$"),
-    ((0.0, {}, {"latency_ms": True}), r"^ProbeSample metrics\['latency_ms'\]=True is not a number"),
-    ((0.0, {1: 2.0}), r"^ProbeSample values: name 1 is not a string; name each quantity with a string$"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        (
+            (math.nan,),
+            r"^ProbeSample timestamp=nan is not a finite number; give seconds on a monotonic clock such as time\.monotonic\(\)$",
+        ),
+        (("1.0",), r"^ProbeSample timestamp='1\.0' is not a finite number"),
+        (
+            (0.0, {"temperature": "hot"}),
+            r"^ProbeSample values\['temperature'\]='hot' is not a number; give a real number or None \(missing\)$",
+        ),
+        ((0.0, {}, {"latency_ms": True}), r"^ProbeSample metrics\['latency_ms'\]=True is not a number"),
+        ((0.0, {1: 2.0}), r"^ProbeSample values: name 1 is not a string; name each quantity with a string$"),
+    ],
+)
 def test_sample_refuses_what_is_not_a_measurement(args, pattern):
     with pytest.raises(TypeError, match=pattern):
         ProbeSample(*args)
@@ -108,8 +117,10 @@ def write(root: Path, relative: str, text: str) -> None:
 
 
 def stat_text(user, system, idle, iowait=0, running=3):
-    return (f"cpu  {user} 0 {system} {idle} {iowait} 0 0 0 0 0\ncpu0 {user} 0 {system} {idle} {iowait} 0 0 0 0 0\n"
-            f"intr 1 2 3\nctxt 100\nbtime 1700000000\nprocesses 500\nprocs_running {running}\nprocs_blocked 0\n")
+    return (
+        f"cpu  {user} 0 {system} {idle} {iowait} 0 0 0 0 0\ncpu0 {user} 0 {system} {idle} {iowait} 0 0 0 0 0\n"
+        f"intr 1 2 3\nctxt 100\nbtime 1700000000\nprocesses 500\nprocs_running {running}\nprocs_blocked 0\n"
+    )
 
 
 @pytest.fixture
@@ -161,8 +172,11 @@ def test_memory_bandwidth_from_resctrl_as_a_rate(fake_root):
 
 @pytest.mark.parametrize("peak", [0, -1.0, math.inf, math.nan, "1e9", True])
 def test_a_bad_peak_bandwidth_is_refused_when_the_probe_is_built(peak):
-    with pytest.raises(ProbeError, match=r"^LinuxProbe: mem_bw_peak=.* is not a positive number of bytes/s; give "
-                                         r"the memory system's peak bandwidth from its data sheet, or None$"):
+    with pytest.raises(
+        ProbeError,
+        match=r"^LinuxProbe: mem_bw_peak=.* is not a positive number of bytes/s; give "
+        r"the memory system's peak bandwidth from its data sheet, or None$",
+    ):
         LinuxProbe(mem_bw_peak=peak)
 
 
@@ -172,13 +186,16 @@ def test_linux_probe_reports_missing_for_missing_files(tmp_path):
     assert all(value is None for value in sample.values.values())
 
 
-@pytest.mark.parametrize("stat, meminfo", [
-    ("", ""),
-    ("cpu\n", "MemTotal: lots kB\n"),
-    ("cpu  a b c d\nprocs_running x\n", "MemTotal:\nMemAvailable 5 kB\n"),
-    ("intr 1\ncpu 1 2 3 4 5 6 7 8\n", "\0\0\0"),
-    ("cpu 1 2 3\n", "MemAvailable: 10 kB\n"),
-])
+@pytest.mark.parametrize(
+    "stat, meminfo",
+    [
+        ("", ""),
+        ("cpu\n", "MemTotal: lots kB\n"),
+        ("cpu  a b c d\nprocs_running x\n", "MemTotal:\nMemAvailable 5 kB\n"),
+        ("intr 1\ncpu 1 2 3 4 5 6 7 8\n", "\0\0\0"),
+        ("cpu 1 2 3\n", "MemAvailable: 10 kB\n"),
+    ],
+)
 def test_linux_probe_reports_missing_for_files_it_cannot_parse(tmp_path, stat, meminfo):
     write(tmp_path, "proc/stat", stat)
     write(tmp_path, "proc/meminfo", meminfo)
@@ -206,26 +223,36 @@ def write_trace(tmp_path, text, name="trace.csv"):
 
 def test_trace_replays_rows_with_missing_cells_and_metrics(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write_trace(tmp_path, """
+    write_trace(
+        tmp_path,
+        """
         temperature,queue_depth,latency_ms,compute_util,mem_bw_util,l2_miss_rate
         60,3,12.5,40,50,10
         nan, 70 ,,,1e3,-5
 
         inf,-inf,NaN,0,0,0
-    """)
+    """,
+    )
     with TraceProbe("trace.csv", EXAMPLE_INPUTS) as probe:
         assert probe.quantities == frozenset(EXAMPLE_INPUTS) and probe.metric_names == ("latency_ms",)
         first = probe.sample(now=1.0)
         assert first.timestamp == 1.0
-        assert first.values == {"temperature": 60.0, "queue_depth": 3.0, "compute_util": 40.0, "mem_bw_util": 50.0,
-                                "l2_miss_rate": 10.0}
+        assert first.values == {
+            "temperature": 60.0,
+            "queue_depth": 3.0,
+            "compute_util": 40.0,
+            "mem_bw_util": 50.0,
+            "l2_miss_rate": 10.0,
+        }
         assert first.metrics == {"latency_ms": 12.5}
         second = probe.sample(now=2.0)
         assert math.isnan(second.temperature) and second.queue_depth == 70.0 and second.compute_util is None
         assert second.get("mem_bw_util") == 1000.0 and second.cache_miss_rate(2) == -5.0, "out of envelope is kept"
         assert second.metrics == {"latency_ms": None}
         third = probe.sample(now=3.0)  # the blank line is skipped
-        assert third.temperature == math.inf and third.queue_depth == -math.inf and math.isnan(third.metrics["latency_ms"])
+        assert (
+            third.temperature == math.inf and third.queue_depth == -math.inf and math.isnan(third.metrics["latency_ms"])
+        )
         with pytest.raises(EOFError):
             probe.sample()
         with pytest.raises(EOFError):
@@ -241,25 +268,50 @@ def test_trace_is_iterable_and_reads_a_bom(tmp_path):
 
 
 BAD_TRACES = [
-    ("missing-column", "compute_util,mem_bw_util,l2_miss_rate,queue_depth,latency_ms\n1,2,3,4,5\n",
-     r"^trace\.csv:1: the header has no column 'temperature' \(it has 'compute_util', 'mem_bw_util', 'l2_miss_rate', "
-     r"'queue_depth', 'latency_ms'\); add a temperature column, with empty or nan cells where it was not measured$"),
-    ("repeated-column", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,mem_bw_util\n",
-     r"^trace\.csv:1: column 'mem_bw_util' appears twice in the header \(columns 2 and 6\); keep one$"),
-    ("empty", "", r"^trace\.csv: the trace is empty; write a header line naming the columns \(compute_util, "
-                  r"mem_bw_util, l2_miss_rate, temperature, queue_depth\) and one row per reading$"),
-    ("non-numeric", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n1,2,3,hot,5\n",
-     r"^trace\.csv:3: column 4 \(temperature\) = 'hot' is not a number; write a decimal number, nan, or leave the "
-     r"cell empty where nothing was measured$"),
-    ("non-numeric-metric", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms\n1,2,3,4,5,12ms\n",
-     r"^trace\.csv:2: column 6 \(latency_ms\) = '12ms' is not a number;"),
-    ("short-row", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n\n1,2,3,4\n",
-     r"^trace\.csv:4: 4 cells, expected 5 \(one per header column: compute_util, mem_bw_util, l2_miss_rate, "
-     r"temperature, queue_depth\); fix the row \(an empty cell still needs its comma\)$"),
-    ("long-row", "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5,6\n",
-     r"^trace\.csv:2: 6 cells, expected 5 "),
-    ("not-utf8", b"compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,\xff\n",
-     r"^trace\.csv:2: byte 9 of the line is not UTF-8; save the trace as UTF-8 CSV$"),
+    (
+        "missing-column",
+        "compute_util,mem_bw_util,l2_miss_rate,queue_depth,latency_ms\n1,2,3,4,5\n",
+        r"^trace\.csv:1: the header has no column 'temperature' \(it has 'compute_util', 'mem_bw_util', 'l2_miss_rate', "
+        r"'queue_depth', 'latency_ms'\); add a temperature column, with empty or nan cells where it was not measured$",
+    ),
+    (
+        "repeated-column",
+        "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,mem_bw_util\n",
+        r"^trace\.csv:1: column 'mem_bw_util' appears twice in the header \(columns 2 and 6\); keep one$",
+    ),
+    (
+        "empty",
+        "",
+        r"^trace\.csv: the trace is empty; write a header line naming the columns \(compute_util, "
+        r"mem_bw_util, l2_miss_rate, temperature, queue_depth\) and one row per reading$",
+    ),
+    (
+        "non-numeric",
+        "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n1,2,3,hot,5\n",
+        r"^trace\.csv:3: column 4 \(temperature\) = 'hot' is not a number; write a decimal number, nan, or leave the "
+        r"cell empty where nothing was measured$",
+    ),
+    (
+        "non-numeric-metric",
+        "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms\n1,2,3,4,5,12ms\n",
+        r"^trace\.csv:2: column 6 \(latency_ms\) = '12ms' is not a number;",
+    ),
+    (
+        "short-row",
+        "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5\n\n1,2,3,4\n",
+        r"^trace\.csv:4: 4 cells, expected 5 \(one per header column: compute_util, mem_bw_util, l2_miss_rate, "
+        r"temperature, queue_depth\); fix the row \(an empty cell still needs its comma\)$",
+    ),
+    (
+        "long-row",
+        "compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,5,6\n",
+        r"^trace\.csv:2: 6 cells, expected 5 ",
+    ),
+    (
+        "not-utf8",
+        b"compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth\n1,2,3,4,\xff\n",
+        r"^trace\.csv:2: byte 9 of the line is not UTF-8; save the trace as UTF-8 CSV$",
+    ),
 ]
 
 
@@ -275,8 +327,11 @@ def test_malformed_trace_is_one_line_naming_file_line_and_column(tmp_path, monke
 
 def test_missing_trace_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ProbeError, match=r"^absent\.csv: cannot read the trace \(No such file or directory\); "
-                                         r"give the path of a readable CSV file$"):
+    with pytest.raises(
+        ProbeError,
+        match=r"^absent\.csv: cannot read the trace \(No such file or directory\); "
+        r"give the path of a readable CSV file$",
+    ):
         TraceProbe("absent.csv", EXAMPLE_INPUTS)
 
 
@@ -316,11 +371,14 @@ def test_trace_calibration_and_blob_compose_for_the_example(tmp_path):
 
     spec = load_spec(example_spec_path("coadapt"))
     names = [item.name for item in spec.inputs]
-    trace = write_trace(tmp_path, """
+    trace = write_trace(
+        tmp_path,
+        """
         compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms
         40,50,10,61000,3,12.5
         90,,nan,87250,60,30
-    """)
+    """,
+    )
     (tmp_path / "cal.json").write_text('{"certfsm_calibration": 1, "inputs": {"temperature": {"scale": 0.001}}}')
     calibration = Calibration.load(tmp_path / "cal.json", names)
     layout = BlobLayout.for_inputs(spec.inputs)

@@ -44,17 +44,28 @@ def _pair(artifact_path):
     closure hands the monitor matters): the first steps through its closure, the second (a recorder attached)
     through the general cycle."""
     machine = runtime.load_machine(artifact_path)
-    paths = (*SlaMonitor.from_document(load_artifact(artifact_path).spec).paths,
-             SlaPath(name="int4", metric="latency_ms", limit=10.0, window=4, max_violations=0, recovery_cycles=2,
-                     tokens=("INT4",)))
+    paths = (
+        *SlaMonitor.from_document(load_artifact(artifact_path).spec).paths,
+        SlaPath(
+            name="int4",
+            metric="latency_ms",
+            limit=10.0,
+            window=4,
+            max_violations=0,
+            recovery_cycles=2,
+            tokens=("INT4",),
+        ),
+    )
     quick = runtime.load(artifact_path, sla=SlaMonitor(paths, tokens=machine.tokens))
-    general = runtime.load(artifact_path, sla=SlaMonitor(paths, tokens=machine.tokens),
-                           record=lambda *decision_and_inputs: None)
+    general = runtime.load(
+        artifact_path, sla=SlaMonitor(paths, tokens=machine.tokens), record=lambda *decision_and_inputs: None
+    )
     return quick, general
 
 
 def test_a_controller_without_observers_steps_through_its_closure_and_with_them_through_the_general_cycle(
-        artifact_path, machine):
+    artifact_path, machine
+):
     quick, general = _pair(artifact_path)
     assert quick.step.__qualname__ == "quick_step.<locals>.step"
     assert general.step == general._step_observed
@@ -81,8 +92,9 @@ def events(draw, machine):
             if draw(st.integers(0, 9)) == 0:
                 row[draw(st.integers(0, len(row) - 1))] = draw(st.sampled_from(ODD_VALUES))
             as_mapping = draw(st.integers(0, 9)) == 0
-            latency = draw(st.sampled_from([4.0, 4.0, 4.0, 12.0, 20.0, 20.000000000000004, 30.0, None, math.nan,
-                                            -math.inf]))
+            latency = draw(
+                st.sampled_from([4.0, 4.0, 4.0, 12.0, 20.0, 20.000000000000004, 30.0, None, math.nan, -math.inf])
+            )
             metrics = draw(st.sampled_from([{"latency_ms": latency}, {"latency_ms": latency}, None, {}]))
             run.append(("step", dict(zip(machine.names, row)) if as_mapping else row, metrics))
         elif kind == "hold":  # a cell proposing another token, long enough to switch to it; often a swap then
@@ -160,7 +172,8 @@ def test_concurrent_steps_through_the_closure_form_one_chain_of_machine_steps(ar
 
 
 def test_a_step_kept_from_before_a_swap_or_an_attached_log_still_decides_with_the_new_machine_and_logs(
-        artifact_path, machine, tmp_path):
+    artifact_path, machine, tmp_path
+):
     """Callers keep `step = controller.step` for speed; a later audit log, counters or hot swap must hold for them."""
     controller = runtime.load(artifact_path)
     kept = controller.step
@@ -174,8 +187,13 @@ def test_a_step_kept_from_before_a_swap_or_an_attached_log_still_decides_with_th
     kept(row, {"latency_ms": 4.0}, now=4.0)
     writer.close()
     assert counters.snapshot().steps == 1
-    assert [record.time for record in runtime.read_log(tmp_path / "run.log")
-            if isinstance(record, StepRecord)] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert [record.time for record in runtime.read_log(tmp_path / "run.log") if isinstance(record, StepRecord)] == [
+        0.0,
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+    ]
 
     conservative_only = dataclasses.replace(machine, proposal=(machine.params.conservative,) * machine.n_cells)
     controller = runtime.Controller(machine)

@@ -81,13 +81,24 @@ def test_a_forged_decision_chained_correctly_is_a_divergence_at_its_record(artif
     records = list(read_log(log))
     target = next(r.index for r in records if isinstance(r, StepRecord) and r.index >= 700)
     original = read_header(log)
-    with AuditWriter(forged, original.artifact_sha256, original.input_names, original.metric_names,
-                     fsync_every=0) as writer:
+    with AuditWriter(
+        forged, original.artifact_sha256, original.input_names, original.metric_names, fsync_every=0
+    ) as writer:
         for record in records:
             if isinstance(record, StepRecord):
                 token = (record.token + 1) % 5 if record.index == target else record.token
-                writer.append_step(record.time, record.reading, record.metrics, record.cell, token, record.code,
-                                   record.reason, record.state, record.sla_ok, record.override)
+                writer.append_step(
+                    record.time,
+                    record.reading,
+                    record.metrics,
+                    record.cell,
+                    token,
+                    record.code,
+                    record.reason,
+                    record.state,
+                    record.sla_ok,
+                    record.override,
+                )
             elif isinstance(record, OverrideRecord):
                 writer.append_override(record.time, record.token, record.cycles)
             elif isinstance(record, SwapRecord):
@@ -99,6 +110,7 @@ def test_a_forged_decision_chained_correctly_is_a_divergence_at_its_record(artif
 
 
 # ------------------------------------------------------------- fixed point
+
 
 def run_mixed(artifact_path, log, steps: int, fixed_every: int, seed: int = 4) -> None:
     """A logged run where every `fixed_every`-th cycle (all when 1) is given fixed-point integers through
@@ -147,7 +159,7 @@ def test_a_changed_fixed_point_record_is_found_by_the_chain_and_stops_the_replay
     target = next(k for k, frame in enumerate(frames) if frame[0] == KIND_STEP_FIXED and k > 200)
     changed = bytearray(frames[target])
     changed[PREFIX_SIZE] ^= 0x01  # the first input's integer, one apart
-    log.write_bytes(header + b"".join(frames[:target]) + bytes(changed) + b"".join(frames[target + 1:]))
+    log.write_bytes(header + b"".join(frames[:target]) + bytes(changed) + b"".join(frames[target + 1 :]))
     verification = verify_log(log)
     assert not verification.ok and verification.first_bad == target
     assert "does not match its chain hash" in verification.reason
@@ -161,8 +173,9 @@ def test_a_fixed_point_step_relabelled_real_and_chained_again_is_a_divergence_at
     not the replay, which bins the integers' bits as floats."""
     log = tmp_path / "run.log"
     run_mixed(artifact_path, log, 400, 2)
-    target = next(r.index for r in read_log(log) if isinstance(r, StepRecord) and r.fixed and r.index > 100
-                  and r.cell != -1)
+    target = next(
+        r.index for r in read_log(log) if isinstance(r, StepRecord) and r.fixed and r.index > 100 and r.cell != -1
+    )
     frames = rechained(log, lambda index, body: bytes([KIND_STEP]) + body[1:] if index == target else body)
     assert verify_log(frames).ok
     outcome = replay_log(frames, [artifact_path])
@@ -222,12 +235,18 @@ def test_readings_that_no_float_holds_are_logged_as_floats_of_their_own_cells_an
     with open_audit(controller, log, fsync_every=0):
         for i, edges in enumerate(machine.edges):
             for edge in edges:
-                for value in (Fraction(edge) - Fraction(1, 2 ** 80), Fraction(edge) + Fraction(1, 2 ** 80),
-                              Decimal(repr(edge)) - Decimal("1e-30"), 10 ** 400, -(10 ** 400), np.longdouble(edge)):
+                for value in (
+                    Fraction(edge) - Fraction(1, 2**80),
+                    Fraction(edge) + Fraction(1, 2**80),
+                    Decimal(repr(edge)) - Decimal("1e-30"),
+                    10**400,
+                    -(10**400),
+                    np.longdouble(edge),
+                ):
                     reading = list(middle)
                     reading[i] = value
                     cells.append(controller.step(reading, {"latency_ms": 1.0}).cell)
-                    if value not in (10 ** 400, -(10 ** 400)):
+                    if value not in (10**400, -(10**400)):
                         rounded_across += machine.cell_of([float(v) for v in reading]) != cells[-1]
     logged = [r for r in read_log(log) if isinstance(r, StepRecord)]
     assert [r.cell for r in logged] == cells

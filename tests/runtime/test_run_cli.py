@@ -17,7 +17,6 @@ from cli_run import run_cli
 INPUTS = ("compute_util", "mem_bw_util", "l2_miss_rate", "temperature", "queue_depth")
 
 
-
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     """A recorded trace of the example's inputs with a latency metric that breaches the SLA now and then."""
@@ -25,8 +24,13 @@ def trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("trace") / "trace.csv"
     rows = ["compute_util,mem_bw_util,l2_miss_rate,temperature,queue_depth,latency_ms"]
     for k in range(3000):
-        values = [rng.uniform(0, 100), rng.uniform(0, 100), rng.uniform(0, 100), rng.uniform(20, 110),
-                  rng.uniform(0, 64)]
+        values = [
+            rng.uniform(0, 100),
+            rng.uniform(0, 100),
+            rng.uniform(0, 100),
+            rng.uniform(20, 110),
+            rng.uniform(0, 64),
+        ]
         cells = [f"{v:.3f}" for v in values]
         if k % 97 == 5:
             cells[3] = "nan"
@@ -71,8 +75,9 @@ def test_a_changed_record_is_found_at_its_index_and_the_replay_stops_there(disti
 def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(distilled_example, tmp_path):
     artifact = distilled_example[2]
     log = tmp_path / "live.log"
-    with running_cli("run", artifact, "--probe", "linux", "--period-ms", "5", "--audit", log,
-                     "--fsync-every", "1") as process:
+    with running_cli(
+        "run", artifact, "--probe", "linux", "--period-ms", "5", "--audit", log, "--fsync-every", "1"
+    ) as process:
         deadline = time.monotonic() + 60
         while (not log.exists() or log.stat().st_size < 2000) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -89,7 +94,8 @@ def test_sighup_hot_swaps_and_sigterm_stops_with_the_log_closed_and_verifiable(d
 
 @pytest.mark.slow
 def test_sighup_swaps_to_a_coarser_grid_and_refuses_files_it_cannot_use_while_the_run_goes_on(
-        distilled_example, coarse_example, renamed_example, tmp_path):
+    distilled_example, coarse_example, renamed_example, tmp_path
+):
     """The artifact file is replaced on disk between SIGHUPs: by the example on a 16-cell grid (swapped), by a
     damaged file and by an artifact of another layout (both refused: told on stderr at once, counted in the
     metrics, logged in the audit log); the run goes on with the machine in force, and the log replays."""
@@ -125,8 +131,20 @@ def test_sighup_swaps_to_a_coarser_grid_and_refuses_files_it_cannot_use_while_th
         wait_for(lambda: logged(kind) == count)
         wait_for(lambda: logged(StepRecord) > steps + 5)  # and the run went on
 
-    with running_cli("run", slot, "--probe", "linux", "--period-ms", "5", "--audit", log, "--fsync-every", "1",
-                     "--metrics-port", port) as process:
+    with running_cli(
+        "run",
+        slot,
+        "--probe",
+        "linux",
+        "--period-ms",
+        "5",
+        "--audit",
+        log,
+        "--fsync-every",
+        "1",
+        "--metrics-port",
+        port,
+    ) as process:
         wait_for(lambda: logged(StepRecord) > 5)
         replace_and_reload(coarse_example.read_bytes(), SwapRecord, 1)
         replace_and_reload(coarse_example.read_bytes()[:-40], RefusalRecord, 1)
@@ -146,14 +164,23 @@ def test_sighup_swaps_to_a_coarser_grid_and_refuses_files_it_cannot_use_while_th
     assert code == 0, replayed
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--probe", "nowhere"), r"^certfsm: error: --probe nowhere is not a probe; give --probe linux, --probe "
-                              r"trace:FILE\.csv or --probe example-trace$"),
-    (("--probe", "linux", "--metrics-port", "0"), r"^certfsm: error: --metrics-port 0 is not a TCP port; give a port "
-                                                  r"in 1\.\.65535, e\.g\. --metrics-port 9108$"),
-    (("--probe", "linux", "--steps", "0"), r"^certfsm: error: --steps 0 is not a positive number of cycles"),
-    (("--probe", "linux", "--period-ms", "-3"), r"^certfsm: error: --period-ms -3 is not a number of milliseconds"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("--probe", "nowhere"),
+            r"^certfsm: error: --probe nowhere is not a probe; give --probe linux, --probe "
+            r"trace:FILE\.csv or --probe example-trace$",
+        ),
+        (
+            ("--probe", "linux", "--metrics-port", "0"),
+            r"^certfsm: error: --metrics-port 0 is not a TCP port; give a port "
+            r"in 1\.\.65535, e\.g\. --metrics-port 9108$",
+        ),
+        (("--probe", "linux", "--steps", "0"), r"^certfsm: error: --steps 0 is not a positive number of cycles"),
+        (("--probe", "linux", "--period-ms", "-3"), r"^certfsm: error: --period-ms -3 is not a number of milliseconds"),
+    ],
+)
 def test_bad_run_flags_are_one_line_and_exit_2(distilled_example, args, message):
     import re
 
@@ -166,16 +193,22 @@ def test_open_probe_names_its_parameter_not_the_flag():
     from certfsm import UsageError
     from certfsm.runtime import open_probe
 
-    with pytest.raises(UsageError, match=r"^probe='nowhere' is not a probe; give probe='linux', "
-                                         r"probe='trace:FILE\.csv' or probe='example-trace'$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^probe='nowhere' is not a probe; give probe='linux', "
+        r"probe='trace:FILE\.csv' or probe='example-trace'$",
+    ):
         open_probe("nowhere", INPUTS)
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(steps=0), r"^steps=0 is not a positive number of cycles; give e\.g\. steps=1000$"),
-    (dict(period_ms=-3.0), r"^period_ms=-3 is not a number of milliseconds >= 0; give e\.g\. period_ms=10$"),
-    (dict(fsync_every=-1), r"^fsync_every=-1 is negative; give 1 \(every record\), N, or 0 \(on close\)$"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(steps=0), r"^steps=0 is not a positive number of cycles; give e\.g\. steps=1000$"),
+        (dict(period_ms=-3.0), r"^period_ms=-3 is not a number of milliseconds >= 0; give e\.g\. period_ms=10$"),
+        (dict(fsync_every=-1), r"^fsync_every=-1 is negative; give 1 \(every record\), N, or 0 \(on close\)$"),
+    ],
+)
 def test_run_artifact_names_its_parameters_not_the_flags(distilled_example, options, message):
     from certfsm import UsageError
     from certfsm.runtime import run_artifact
@@ -213,19 +246,26 @@ def test_run_artifact_runs_outside_the_main_thread_without_touching_signals(dist
     assert not errors and results and results[0].summary.steps == 50
 
 
-def test_a_log_replayed_without_its_artifact_names_the_parameter_or_the_flag(distilled_example, coarse_example,
-                                                                             trace, tmp_path):
+def test_a_log_replayed_without_its_artifact_names_the_parameter_or_the_flag(
+    distilled_example, coarse_example, trace, tmp_path
+):
     from certfsm import AuditLogError
     from certfsm.runtime import replay_log
 
     log = tmp_path / "run.log"
     assert run_main("run", distilled_example[2], "--probe", f"trace:{trace}", "--audit", log, "--steps", "3")[0] == 0
-    with pytest.raises(AuditLogError, match=r"^the log was written by artifact [0-9a-f]{64}, which was not given; "
-                                            r"give it with artifacts=$"):
+    with pytest.raises(
+        AuditLogError,
+        match=r"^the log was written by artifact [0-9a-f]{64}, which was not given; "
+        r"give it with artifacts=$",
+    ):
         replay_log(log, [coarse_example])
     code, out, err = run_main("replay", log, "--artifact", coarse_example)
-    assert (code, out) == (2, "") and re.fullmatch(r"certfsm: error: the log was written by artifact [0-9a-f]{64}, "
-                                                   r"which was not given; give it with --artifact\n", err), err
+    assert (code, out) == (2, "") and re.fullmatch(
+        r"certfsm: error: the log was written by artifact [0-9a-f]{64}, "
+        r"which was not given; give it with --artifact\n",
+        err,
+    ), err
 
 
 def test_an_existing_log_is_never_overwritten(distilled_example, trace, tmp_path):

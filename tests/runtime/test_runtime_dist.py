@@ -34,8 +34,12 @@ def backend():
 def test_the_runtime_closure_leaves_the_toolkit_out(backend):
     modules, third_party = backend.runtime_closure()
     assert {"certfsm.runtime", "certfsm.sla", "certfsm.machine", "certfsm._artifact"} <= set(modules)
-    toolkit = [m for m in modules if m.startswith(("certfsm.verify", "certfsm.fsm", "certfsm.hdl_export",
-                                                   "certfsm.examples")) or m in ("certfsm.cli", "certfsm._onnx")]
+    toolkit = [
+        m
+        for m in modules
+        if m.startswith(("certfsm.verify", "certfsm.fsm", "certfsm.hdl_export", "certfsm.examples"))
+        or m in ("certfsm.cli", "certfsm._onnx")
+    ]
     assert toolkit == []
     assert third_party <= {"numpy", "cryptography", "prometheus_client", "matplotlib"}
     assert "numpy" in third_party
@@ -75,15 +79,23 @@ def test_the_runtime_wheel_runs_the_example_alone_and_decides_as_the_full_instal
     _, _, artifact = distilled_example
     wheels, target = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", wheels, REPOSITORY / "packaging" / "runtime"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "-w", wheels, REPOSITORY / "packaging" / "runtime"],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = wheels.glob("certfsm_runtime-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", target, wheel], check=True, capture_output=True)
 
     numpy_site = Path(numpy.__file__).parents[1]
     environment = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{target}{os.pathsep}{numpy_site}"}
-    done = subprocess.run([sys.executable, "-S", "-c", _RUN_EXAMPLE, artifact, example_trace_path()],
-                          capture_output=True, text=True, env=environment, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", _RUN_EXAMPLE, artifact, example_trace_path()],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     alone = json.loads(done.stdout)
 
@@ -92,7 +104,9 @@ def test_the_runtime_wheel_runs_the_example_alone_and_decides_as_the_full_instal
     from certfsm.runtime._run import run
 
     full = []
-    controller = runtime.load(artifact, record=lambda decision, *rest: full.append([decision.token, decision.reason.value]))
+    controller = runtime.load(
+        artifact, record=lambda decision, *rest: full.append([decision.token, decision.reason.value])
+    )
     run(controller, TraceProbe(example_trace_path(), controller.machine.names), on_refused=None)
 
     assert Path(alone["certfsm"]).is_relative_to(target)

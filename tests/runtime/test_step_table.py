@@ -29,12 +29,24 @@ def example(distilled_example):
 def synthetic() -> Machine:
     """3 x 2 cells, 4 tokens (0 conservative, 1 and 3 overridable), confirm 2, cooldown 3; token 2 forbidden in two
     cells, token 3 in one, and cells 0 and 5 with the same proposal but different masks."""
-    params = MachineParams(n_tokens=4, conservative=0, confirm_cycles=2, cooldown_cycles=3,
-                           overridable=frozenset({1, 3}), codes=(0, 5, 9, 15))
-    return Machine(names=("a", "b"), edges=((0.0, 1.0, 2.0, 3.0), (0.0, 1.0, 2.0)), frac_bits=(None, None),
-                   tokens=("SAFE", "FAST", "TURBO", "AWAY"), proposal=(2, 1, 2, 0, 3, 2),
-                   exact=(True, False, True, True, False, True), allowed=(0b1111, 0b1011, 0b0111, 0b0011, 0b1011, 0b1011),
-                   params=params)
+    params = MachineParams(
+        n_tokens=4,
+        conservative=0,
+        confirm_cycles=2,
+        cooldown_cycles=3,
+        overridable=frozenset({1, 3}),
+        codes=(0, 5, 9, 15),
+    )
+    return Machine(
+        names=("a", "b"),
+        edges=((0.0, 1.0, 2.0, 3.0), (0.0, 1.0, 2.0)),
+        frac_bits=(None, None),
+        tokens=("SAFE", "FAST", "TURBO", "AWAY"),
+        proposal=(2, 1, 2, 0, 3, 2),
+        exact=(True, False, True, True, False, True),
+        allowed=(0b1111, 0b1011, 0b0111, 0b0011, 0b1011, 0b1011),
+        params=params,
+    )
 
 
 def _check_every_class(machine: Machine, every_cell: bool) -> int:
@@ -44,11 +56,18 @@ def _check_every_class(machine: Machine, every_cell: bool) -> int:
     cells = [*range(machine.n_cells), OUT_OF_ENVELOPE] if every_cell else None
     overrides = [None, -1, *range(machine.params.n_tokens + 2)] if every_cell else None
     for state in states:
-        inputs = (table.input_classes() if not every_cell else
-                  [(c, ok, o) for c in cells for ok in (True, False) for o in overrides])
+        inputs = (
+            table.input_classes()
+            if not every_cell
+            else [(c, ok, o) for c in cells for ok in (True, False) for o in overrides]
+        )
         for cell, sla_ok, override in inputs:
-            assert reference.step(state, cell, sla_ok, override) == machine.step(state, cell, sla_ok, override), \
-                (state, cell, sla_ok, override)
+            assert reference.step(state, cell, sla_ok, override) == machine.step(state, cell, sla_ok, override), (
+                state,
+                cell,
+                sla_ok,
+                override,
+            )
             assert table.step(state, cell, sla_ok, override) == machine.step(state, cell, sla_ok, override)
     return len(states)
 

@@ -44,7 +44,11 @@ def follow(controller, machine, rows, state):
         state, token, reason = machine.step(state, machine.cell_of(row))
         decision = controller.step(row)
         assert (decision.cell, decision.index, decision.reason, decision.state) == (
-            machine.cell_of(row), token, reason, state)
+            machine.cell_of(row),
+            token,
+            reason,
+            state,
+        )
     return state
 
 
@@ -75,9 +79,11 @@ def test_a_swap_to_a_finer_grid_looks_up_the_reading_not_the_old_cell_index(fine
     fine cell allows it: reusing the index would drop the token, re-binning keeps it."""
     coarse, finer = runtime.load_machine(coarse_example), runtime.load_machine(fine)
     offload = coarse.tokens.index("OFFLOAD_CPU")
-    reading = next(row for row in np.random.default_rng(0).uniform(LOWER, UPPER, size=(5000, 5)).tolist()
-                   if finer.allowed[finer.cell_of(row)] >> offload & 1
-                   and not finer.allowed[coarse.cell_of(row)] >> offload & 1)
+    reading = next(
+        row
+        for row in np.random.default_rng(0).uniform(LOWER, UPPER, size=(5000, 5)).tolist()
+        if finer.allowed[finer.cell_of(row)] >> offload & 1 and not finer.allowed[coarse.cell_of(row)] >> offload & 1
+    )
     assert offloaded_then_swapped(coarse, finer, lambda controller: controller.step(reading)) == offload
 
 
@@ -86,9 +92,12 @@ def test_a_swap_rebins_a_fixed_point_reading_by_the_integer_path(fine, coarse_ex
     offload = coarse.tokens.index("OFFLOAD_CPU")
     scale = [1 << bits for bits in finer.frac_bits]
     rows = np.random.default_rng(1).uniform(LOWER, UPPER, size=(5000, 5))
-    integers = next(values for values in (np.floor(rows * scale).astype(int).tolist())
-                    if finer.allowed[finer.cell_of_fixed(values)] >> offload & 1
-                    and not finer.allowed[coarse.cell_of_fixed(values)] >> offload & 1)
+    integers = next(
+        values
+        for values in (np.floor(rows * scale).astype(int).tolist())
+        if finer.allowed[finer.cell_of_fixed(values)] >> offload & 1
+        and not finer.allowed[coarse.cell_of_fixed(values)] >> offload & 1
+    )
     assert offloaded_then_swapped(coarse, finer, lambda controller: controller.step_fixed(integers)) == offload
 
 
@@ -120,8 +129,11 @@ def test_a_logged_run_with_swaps_across_grids_replays(fine, coarse_example, tmp_
             if k % 3:
                 controller.step(row, {"latency_ms": 4.0}, float(k))
             else:
-                controller.step_fixed([math.floor(v * (1 << b)) for v, b in zip(row, controller.machine.frac_bits)],
-                                      {"latency_ms": 4.0}, float(k))
+                controller.step_fixed(
+                    [math.floor(v * (1 << b)) for v, b in zip(row, controller.machine.frac_bits)],
+                    {"latency_ms": 4.0},
+                    float(k),
+                )
     assert sum(isinstance(r, SwapRecord) for r in read_log(tmp_path / "run.log")) == 6
     outcome = replay_log(tmp_path / "run.log", [fine, coarse_example])
     assert outcome.ok and outcome.steps == 600, outcome
@@ -129,30 +141,47 @@ def test_a_logged_run_with_swaps_across_grids_replays(fine, coarse_example, tmp_
 
 # ------------------------------------------------------------- refusals
 
+
 def other_machines(machine):
     """Machines another layout makes unfit for a swap, with what the refusal must say."""
-    no_fixed = dataclasses.replace(machine, edges=((0.0, 33.3, 100.0), *machine.edges[1:]),
-                                   proposal=machine.proposal[:8] * 2, exact=machine.exact[:8] * 2,
-                                   allowed=machine.allowed[:8] * 2)
+    no_fixed = dataclasses.replace(
+        machine,
+        edges=((0.0, 33.3, 100.0), *machine.edges[1:]),
+        proposal=machine.proposal[:8] * 2,
+        exact=machine.exact[:8] * 2,
+        allowed=machine.allowed[:8] * 2,
+    )
     return [
-        (dataclasses.replace(machine, names=(*machine.names[:4], "queue_len")),
-         r"inputs \(compute_util, mem_bw_util, l2_miss_rate, temperature, queue_len\) differ from those of the "
-         r"running artifact [0-9a-f]{12} \(compute_util, .*, queue_depth\); a hot swap keeps the layout; distil the "
-         r"new artifact from a spec with the same inputs and outputs$"),
-        (dataclasses.replace(machine, frac_bits=(6, 6, 6, 4, 2)),
-         r"inputs' frac_bits \[6, 6, 6, 4, 2\] differ from those of the running artifact [0-9a-f]{12} "
-         r"\[6, 6, 6, 4, 0\] \(a fixed-point integer would change meaning\); a hot swap keeps the layout"),
-        (dataclasses.replace(machine, tokens=("KEEP", "FUSE", *machine.tokens[2:])),
-         r"tokens \(KEEP, FUSE, INT4, OFFLOAD_CPU, SPARSE_2_4\) differ from those of the running artifact"),
-        (dataclasses.replace(machine, params=dataclasses.replace(machine.params, codes=(0, 1, 2, 3, 5))),
-         r"token codes \[0, 1, 2, 3, 5\] differ from those of the running artifact [0-9a-f]{12} \[0, 1, 2, 3, 4\]"),
-        (no_fixed, r"has no fixed-point path, which the running artifact [0-9a-f]{12} has \(inputs\[0\] "
-                   r"\(compute_util\): .*\); a hot swap keeps the layout"),
+        (
+            dataclasses.replace(machine, names=(*machine.names[:4], "queue_len")),
+            r"inputs \(compute_util, mem_bw_util, l2_miss_rate, temperature, queue_len\) differ from those of the "
+            r"running artifact [0-9a-f]{12} \(compute_util, .*, queue_depth\); a hot swap keeps the layout; distil the "
+            r"new artifact from a spec with the same inputs and outputs$",
+        ),
+        (
+            dataclasses.replace(machine, frac_bits=(6, 6, 6, 4, 2)),
+            r"inputs' frac_bits \[6, 6, 6, 4, 2\] differ from those of the running artifact [0-9a-f]{12} "
+            r"\[6, 6, 6, 4, 0\] \(a fixed-point integer would change meaning\); a hot swap keeps the layout",
+        ),
+        (
+            dataclasses.replace(machine, tokens=("KEEP", "FUSE", *machine.tokens[2:])),
+            r"tokens \(KEEP, FUSE, INT4, OFFLOAD_CPU, SPARSE_2_4\) differ from those of the running artifact",
+        ),
+        (
+            dataclasses.replace(machine, params=dataclasses.replace(machine.params, codes=(0, 1, 2, 3, 5))),
+            r"token codes \[0, 1, 2, 3, 5\] differ from those of the running artifact [0-9a-f]{12} \[0, 1, 2, 3, 4\]",
+        ),
+        (
+            no_fixed,
+            r"has no fixed-point path, which the running artifact [0-9a-f]{12} has \(inputs\[0\] "
+            r"\(compute_util\): .*\); a hot swap keeps the layout",
+        ),
     ]
 
 
 def test_a_swap_to_another_layout_is_refused_counted_and_logged_and_the_machine_in_force_goes_on(
-        coarse_example, tmp_path):
+    coarse_example, tmp_path
+):
     controller = runtime.load(coarse_example)
     machine = controller.machine
     counters = RuntimeCounters(machine.tokens)
@@ -172,8 +201,9 @@ def test_a_swap_to_another_layout_is_refused_counted_and_logged_and_the_machine_
     writer.close()
     assert (counters.snapshot().refused_reloads, counters.snapshot().swaps) == (len(cases) + 1, 0)
     refusals = [r for r in read_log(tmp_path / "run.log") if isinstance(r, RefusalRecord)]
-    assert [r.reason.split(":")[0] for r in refusals[:-1]] == [f"/srv/artifacts/new-{k}.cfsm"
-                                                                for k in range(len(cases))]
+    assert [r.reason.split(":")[0] for r in refusals[:-1]] == [
+        f"/srv/artifacts/new-{k}.cfsm" for k in range(len(cases))
+    ]
     assert all(r.artifact_sha256 == machine.artifact_sha256 == r.refused_sha256 for r in refusals)
     assert verify_log(tmp_path / "run.log").ok
     assert replay_log(tmp_path / "run.log", [coarse_example]).ok
@@ -191,8 +221,9 @@ class ListProbe:
         return ProbeSample(now, dict(zip(self.names, self.rows.pop(0))), {"latency_ms": 4.0})
 
 
-def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(fine, coarse_example, renamed_example,
-                                                                               tmp_path, capsys):
+def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(
+    fine, coarse_example, renamed_example, tmp_path, capsys
+):
     """Reloads of one file every 10 cycles while it is replaced on disk, in turn, by: a coarser grid (swapped), an
     uncertified artifact, a damaged one, one of another layout, nothing, and a loader that fails in another way.
     Each refusal is told in one line naming the file, counted once (counters attached and passed), logged; the
@@ -209,9 +240,13 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(fi
     uncertified.write_bytes(canonical_bytes(document))
     damaged = tmp_path / "damaged.cfsm"
     damaged.write_bytes(coarse_example.read_bytes()[:-9])
-    refused = [(uncertified, r": certificate\[0\] .* has verdict 'unknown', but the runtime needs it proved"),
-               (damaged, r": "), (renamed_example, r": inputs \(.*queue_len\) differ from those of the running "),
-               (None, r": no such file"), ("broken", r": RuntimeError: the disk went away$")]
+    refused = [
+        (uncertified, r": certificate\[0\] .* has verdict 'unknown', but the runtime needs it proved"),
+        (damaged, r": "),
+        (renamed_example, r": inputs \(.*queue_len\) differ from those of the running "),
+        (None, r": no such file"),
+        ("broken", r": RuntimeError: the disk went away$"),
+    ]
     order = iter([coarse_example, *(source for source, _ in refused)])
     slot = tmp_path / "next.cfsm"
 
@@ -232,9 +267,15 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(fi
     rows = np.random.default_rng(2).uniform(LOWER, UPPER, size=(65, 5)).tolist()  # six reloads
     log = tmp_path / "run.log"
     with runtime.open_audit(controller, log):
-        summary = runtime.run(controller, ListProbe(rows, controller.machine.names),
-                              should_reload=lambda: next(cycles) % 10 == 9, reload=reload, counters=counters,
-                              reload_source=str(slot), on_refused=told.append)
+        summary = runtime.run(
+            controller,
+            ListProbe(rows, controller.machine.names),
+            should_reload=lambda: next(cycles) % 10 == 9,
+            reload=reload,
+            counters=counters,
+            reload_source=str(slot),
+            on_refused=told.append,
+        )
     assert summary.steps == 65 and len(summary.swaps) == 1 and controller.machine.n_cells == 16
     assert summary.refused_reloads == told and len(told) == len(refused) == counters.snapshot().refused_reloads
     for message, (_, reason) in zip(told, refused):
@@ -242,19 +283,36 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(fi
     records = list(read_log(log))
     assert [r.reason for r in records if isinstance(r, RefusalRecord)] == told
     assert [r.refused_sha256 is not None for r in records if isinstance(r, RefusalRecord)] == [
-        False, False, True, False, False]
+        False,
+        False,
+        True,
+        False,
+        False,
+    ]
     assert replay_log(log, [fine, coarse_example]).ok
 
     controller = runtime.load(fine)
-    runtime.run(controller, ListProbe(rows, controller.machine.names), steps=3, should_reload=lambda: True,
-                reload=lambda: runtime.load_machine(renamed_example))
+    runtime.run(
+        controller,
+        ListProbe(rows, controller.machine.names),
+        steps=3,
+        should_reload=lambda: True,
+        reload=lambda: runtime.load_machine(renamed_example),
+    )
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 3 and all(re.match(r"^certfsm run: reload refused, the machine in force goes on: "
-                                            r"artifact [0-9a-f]{12}: inputs \(", line) for line in lines), lines
+    assert len(lines) == 3 and all(
+        re.match(
+            r"^certfsm run: reload refused, the machine in force goes on: "
+            r"artifact [0-9a-f]{12}: inputs \(",
+            line,
+        )
+        for line in lines
+    ), lines
 
 
 def test_with_trusted_keys_a_reload_signed_by_another_key_is_refused_and_one_signed_by_ours_swaps(
-        fine, coarse_example, tmp_path):
+    fine, coarse_example, tmp_path
+):
     pytest.importorskip("cryptography", reason="the sign extra (cryptography) is not installed")
     import shutil
 
@@ -274,9 +332,15 @@ def test_with_trusted_keys_a_reload_signed_by_another_key_is_refused_and_one_sig
     controller = runtime.load(fine)
     rows = np.random.default_rng(5).uniform(LOWER, UPPER, size=(4, 5)).tolist()
     told: list[str] = []
-    summary = runtime.run(controller, ListProbe(rows, controller.machine.names), steps=3,
-                          should_reload=iter([False, True, True]).__next__, reload=reload, reload_source=str(slot),
-                          on_refused=told.append)
+    summary = runtime.run(
+        controller,
+        ListProbe(rows, controller.machine.names),
+        steps=3,
+        should_reload=iter([False, True, True]).__next__,
+        reload=reload,
+        reload_source=str(slot),
+        on_refused=told.append,
+    )
     untrusted = re.escape(f"{slot}: signed by key id ") + r"[0-9a-f]{16}, which is not a trusted key \(trusted: key id "
     assert len(told) == 1 and re.match(untrusted, told[0]), told
     assert len(summary.swaps) == 1 and controller.machine.n_cells == 16

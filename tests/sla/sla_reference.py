@@ -54,7 +54,7 @@ def path_history(path, history):
     statistic, violation = [], []
     limit = limit_of(path)
     for t in range(count):
-        window = [x for x in samples[max(0, t - path.window + 1):t + 1] if x is not None]
+        window = [x for x in samples[max(0, t - path.window + 1) : t + 1] if x is not None]
         if path.statistic == "value":
             exact = samples[t]
         elif not window:
@@ -67,7 +67,7 @@ def path_history(path, history):
         exceeds = exact is not None and exact > limit
         statistic.append(float(exact) if applies[t] and exact is not None else None)
         violation.append(applies[t] and (samples[t] is None or exceeds))
-    violations = [sum(violation[max(0, t - path.window + 1):t + 1]) for t in range(count)]
+    violations = [sum(violation[max(0, t - path.window + 1) : t + 1]) for t in range(count)]
     over = [v > path.max_violations for v in violations]
     good = [not violation[t] and not over[t] for t in range(count)]
     # run[u]: consecutive good cycles ending at u; an over cycle is not good, so after
@@ -86,17 +86,19 @@ def path_history(path, history):
         breached.append(not recovered)
     rows = []
     for t in range(count):
-        before = [False] + breached[:t + 1]
+        before = [False] + breached[: t + 1]
         breaches = sum(1 for u in range(1, t + 2) if before[u] and not before[u - 1])
         recoveries = sum(1 for u in range(1, t + 2) if before[u - 1] and not before[u])
         recovery_count = run[t] if breached[t] else 0
-        rows.append((applies[t], statistic[t], violation[t], violations[t], breached[t], recovery_count,
-                     breaches, recoveries))
+        rows.append(
+            (applies[t], statistic[t], violation[t], violations[t], breached[t], recovery_count, breaches, recoveries)
+        )
     return rows
 
 
 def reference(paths, history):
     """Per cycle: (ok, one row per path as in `path_history`)."""
     per_path = [path_history(path, history) for path in paths]
-    return [(not any(rows[t][4] for rows in per_path), tuple(rows[t] for rows in per_path))
-            for t in range(len(history))]
+    return [
+        (not any(rows[t][4] for rows in per_path), tuple(rows[t] for rows in per_path)) for t in range(len(history))
+    ]

@@ -85,10 +85,18 @@ def test_max_violations_at_window_never_breaches():
 
 
 def test_ok_needs_every_path_healthy():
-    monitor = SlaMonitor([path(name="a", window=1, max_violations=0, recovery_cycles=0),
-                          path(name="b", metric="queue", limit=5.0, window=1, max_violations=0, recovery_cycles=0)])
-    cycles = [({"latency_ms": 1, "queue": 1}, True), ({"latency_ms": 11, "queue": 1}, False),
-              ({"latency_ms": 1, "queue": 6}, False), ({"latency_ms": 1, "queue": 5}, True)]
+    monitor = SlaMonitor(
+        [
+            path(name="a", window=1, max_violations=0, recovery_cycles=0),
+            path(name="b", metric="queue", limit=5.0, window=1, max_violations=0, recovery_cycles=0),
+        ]
+    )
+    cycles = [
+        ({"latency_ms": 1, "queue": 1}, True),
+        ({"latency_ms": 11, "queue": 1}, False),
+        ({"latency_ms": 1, "queue": 6}, False),
+        ({"latency_ms": 1, "queue": 5}, True),
+    ]
     for metrics, ok in cycles:
         status = monitor.update(metrics, "KEEP")
         assert status.ok is ok is monitor.ok
@@ -100,8 +108,19 @@ def test_ok_needs_every_path_healthy():
 
 def test_a_scoped_path_counts_only_its_tokens_and_recovers_during_the_fallback():
     monitor = SlaMonitor([path(tokens=("INT4",), window=3, max_violations=0, recovery_cycles=2)], tokens=TOKENS)
-    statuses = run(monitor, [(50, "KEEP"), (None, "FUSE_CONV"), (30, "INT4"), (99, "KEEP"), (None, "KEEP"),
-                             (math.nan, "KEEP"), (50, "KEEP"), (5, "INT4")])
+    statuses = run(
+        monitor,
+        [
+            (50, "KEEP"),
+            (None, "FUSE_CONV"),
+            (30, "INT4"),
+            (99, "KEEP"),
+            (None, "KEEP"),
+            (math.nan, "KEEP"),
+            (50, "KEEP"),
+            (5, "INT4"),
+        ],
+    )
     lat = [s.paths[0] for s in statuses]
     assert [p.applies for p in lat] == [False, False, True, False, False, False, False, True]
     assert [p.statistic for p in lat] == [None, None, 30.0, None, None, None, None, 5.0]
@@ -126,13 +145,16 @@ def test_from_spec_takes_the_paths_and_the_spec_tokens():
 # ---------------------------------------------------------------- statistics
 
 
-@pytest.mark.parametrize("statistic, samples, expected", [
-    ("value", [3, 12, 10], [3.0, 12.0, 10.0]),
-    ("p50", [3, 12, 10, 11], [3.0, 3.0, 10.0, 10.0]),  # nearest rank: ceil(n / 2)-th smallest
-    ("p95", [3, 12, 10, 1], [3.0, 12.0, 12.0, 12.0]),
-    ("p99", [12, 3, 3, 3, 3], [12.0, 12.0, 12.0, 12.0, 3.0]),  # window 4: 12 leaves in cycle 5
-    ("mean", [3, 12, 10, 11, 1], [3.0, 7.5, 25 / 3, 9.0, 8.5]),
-])
+@pytest.mark.parametrize(
+    "statistic, samples, expected",
+    [
+        ("value", [3, 12, 10], [3.0, 12.0, 10.0]),
+        ("p50", [3, 12, 10, 11], [3.0, 3.0, 10.0, 10.0]),  # nearest rank: ceil(n / 2)-th smallest
+        ("p95", [3, 12, 10, 1], [3.0, 12.0, 12.0, 12.0]),
+        ("p99", [12, 3, 3, 3, 3], [12.0, 12.0, 12.0, 12.0, 3.0]),  # window 4: 12 leaves in cycle 5
+        ("mean", [3, 12, 10, 11, 1], [3.0, 7.5, 25 / 3, 9.0, 8.5]),
+    ],
+)
 def test_each_statistic_over_the_window(statistic, samples, expected):
     limit = 9.0
     monitor = SlaMonitor([path(statistic=statistic, limit=limit, window=4, max_violations=3)])
@@ -161,9 +183,19 @@ def test_the_mean_is_compared_exactly():
     assert last.statistic == 1.0 and last.violation  # rounded for the report, exact for the decision
 
 
-@pytest.mark.parametrize("metrics", [{}, {"latency_ms": None}, {"latency_ms": math.nan}, {"latency_ms": math.inf},
-                                     {"latency_ms": -math.inf}, {"latency_ms": 10 ** 400}, None],
-                         ids=["absent", "None", "NaN", "inf", "-inf", "int-beyond-float64", "no-metrics"])
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {},
+        {"latency_ms": None},
+        {"latency_ms": math.nan},
+        {"latency_ms": math.inf},
+        {"latency_ms": -math.inf},
+        {"latency_ms": 10**400},
+        None,
+    ],
+    ids=["absent", "None", "NaN", "inf", "-inf", "int-beyond-float64", "no-metrics"],
+)
 def test_a_missing_metric_is_a_violation(metrics):
     for statistic in SLA_STATISTICS:
         monitor = SlaMonitor([path(statistic=statistic, window=1, max_violations=0, recovery_cycles=0)])
@@ -200,11 +232,34 @@ def test_status_reports_every_path_and_serialises_to_json():
     with pytest.raises(KeyError, match=r"no SLA path named 'c' \(paths: a, b\)"):
         status.path("c")
     document = json.loads(json.dumps(status.to_json(), allow_nan=False))
-    assert document == {"cycle": 1, "ok": True, "paths": [
-        {"name": "a", "applies": True, "statistic": 12.5, "violation": True, "violations": 1, "breached": False,
-         "recovery_count": 0, "breaches": 0, "recoveries": 0},
-        {"name": "b", "applies": False, "statistic": None, "violation": False, "violations": 0, "breached": False,
-         "recovery_count": 0, "breaches": 0, "recoveries": 0}]}
+    assert document == {
+        "cycle": 1,
+        "ok": True,
+        "paths": [
+            {
+                "name": "a",
+                "applies": True,
+                "statistic": 12.5,
+                "violation": True,
+                "violations": 1,
+                "breached": False,
+                "recovery_count": 0,
+                "breaches": 0,
+                "recoveries": 0,
+            },
+            {
+                "name": "b",
+                "applies": False,
+                "statistic": None,
+                "violation": False,
+                "violations": 0,
+                "breached": False,
+                "recovery_count": 0,
+                "breaches": 0,
+                "recoveries": 0,
+            },
+        ],
+    }
     assert repr(monitor) == "SlaMonitor(a, b; cycle 1, ok)"
 
 
@@ -222,19 +277,43 @@ def test_the_statistics_are_the_spec_and_schema_ones(spec_schema):
 
 
 BAD_UPDATES = [
-    ("metrics-not-a-mapping", ([("latency_ms", 1.0)], "INT4"), TypeError,
-     r"^metrics=\[\('latency_ms', 1\.0\)\] is a list, not a mapping; give a dict from metric name to value$"),
-    ("metric-is-text", ({"latency_ms": "12"}, "INT4"), TypeError,
-     r"^metrics\['latency_ms'\]='12' is a str, not a number; give a float, or None when the metric was not measured$"),
-    ("metric-is-bool", ({"latency_ms": True}, "INT4"), TypeError, r"^metrics\['latency_ms'\]=True is a bool, not a number; "),
-    ("token-not-text", ({"latency_ms": 1.0}, 2), TypeError, r"^token=2 is a int, not a token name; give the name of the token$"),
-    ("token-unknown", ({"latency_ms": 1.0}, "INT8"), ValueError,
-     r"^token='INT8' is not a token of this monitor \(known: FUSE_CONV, INT4, KEEP\); give the name of the token the metrics "
-     r"were measured on$"),
+    (
+        "metrics-not-a-mapping",
+        ([("latency_ms", 1.0)], "INT4"),
+        TypeError,
+        r"^metrics=\[\('latency_ms', 1\.0\)\] is a list, not a mapping; give a dict from metric name to value$",
+    ),
+    (
+        "metric-is-text",
+        ({"latency_ms": "12"}, "INT4"),
+        TypeError,
+        r"^metrics\['latency_ms'\]='12' is a str, not a number; give a float, or None when the metric was not measured$",
+    ),
+    (
+        "metric-is-bool",
+        ({"latency_ms": True}, "INT4"),
+        TypeError,
+        r"^metrics\['latency_ms'\]=True is a bool, not a number; ",
+    ),
+    (
+        "token-not-text",
+        ({"latency_ms": 1.0}, 2),
+        TypeError,
+        r"^token=2 is a int, not a token name; give the name of the token$",
+    ),
+    (
+        "token-unknown",
+        ({"latency_ms": 1.0}, "INT8"),
+        ValueError,
+        r"^token='INT8' is not a token of this monitor \(known: FUSE_CONV, INT4, KEEP\); give the name of the token the metrics "
+        r"were measured on$",
+    ),
 ]
 
 
-@pytest.mark.parametrize("arguments, error, pattern", [case[1:] for case in BAD_UPDATES], ids=[c[0] for c in BAD_UPDATES])
+@pytest.mark.parametrize(
+    "arguments, error, pattern", [case[1:] for case in BAD_UPDATES], ids=[c[0] for c in BAD_UPDATES]
+)
 def test_bad_update_is_refused_and_changes_nothing(arguments, error, pattern):
     monitor = SlaMonitor([path(window=2, max_violations=0, statistic="mean")], tokens=TOKENS)
     monitor.update({"latency_ms": 20.0}, "INT4")
@@ -245,22 +324,51 @@ def test_bad_update_is_refused_and_changes_nothing(arguments, error, pattern):
 
 
 BAD_PATHS = [
-    ("limit-nan", dict(limit=math.nan), r"^sla path 'lat' \(paths\[0\]\): limit=nan is not a finite number; "
-                                        r"give the largest acceptable value of latency_ms$"),
+    (
+        "limit-nan",
+        dict(limit=math.nan),
+        r"^sla path 'lat' \(paths\[0\]\): limit=nan is not a finite number; "
+        r"give the largest acceptable value of latency_ms$",
+    ),
     ("limit-text", dict(limit="10"), r"^sla path 'lat' \(paths\[0\]\): limit='10' is not a finite number; "),
     ("window-zero", dict(window=0), r"^sla path 'lat' \(paths\[0\]\): window=0 is not an integer >= 1; fix the path$"),
     ("window-float", dict(window=4.0), r"^sla path 'lat' \(paths\[0\]\): window=4\.0 is not an integer >= 1; "),
-    ("max-violations-negative", dict(max_violations=-1),
-     r"^sla path 'lat' \(paths\[0\]\): max_violations=-1 is not an integer >= 0; fix the path$"),
-    ("recovery-bool", dict(recovery_cycles=True), r"^sla path 'lat' \(paths\[0\]\): recovery_cycles=True is not an integer >= 0; "),
-    ("statistic", dict(statistic="p90"),
-     r"^sla path 'lat' \(paths\[0\]\): statistic='p90' is not one of value, p50, p95, p99, mean; use one of those$"),
-    ("tokens-empty", dict(tokens=()), r"^sla path 'lat' \(paths\[0\]\): tokens=\(\) is not a non-empty list of token names; "),
-    ("tokens-string", dict(tokens="INT4"), r"^sla path 'lat' \(paths\[0\]\): tokens='INT4' is not a non-empty list of token "),
-    ("tokens-unknown", dict(tokens=("INT4", "INT8")),
-     r"^sla path 'lat' \(paths\[0\]\): tokens\[1\]='INT8' is not a token of this monitor \(known: FUSE_CONV, INT4, KEEP\); "
-     r"use one of those names$"),
-    ("metric-empty", dict(metric=""), r"^sla path 'lat' \(paths\[0\]\): metric='' is not a non-empty string; name the metric"),
+    (
+        "max-violations-negative",
+        dict(max_violations=-1),
+        r"^sla path 'lat' \(paths\[0\]\): max_violations=-1 is not an integer >= 0; fix the path$",
+    ),
+    (
+        "recovery-bool",
+        dict(recovery_cycles=True),
+        r"^sla path 'lat' \(paths\[0\]\): recovery_cycles=True is not an integer >= 0; ",
+    ),
+    (
+        "statistic",
+        dict(statistic="p90"),
+        r"^sla path 'lat' \(paths\[0\]\): statistic='p90' is not one of value, p50, p95, p99, mean; use one of those$",
+    ),
+    (
+        "tokens-empty",
+        dict(tokens=()),
+        r"^sla path 'lat' \(paths\[0\]\): tokens=\(\) is not a non-empty list of token names; ",
+    ),
+    (
+        "tokens-string",
+        dict(tokens="INT4"),
+        r"^sla path 'lat' \(paths\[0\]\): tokens='INT4' is not a non-empty list of token ",
+    ),
+    (
+        "tokens-unknown",
+        dict(tokens=("INT4", "INT8")),
+        r"^sla path 'lat' \(paths\[0\]\): tokens\[1\]='INT8' is not a token of this monitor \(known: FUSE_CONV, INT4, KEEP\); "
+        r"use one of those names$",
+    ),
+    (
+        "metric-empty",
+        dict(metric=""),
+        r"^sla path 'lat' \(paths\[0\]\): metric='' is not a non-empty string; name the metric",
+    ),
     ("name-missing", dict(name=None), r"^paths\[0\]: name=None is not a non-empty string; give the path a name$"),
 ]
 
@@ -273,7 +381,9 @@ def test_bad_path_is_refused_with_a_pinned_message(fields, pattern):
 
 
 def test_repeated_path_names_are_refused():
-    with pytest.raises(SpecError, match=r"^sla path 'lat' \(paths\[1\]\): name repeats paths\[0\]; give each path its own name$"):
+    with pytest.raises(
+        SpecError, match=r"^sla path 'lat' \(paths\[1\]\): name repeats paths\[0\]; give each path its own name$"
+    ):
         SlaMonitor([path(), path(metric="other")])
 
 
@@ -311,8 +421,12 @@ def test_every_module_imports_only_the_standard_library_and_the_error_classes():
     alone: checked here too)."""
     folder = Path(certfsm.sla.__file__).parent
     allowed = set(sys.stdlib_module_names)
-    core = {name for name in certfsm.__all__ if name.endswith("Error")} | {"SlaPath", "SLA_STATISTICS", "decimal_value",
-                                                                           "float_at_most"}
+    core = {name for name in certfsm.__all__ if name.endswith("Error")} | {
+        "SlaPath",
+        "SLA_STATISTICS",
+        "decimal_value",
+        "float_at_most",
+    }
     decimal_home = Path(certfsm.__file__).parent / "_decimal.py"
     assert certfsm.decimal_value.__module__ == certfsm.float_at_most.__module__ == "certfsm._decimal"
     for node in ast.walk(ast.parse(decimal_home.read_text())):

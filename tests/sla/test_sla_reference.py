@@ -37,11 +37,42 @@ LIMITS = (0.0, 0.1, 0.3, 1.0, 2.5, 3.0, 1e308)
 # (exact decimals, thirds, ints beyond 2**53, numpy scalars), and every kind of
 # value that gives no sample.
 NEAR_LIMITS = [math.nextafter(x, direction) for x in LIMITS for direction in (-math.inf, math.inf)]
-NOT_FLOATS = [Fraction(1, 10), Fraction(3, 10), Fraction(1, 3), Decimal("0.1"), Decimal("2.5"), 2 ** 53 + 1,
-              10 ** 308, np.float32(0.1), np.int64(3), np.float64(0.3)]
+NOT_FLOATS = [
+    Fraction(1, 10),
+    Fraction(3, 10),
+    Fraction(1, 3),
+    Decimal("0.1"),
+    Decimal("2.5"),
+    2**53 + 1,
+    10**308,
+    np.float32(0.1),
+    np.int64(3),
+    np.float64(0.3),
+]
 VALUES = st.one_of(
-    st.sampled_from([*LIMITS, *NEAR_LIMITS, *NOT_FLOATS, -0.0, 2.0, 4.0, 0.2, -1.0, -5e-324, 1.7976931348623157e308,
-                     math.nan, math.inf, -math.inf, None, 1, 3, -2, Fraction(-1, 10), Decimal("NaN")]),
+    st.sampled_from(
+        [
+            *LIMITS,
+            *NEAR_LIMITS,
+            *NOT_FLOATS,
+            -0.0,
+            2.0,
+            4.0,
+            0.2,
+            -1.0,
+            -5e-324,
+            1.7976931348623157e308,
+            math.nan,
+            math.inf,
+            -math.inf,
+            None,
+            1,
+            3,
+            -2,
+            Fraction(-1, 10),
+            Decimal("NaN"),
+        ]
+    ),
     st.floats(-10, 10),
 )
 MISSING = [None, math.nan, math.inf, -math.inf, -1.0]
@@ -55,11 +86,18 @@ def sla_paths(draw, longest_window=8, statistics=SLA_STATISTICS):
         window = draw(st.integers(1, longest_window))
         scoped = draw(st.booleans())
         tokens = tuple(t for t in TOKENS if draw(st.booleans())) if scoped else None
-        paths.append(SlaPath(
-            name=f"p{k}", metric=draw(st.sampled_from(METRICS)), limit=draw(st.sampled_from(LIMITS)),
-            window=window, max_violations=draw(st.integers(0, window)),  # == window: never over
-            recovery_cycles=draw(st.integers(0, 6)), tokens=tokens or None,
-            statistic=draw(st.sampled_from(statistics))))
+        paths.append(
+            SlaPath(
+                name=f"p{k}",
+                metric=draw(st.sampled_from(METRICS)),
+                limit=draw(st.sampled_from(LIMITS)),
+                window=window,
+                max_violations=draw(st.integers(0, window)),  # == window: never over
+                recovery_cycles=draw(st.integers(0, 6)),
+                tokens=tokens or None,
+                statistic=draw(st.sampled_from(statistics)),
+            )
+        )
     return paths
 
 
@@ -70,36 +108,54 @@ def histories(draw, paths, shortest=1, longest=40):
     The palette usually holds one path's limit and its two float
     neighbours: a mean of L, L and next(L) rounds to L yet exceeds it.
     """
-    palette = draw(st.lists(VALUES, min_size=1, max_size=3)) + MISSING[:draw(st.integers(0, len(MISSING)))]
+    palette = draw(st.lists(VALUES, min_size=1, max_size=3)) + MISSING[: draw(st.integers(0, len(MISSING)))]
     if draw(st.booleans()):
         limit = draw(st.sampled_from([path.limit for path in paths]))
         exact = Fraction(str(limit))
-        palette += [limit, math.nextafter(limit, math.inf), math.nextafter(limit, -math.inf),
-                    draw(st.sampled_from([exact, Decimal(str(limit)), exact + Fraction(1, 10 ** 30),
-                                          exact - Fraction(1, 10 ** 30)]))]
-    cycle = st.tuples(st.dictionaries(st.sampled_from(METRICS), st.sampled_from(palette), max_size=2),
-                      st.sampled_from(TOKENS))
+        palette += [
+            limit,
+            math.nextafter(limit, math.inf),
+            math.nextafter(limit, -math.inf),
+            draw(
+                st.sampled_from([exact, Decimal(str(limit)), exact + Fraction(1, 10**30), exact - Fraction(1, 10**30)])
+            ),
+        ]
+    cycle = st.tuples(
+        st.dictionaries(st.sampled_from(METRICS), st.sampled_from(palette), max_size=2), st.sampled_from(TOKENS)
+    )
     return draw(st.lists(cycle, min_size=shortest, max_size=longest))
 
 
 def observed(status):
-    return status.ok, tuple((p.applies, p.statistic, p.violation, p.violations, p.breached, p.recovery_count,
-                             p.breaches, p.recoveries) for p in status.paths)
+    return status.ok, tuple(
+        (p.applies, p.statistic, p.violation, p.violations, p.breached, p.recovery_count, p.breaches, p.recoveries)
+        for p in status.paths
+    )
 
 
 @settings(max_examples=examples(100), deadline=None)
-@given(data=st.data(), paths=sla_paths(), restarts=st.sets(st.integers(0, 40), max_size=3),
-       copies=st.sets(st.integers(0, 40), max_size=3))
+@given(
+    data=st.data(),
+    paths=sla_paths(),
+    restarts=st.sets(st.integers(0, 40), max_size=3),
+    copies=st.sets(st.integers(0, 40), max_size=3),
+)
 def test_monitor_agrees_with_the_reference_on_every_cycle(data, paths, restarts, copies):
     check_against_reference(paths, data.draw(histories(paths), label="history"), restarts, copies)
 
 
 @pytest.mark.slow
 @settings(max_examples=examples(100), deadline=None)
-@given(data=st.data(), paths=sla_paths(longest_window=64), restarts=st.sets(st.integers(0, 300), max_size=4),
-       copies=st.sets(st.integers(0, 300), max_size=4))
+@given(
+    data=st.data(),
+    paths=sla_paths(longest_window=64),
+    restarts=st.sets(st.integers(0, 300), max_size=4),
+    copies=st.sets(st.integers(0, 300), max_size=4),
+)
 def test_monitor_agrees_with_the_reference_on_long_runs_and_wide_windows(data, paths, restarts, copies):
-    check_against_reference(paths, data.draw(histories(paths, shortest=100, longest=300), label="history"), restarts, copies)
+    check_against_reference(
+        paths, data.draw(histories(paths, shortest=100, longest=300), label="history"), restarts, copies
+    )
 
 
 def check_against_reference(paths, history, restarts, copies):
@@ -133,8 +189,11 @@ def test_update_ok_is_the_ok_of_update_with_the_same_state_change(data, paths):
 
 
 @settings(max_examples=examples(200), deadline=None)
-@given(data=st.data(), paths=st.one_of(sla_paths(), sla_paths(statistics=("value",))),
-       tokens=st.sampled_from([TOKENS, None]))
+@given(
+    data=st.data(),
+    paths=st.one_of(sla_paths(), sla_paths(statistics=("value",))),
+    tokens=st.sampled_from([TOKENS, None]),
+)
 def test_update_ok_and_update_interleaved_keep_every_status_of_the_reference(data, paths, tokens):
     """`update_ok` decides a good cycle of a quiet monitor by comparisons alone (`SlaMonitor._quiet`); an `update`
     after any number of such cycles must still report the reference's full status, and the state must be the one
@@ -157,14 +216,21 @@ def test_update_ok_and_update_interleaved_keep_every_status_of_the_reference(dat
 def test_quiet_cycles_then_violations_breach_and_recovery_match_the_reference():
     """Long quiet stretches (decided without advancing the windows) around violations, a breach and its recovery:
     every verdict of `update_ok` and the statuses of a later `update` are the reference's."""
-    paths = [SlaPath(name="latency", metric="m1", limit=2.5, window=4, max_violations=1, recovery_cycles=6),
-             SlaPath(name="int4", metric="m2", limit=1.0, window=3, max_violations=0, recovery_cycles=0,
-                     tokens=("B",))]
+    paths = [
+        SlaPath(name="latency", metric="m1", limit=2.5, window=4, max_violations=1, recovery_cycles=6),
+        SlaPath(name="int4", metric="m2", limit=1.0, window=3, max_violations=0, recovery_cycles=0, tokens=("B",)),
+    ]
     good, bad = {"m1": 2.5, "m2": 1.0}, {"m1": math.nextafter(2.5, math.inf), "m2": 1.0}
-    history = ([(good, "A")] * 20 + [(bad, "A"), ({"m1": 1.0}, "A"), ({"m1": -math.inf, "m2": 0.5}, "C")]
-               + [(good, "B")] * 10 + [({"m1": 0.0, "m2": math.nan}, "B")] + [(good, "A")] * 10
-               + [({"m1": 1, "m2": 0.0}, "A"), (good, "C")]  # an int sample: not the shortcut's float, same meaning
-               + [({"m1": -math.inf}, "A")] * 2 + [(good, "A")] * 8)  # -inf is missing: two violations, a breach
+    history = (
+        [(good, "A")] * 20
+        + [(bad, "A"), ({"m1": 1.0}, "A"), ({"m1": -math.inf, "m2": 0.5}, "C")]
+        + [(good, "B")] * 10
+        + [({"m1": 0.0, "m2": math.nan}, "B")]
+        + [(good, "A")] * 10
+        + [({"m1": 1, "m2": 0.0}, "A"), (good, "C")]  # an int sample: not the shortcut's float, same meaning
+        + [({"m1": -math.inf}, "A")] * 2
+        + [(good, "A")] * 8
+    )  # -inf is missing: two violations, a breach
     expected = reference(paths, history)
     assert any(not ok for ok, _ in expected) and expected[-1][0], "the run must breach and recover"
     monitor = SlaMonitor(paths, tokens=TOKENS)
@@ -176,12 +242,17 @@ def test_quiet_cycles_then_violations_breach_and_recovery_match_the_reference():
 
 def test_a_refused_update_changes_nothing_on_the_quiet_shortcut_either():
     """A quiet monitor still refuses an unknown or unhashable token and a non-numeric metric, changing nothing."""
-    monitor = SlaMonitor([SlaPath(name="p", metric="m1", limit=1.0, window=2, max_violations=0,
-                                  recovery_cycles=1)], tokens=TOKENS)
+    monitor = SlaMonitor(
+        [SlaPath(name="p", metric="m1", limit=1.0, window=2, max_violations=0, recovery_cycles=1)], tokens=TOKENS
+    )
     assert monitor.update_ok({"m1": 0.5}, "A") and monitor.update_ok({"m1": 0.5}, "A")
     before = monitor.snapshot()
-    for metrics, token, error in (({"m1": 0.5}, "Z", ValueError), ({"m1": 0.5}, ["A"], TypeError),
-                                  ({"m1": "0.5"}, "A", TypeError), ([("m1", 0.5)], "A", TypeError)):
+    for metrics, token, error in (
+        ({"m1": 0.5}, "Z", ValueError),
+        ({"m1": 0.5}, ["A"], TypeError),
+        ({"m1": "0.5"}, "A", TypeError),
+        ([("m1", 0.5)], "A", TypeError),
+    ):
         with pytest.raises(error):
             monitor.update_ok(metrics, token)
         assert monitor.snapshot() == before

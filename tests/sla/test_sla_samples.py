@@ -27,11 +27,30 @@ from certfsm.sla import SlaMonitor, read_metric
 from sla_reference import reference
 
 TOKENS = ("KEEP", "INT4")
-TINY = Fraction(1, 10 ** 40)
-NO_SAMPLE = [None, math.nan, -math.nan, math.inf, -math.inf, -1.0, -5e-324, -1, -(10 ** 400), Fraction(-1, 10),
-             Decimal("-0.1"), Decimal("NaN"), Decimal("sNaN"), Decimal("Infinity"), Decimal("-Infinity"),
-             np.float64(-2.0), np.float32("nan"), np.int64(-3), 10 ** 400, Fraction(10 ** 400, 3),
-             Fraction(sys.float_info.max) + TINY]  # just beyond float64's largest, though float() rounds it down
+TINY = Fraction(1, 10**40)
+NO_SAMPLE = [
+    None,
+    math.nan,
+    -math.nan,
+    math.inf,
+    -math.inf,
+    -1.0,
+    -5e-324,
+    -1,
+    -(10**400),
+    Fraction(-1, 10),
+    Decimal("-0.1"),
+    Decimal("NaN"),
+    Decimal("sNaN"),
+    Decimal("Infinity"),
+    Decimal("-Infinity"),
+    np.float64(-2.0),
+    np.float32("nan"),
+    np.int64(-3),
+    10**400,
+    Fraction(10**400, 3),
+    Fraction(sys.float_info.max) + TINY,
+]  # just beyond float64's largest, though float() rounds it down
 
 
 def path(**fields) -> SlaPath:
@@ -54,8 +73,10 @@ def exact_of(value) -> Fraction:
 
 
 def observed(status):
-    return status.ok, tuple((p.applies, p.statistic, p.violation, p.violations, p.breached, p.recovery_count,
-                             p.breaches, p.recoveries) for p in status.paths)
+    return status.ok, tuple(
+        (p.applies, p.statistic, p.violation, p.violations, p.breached, p.recovery_count, p.breaches, p.recoveries)
+        for p in status.paths
+    )
 
 
 # ---------------------------------------------------------------- reading a metric
@@ -74,13 +95,29 @@ class Inexact:
 numbers.Real.register(Inexact)
 
 
-@pytest.mark.parametrize("value, sample", [
-    (0.5, 0.5), (-0.0, 0.0), (0.0, 0.0), (0, 0.0), (3, 3.0), (np.int64(7), 7.0), (np.float64(0.25), 0.25),
-    (np.float32(0.1), float(np.float32(0.1))), (Fraction(1, 2), 0.5), (Decimal("0.5"), 0.5), (Decimal("-0"), 0.0),
-    (Fraction(1, 3), Fraction(1, 3)), (Decimal("0.1"), Fraction(1, 10)), (2 ** 53 + 1, Fraction(2 ** 53 + 1)),
-    (np.int64(2 ** 53 + 1), Fraction(2 ** 53 + 1)), (1.7976931348623157e308, 1.7976931348623157e308),
-    (5e-324, 5e-324),
-], ids=repr)
+@pytest.mark.parametrize(
+    "value, sample",
+    [
+        (0.5, 0.5),
+        (-0.0, 0.0),
+        (0.0, 0.0),
+        (0, 0.0),
+        (3, 3.0),
+        (np.int64(7), 7.0),
+        (np.float64(0.25), 0.25),
+        (np.float32(0.1), float(np.float32(0.1))),
+        (Fraction(1, 2), 0.5),
+        (Decimal("0.5"), 0.5),
+        (Decimal("-0"), 0.0),
+        (Fraction(1, 3), Fraction(1, 3)),
+        (Decimal("0.1"), Fraction(1, 10)),
+        (2**53 + 1, Fraction(2**53 + 1)),
+        (np.int64(2**53 + 1), Fraction(2**53 + 1)),
+        (1.7976931348623157e308, 1.7976931348623157e308),
+        (5e-324, 5e-324),
+    ],
+    ids=repr,
+)
 def test_a_real_number_is_read_exactly_as_a_float_when_one_equals_it_else_a_fraction(value, sample):
     assert canonical_kind(read_metric("m", value)) == canonical_kind(sample)
 
@@ -97,15 +134,25 @@ def test_nan_infinities_negatives_and_values_beyond_float64_give_no_sample(value
     assert read_metric("m", value) is None
 
 
-@pytest.mark.parametrize("value, pattern", [
-    ("0.5", r"^metrics\['m'\]='0\.5' is a str, not a number; give a float, or None when the metric was not measured$"),
-    (True, r"^metrics\['m'\]=True is a bool, not a number; "),
-    (np.bool_(False), r"^metrics\['m'\]=np\.False_ is a bool, not a number; "),
-    (1j, r"^metrics\['m'\]=1j is a complex, not a number; "),
-    ([0.5], r"^metrics\['m'\]=\[0\.5\] is a list, not a number; "),
-    (Inexact(), r"^metrics\['m'\]=Inexact\(\) is a Inexact, a number that cannot be read exactly; give a float, "
-                r"an int, a Fraction or a Decimal$"),
-], ids=["str", "bool", "numpy-bool", "complex", "list", "real-without-a-ratio"])
+@pytest.mark.parametrize(
+    "value, pattern",
+    [
+        (
+            "0.5",
+            r"^metrics\['m'\]='0\.5' is a str, not a number; give a float, or None when the metric was not measured$",
+        ),
+        (True, r"^metrics\['m'\]=True is a bool, not a number; "),
+        (np.bool_(False), r"^metrics\['m'\]=np\.False_ is a bool, not a number; "),
+        (1j, r"^metrics\['m'\]=1j is a complex, not a number; "),
+        ([0.5], r"^metrics\['m'\]=\[0\.5\] is a list, not a number; "),
+        (
+            Inexact(),
+            r"^metrics\['m'\]=Inexact\(\) is a Inexact, a number that cannot be read exactly; give a float, "
+            r"an int, a Fraction or a Decimal$",
+        ),
+    ],
+    ids=["str", "bool", "numpy-bool", "complex", "list", "real-without-a-ratio"],
+)
 def test_what_is_not_a_number_is_refused(value, pattern):
     with pytest.raises(TypeError, match=pattern):
         read_metric("m", value)
@@ -126,8 +173,7 @@ def test_a_value_without_a_sample_is_a_violation_for_every_statistic(statistic, 
 @pytest.mark.parametrize("value", [-1.0, -5e-324, -math.inf, math.nan, math.inf, -1, Fraction(-1, 3)], ids=repr)
 def test_update_ok_of_a_quiet_monitor_counts_it_too(statistic, value):
     """The quiet shortcut of `update_ok` must not let a negative, NaN or infinite float through as within the limit."""
-    lean, full = (SlaMonitor([path(statistic=statistic, window=3, max_violations=1)], tokens=TOKENS)
-                  for _ in range(2))
+    lean, full = (SlaMonitor([path(statistic=statistic, window=3, max_violations=1)], tokens=TOKENS) for _ in range(2))
     for metrics in ({"latency_ms": 1.0}, {"latency_ms": 2.0}, {"latency_ms": value}, {"latency_ms": value}):
         assert lean.update_ok(metrics, "INT4") == full.update(metrics, "INT4").ok
         assert lean.snapshot() == full.snapshot()
@@ -163,17 +209,31 @@ BOUNDARY = [
     # limit, sample, within the limit (as the decimals say)
     (0.1, 0.1, False),  # the float 0.1 is 0.1000000000000000055...
     (0.1, math.nextafter(0.1, 0), True),
-    (0.1, Fraction(1, 10), True), (0.1, Decimal("0.1"), True), (0.1, Fraction(1, 10) + TINY, False),
+    (0.1, Fraction(1, 10), True),
+    (0.1, Decimal("0.1"), True),
+    (0.1, Fraction(1, 10) + TINY, False),
     (0.1, Decimal("0.1000000000000000000000000000001"), False),
     (0.3, 0.3, True),  # the float 0.3 is 0.2999999999999999888...
-    (0.3, math.nextafter(0.3, math.inf), False), (0.3, Fraction(3, 10), True), (0.3, Fraction(3, 10) + TINY, False),
-    (0.3, np.float64(0.3), True), (0.3, np.float32(0.3), False),  # float32(0.3) is 0.30000001192...
-    (1e308, 1e308, False), (1e308, math.nextafter(1e308, 0), True), (1e308, 10 ** 308, True),
-    (1e308, 10 ** 308 + 1, False),
-    (10.0, 10, True), (10.0, 11, False), (10.0, np.int64(10), True), (10.0, Fraction(10) + TINY, False),
-    (9007199254740992.0, 2 ** 53, True), (9007199254740992.0, 2 ** 53 + 1, False),  # float(2**53 + 1) == 2**53
-    (0.0, 0, True), (0.0, TINY, False), (1.7976931348623157e308, 1.7976931348623157e308, False),
-    (Fraction(1, 3), float(Fraction(1, 3)), True), (Fraction(1, 3), Fraction(1, 3), True),
+    (0.3, math.nextafter(0.3, math.inf), False),
+    (0.3, Fraction(3, 10), True),
+    (0.3, Fraction(3, 10) + TINY, False),
+    (0.3, np.float64(0.3), True),
+    (0.3, np.float32(0.3), False),  # float32(0.3) is 0.30000001192...
+    (1e308, 1e308, False),
+    (1e308, math.nextafter(1e308, 0), True),
+    (1e308, 10**308, True),
+    (1e308, 10**308 + 1, False),
+    (10.0, 10, True),
+    (10.0, 11, False),
+    (10.0, np.int64(10), True),
+    (10.0, Fraction(10) + TINY, False),
+    (9007199254740992.0, 2**53, True),
+    (9007199254740992.0, 2**53 + 1, False),  # float(2**53 + 1) == 2**53
+    (0.0, 0, True),
+    (0.0, TINY, False),
+    (1.7976931348623157e308, 1.7976931348623157e308, False),
+    (Fraction(1, 3), float(Fraction(1, 3)), True),
+    (Fraction(1, 3), Fraction(1, 3), True),
     (Fraction(1, 3), math.nextafter(float(Fraction(1, 3)), 1), False),
 ]
 
@@ -197,8 +257,10 @@ def test_a_sample_is_within_a_limit_exactly_as_the_decimals_say(statistic, limit
 
 def test_a_spec_limit_means_the_decimal_written():
     """Through a spec document as an artifact stores it: "limit": 0.1 is 1/10, which the float 0.1 exceeds."""
-    document = json.loads('{"outputs": ["KEEP", "INT4"], "sla": {"paths": [{"name": "lat", "metric": "latency_ms", '
-                          '"limit": 0.1, "window": 1, "max_violations": 0, "recovery_cycles": 0}]}}')
+    document = json.loads(
+        '{"outputs": ["KEEP", "INT4"], "sla": {"paths": [{"name": "lat", "metric": "latency_ms", '
+        '"limit": 0.1, "window": 1, "max_violations": 0, "recovery_cycles": 0}]}}'
+    )
     for sample, within in ((0.1, False), (math.nextafter(0.1, 0), True), (Fraction(1, 10), True)):
         for update in ("update_ok", "update"):
             monitor = SlaMonitor.from_document(document)
@@ -206,13 +268,18 @@ def test_a_spec_limit_means_the_decimal_written():
             assert (verdict if update == "update_ok" else verdict.ok) == within, (sample, update)
 
 
-@pytest.mark.parametrize("samples, within", [
-    ((0.3, math.nextafter(0.3, math.inf)), False),  # the exact mean 0.30000000000000001665... is above 3/10
-    ((0.1, 0.5), False),  # the float 0.1 is above 1/10, so the mean is above 3/10, though it rounds to 0.3
-    ((Decimal("0.1"), Decimal("0.5")), True), ((Fraction(1, 10), 0.5), True),
-    ((0.3, Fraction(3, 10)), True), ((Fraction(3, 10), Fraction(3, 10)), True),
-    ((Fraction(3, 10), Fraction(3, 10) + TINY), False),
-])
+@pytest.mark.parametrize(
+    "samples, within",
+    [
+        ((0.3, math.nextafter(0.3, math.inf)), False),  # the exact mean 0.30000000000000001665... is above 3/10
+        ((0.1, 0.5), False),  # the float 0.1 is above 1/10, so the mean is above 3/10, though it rounds to 0.3
+        ((Decimal("0.1"), Decimal("0.5")), True),
+        ((Fraction(1, 10), 0.5), True),
+        ((0.3, Fraction(3, 10)), True),
+        ((Fraction(3, 10), Fraction(3, 10)), True),
+        ((Fraction(3, 10), Fraction(3, 10) + TINY), False),
+    ],
+)
 def test_the_mean_is_compared_with_the_decimal_exactly(samples, within):
     paths = [path(statistic="mean", limit=0.3, window=2, max_violations=1)]
     history = [({"latency_ms": value}, "INT4") for value in samples]
@@ -230,10 +297,27 @@ def test_the_mean_is_compared_with_the_decimal_exactly(samples, within):
 def test_update_ok_and_update_interleaved_agree_on_every_kind_of_sample():
     """Quiet stretches decided by comparisons alone, then each kind of sample, then quiet again: the verdicts, the
     reported statuses of `update` and the state are the reference's and those of a monitor driven by `update` only."""
-    paths = [path(limit=0.1, window=3, max_violations=1, recovery_cycles=2),
-             path(name="int4", limit=0.3, window=2, max_violations=0, recovery_cycles=1, tokens=("INT4",))]
-    kinds = [0.1, math.nextafter(0.1, 0), Fraction(1, 10), -0.0, -1.0, math.nan, math.inf, -math.inf, 0.3, 2,
-             Decimal("0.1"), np.float64(-0.5), Fraction(1, 10) + TINY, None, np.float32(0.05)]
+    paths = [
+        path(limit=0.1, window=3, max_violations=1, recovery_cycles=2),
+        path(name="int4", limit=0.3, window=2, max_violations=0, recovery_cycles=1, tokens=("INT4",)),
+    ]
+    kinds = [
+        0.1,
+        math.nextafter(0.1, 0),
+        Fraction(1, 10),
+        -0.0,
+        -1.0,
+        math.nan,
+        math.inf,
+        -math.inf,
+        0.3,
+        2,
+        Decimal("0.1"),
+        np.float64(-0.5),
+        Fraction(1, 10) + TINY,
+        None,
+        np.float32(0.05),
+    ]
     history = []
     for kind in kinds:
         history += [({"latency_ms": 0.05}, "INT4")] * 4 + [({"latency_ms": kind}, token) for token in TOKENS]
@@ -255,7 +339,7 @@ def test_update_ok_and_update_interleaved_agree_on_every_kind_of_sample():
 def test_samples_that_are_not_floats_survive_a_snapshot_exactly(statistic):
     paths = [path(statistic=statistic, limit=0.1, window=4, max_violations=3)]
     monitor = SlaMonitor(paths, tokens=TOKENS)
-    for value in (Fraction(1, 10), 2 ** 53 + 1, Decimal("0.3"), 0.5):
+    for value in (Fraction(1, 10), 2**53 + 1, Decimal("0.3"), 0.5):
         monitor.update({"latency_ms": value}, "INT4")
     snapshot = monitor.snapshot()
     assert snapshot["paths"][0]["samples"] == ["1/10", "9007199254740993", "3/10", 0.5]
@@ -277,8 +361,8 @@ def test_limits_that_differ_below_float_resolution_have_different_fingerprints()
 @pytest.mark.parametrize("statistic", SLA_STATISTICS)
 def test_limits_beyond_float64_are_exact_too(statistic):
     """A limit built in code may exceed float64's range: every sample is within 10**400, none within -10**400."""
-    high = SlaMonitor([path(statistic=statistic, limit=10 ** 400)], tokens=TOKENS)
-    low = SlaMonitor([path(statistic=statistic, limit=-(10 ** 400))], tokens=TOKENS)
-    for value in (0.0, 1.7976931348623157e308, 10 ** 308, Fraction(1, 3)):
+    high = SlaMonitor([path(statistic=statistic, limit=10**400)], tokens=TOKENS)
+    low = SlaMonitor([path(statistic=statistic, limit=-(10**400))], tokens=TOKENS)
+    for value in (0.0, 1.7976931348623157e308, 10**308, Fraction(1, 3)):
         assert high.update_ok({"latency_ms": value}, "INT4") and high.update({"latency_ms": value}, "INT4").ok
         assert not low.update_ok({"latency_ms": value}, "INT4") and not low.update({"latency_ms": value}, "INT4").ok

@@ -13,21 +13,41 @@ from certfsm.sla._window import SortedWindow, SumWindow, ViolationWindow, exact_
 NEXT_ONE = math.nextafter(1.0, math.inf)
 
 
-@pytest.mark.parametrize("q, n, rank", [
-    (50, 1, 1), (50, 2, 1), (50, 3, 2), (50, 4, 2), (95, 1, 1), (95, 19, 19), (95, 20, 19), (95, 21, 20),
-    (99, 1, 1), (99, 99, 99), (99, 100, 99), (99, 101, 100), (99, 1000, 990),
-])
+@pytest.mark.parametrize(
+    "q, n, rank",
+    [
+        (50, 1, 1),
+        (50, 2, 1),
+        (50, 3, 2),
+        (50, 4, 2),
+        (95, 1, 1),
+        (95, 19, 19),
+        (95, 20, 19),
+        (95, 21, 20),
+        (99, 1, 1),
+        (99, 99, 99),
+        (99, 100, 99),
+        (99, 101, 100),
+        (99, 1000, 990),
+    ],
+)
 def test_nearest_rank_is_the_ceiling_of_q_n_over_100(q, n, rank):
     assert nearest_rank(q, n) == rank == max(1, math.ceil(Fraction(q * n, 100)))
 
 
-@pytest.mark.parametrize("x, units", [
-    (5e-324, 1), (1.0, 2 ** 1074), (-2.5, -5 * 2 ** 1073), (0.0, 0),
-    (1.7976931348623157e308, (2 ** 53 - 1) * 2 ** (1023 - 52 + 1074)),
-])
+@pytest.mark.parametrize(
+    "x, units",
+    [
+        (5e-324, 1),
+        (1.0, 2**1074),
+        (-2.5, -5 * 2**1073),
+        (0.0, 0),
+        (1.7976931348623157e308, (2**53 - 1) * 2 ** (1023 - 52 + 1074)),
+    ],
+)
 def test_exact_units_counts_the_smallest_float64_steps(x, units):
     assert exact_units(x) == units
-    assert Fraction(units, 2 ** 1074) == Fraction(x)
+    assert Fraction(units, 2**1074) == Fraction(x)
 
 
 def test_sorted_window_percentiles_follow_the_last_cycles():
@@ -85,7 +105,7 @@ def test_mean_of_samples_that_are_not_floats_is_exact_and_leaves_no_trace():
         window.push(sample)
     exact = (Fraction(1, 10) + Fraction(1, 2) + Fraction(1, 3)) / 3
     assert window.mean() == float(exact)
-    assert not window.mean_exceeds(*units(exact)) and window.mean_exceeds(*units(exact - Fraction(1, 10 ** 40)))
+    assert not window.mean_exceeds(*units(exact)) and window.mean_exceeds(*units(exact - Fraction(1, 10**40)))
     for sample in (0.25, 0.25, 0.25):  # the Fractions leave: the exact part is zero again, the sum all floats
         window.push(sample)
     assert window.extra == 0 and window.units == 3 * exact_units(0.25) and window.mean() == 0.25
@@ -108,16 +128,19 @@ def test_violation_window_counts_the_last_cycles():
     assert [window.push(v) for v in (True, False, True, True, False, False, False)] == [1, 1, 2, 2, 2, 1, 0]
 
 
-@pytest.mark.parametrize("make, pushes, entries", [
-    (lambda: ViolationWindow(4), [True, False, True], [True, False, True]),
-    (lambda: ViolationWindow(4), [False, False, True, False], [True, False]),
-    (lambda: ViolationWindow(2), [True, True, False, True], [True]),
-    (lambda: ViolationWindow(3), [False, False, False, False], []),
-    (lambda: SortedWindow(4), [None, 2.0, None, 1.0], [2.0, None, 1.0]),
-    (lambda: SortedWindow(2), [3.0, 2.0, 1.0], [2.0, 1.0]),
-    (lambda: SumWindow(3), [1.0, None, None, None], []),
-    (lambda: SumWindow(3), [1.0, None, 2.5, None, None], [2.5, None, None]),
-])
+@pytest.mark.parametrize(
+    "make, pushes, entries",
+    [
+        (lambda: ViolationWindow(4), [True, False, True], [True, False, True]),
+        (lambda: ViolationWindow(4), [False, False, True, False], [True, False]),
+        (lambda: ViolationWindow(2), [True, True, False, True], [True]),
+        (lambda: ViolationWindow(3), [False, False, False, False], []),
+        (lambda: SortedWindow(4), [None, 2.0, None, 1.0], [2.0, None, 1.0]),
+        (lambda: SortedWindow(2), [3.0, 2.0, 1.0], [2.0, 1.0]),
+        (lambda: SumWindow(3), [1.0, None, None, None], []),
+        (lambda: SumWindow(3), [1.0, None, 2.5, None, None], [2.5, None, None]),
+    ],
+)
 def test_entries_drop_leading_empty_cycles_and_load_restores_the_state(make, pushes, entries):
     window = make()
     for value in pushes:
@@ -136,8 +159,9 @@ def test_entries_drop_leading_empty_cycles_and_load_restores_the_state(make, pus
         assert restored.units == window.units
 
 
-@pytest.mark.parametrize("make, value", [(lambda: ViolationWindow(3), True), (lambda: SortedWindow(3), 1.0),
-                                         (lambda: SumWindow(3), 1.0)])
+@pytest.mark.parametrize(
+    "make, value", [(lambda: ViolationWindow(3), True), (lambda: SortedWindow(3), 1.0), (lambda: SumWindow(3), 1.0)]
+)
 def test_copies_share_nothing(make, value):
     window = make()
     window.push(value)

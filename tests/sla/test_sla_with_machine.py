@@ -18,8 +18,9 @@ ANYWHERE = (True, True, True)
 
 
 def test_a_breach_falls_back_in_the_same_cycle_and_the_token_returns_only_after_recovery():
-    params = MachineParams(n_tokens=3, conservative=KEEP, confirm_cycles=1, cooldown_cycles=0, overridable=(),
-                           codes=(0, 1, 2))
+    params = MachineParams(
+        n_tokens=3, conservative=KEEP, confirm_cycles=1, cooldown_cycles=0, overridable=(), codes=(0, 1, 2)
+    )
     monitor = SlaMonitor([SlaPath("int4-latency", "latency_ms", 25.0, 4, 1, 2, tokens=("INT4",))], tokens=NAMES)
     state, token = initial_state(params), KEEP
     latency = {KEEP: 30.0, INT4: 20.0}  # KEEP is slow but out of scope; INT4 meets its SLA until it degrades

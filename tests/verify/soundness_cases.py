@@ -39,11 +39,10 @@ import onnx
 from hypothesis import strategies as st
 
 import soundness_oracle as oracle
-from soundness_networks import (LAYER_ENCODINGS, NORMALISATIONS, WRAPPERS, Encoding, join, layer, random_layers,
-                                to_onnx)
+from soundness_networks import LAYER_ENCODINGS, NORMALISATIONS, WRAPPERS, Encoding, join, layer, random_layers, to_onnx
 
 FAMILIES = ("bump", "nearmiss", "tie", "decimal", "encoding")
-ZOOM = 2 ** 13
+ZOOM = 2**13
 """Each of the two zoom layers of a gadget scales by this: the gadget's radius is 1/ZOOM**2 = 2^-26 (1.5e-8)."""
 
 
@@ -78,7 +77,7 @@ def generate(family: str, seed: int) -> Instance:
 
 def instances(families: tuple[str, ...] = FAMILIES) -> st.SearchStrategy[Instance]:
     """Hypothesis strategy: a family and a seed, built by `generate`."""
-    return st.builds(generate, st.sampled_from(families), st.integers(0, 2 ** 32 - 1))
+    return st.builds(generate, st.sampled_from(families), st.integers(0, 2**32 - 1))
 
 
 # --- exact decimals and VNN-LIB text --------------------------------------------------
@@ -88,11 +87,11 @@ def decimal(value: Fraction) -> str:
     """The exact decimal of a rational whose denominator has no prime factor but 2 and 5."""
     value = Fraction(value)
     digits = 0
-    while (value * 10 ** digits).denominator != 1:
+    while (value * 10**digits).denominator != 1:
         digits += 1
         if digits > 400:
             raise ValueError(f"{value} has no finite decimal")
-    scaled = abs(value.numerator * 10 ** digits // value.denominator)
+    scaled = abs(value.numerator * 10**digits // value.denominator)
     text = str(scaled).rjust(digits + 1, "0")
     body = f"{text[:-digits]}.{text[-digits:]}" if digits else f"{text}.0"
     return ("-" if value < 0 else "") + body
@@ -100,7 +99,7 @@ def decimal(value: Fraction) -> str:
 
 def decimal_beside(value: Fraction, digits: int, above: bool) -> Fraction:
     """A decimal with `digits` places, strictly above (or below) `value` by at most 10^-digits."""
-    unit = Fraction(1, 10 ** digits)
+    unit = Fraction(1, 10**digits)
     steps = math.floor(value / unit) + 1 if above else math.ceil(value / unit) - 1
     return steps * unit
 
@@ -131,7 +130,7 @@ def _atom(weights: dict, relation: str, constant: Fraction) -> str:
     return f"({relation} {_linear(weights)} {decimal(constant)})"
 
 
-def _box(rng, n: int, grid: float = 2 ** -10) -> tuple[np.ndarray, np.ndarray]:
+def _box(rng, n: int, grid: float = 2**-10) -> tuple[np.ndarray, np.ndarray]:
     """A box inside (-1, 1) whose bounds are multiples of `grid` (exact in float32, short decimals)."""
     lower = np.round(rng.uniform(-0.9, 0.2, n) / grid) * grid
     upper = lower + np.round(rng.uniform(0.25, 0.65, n) / grid) * grid
@@ -162,10 +161,10 @@ def _bump(rng):
     shape = str(rng.choice(["tent", "tents_sum", "tents_and", "min_ramps"]))
     dims = sorted(int(i) for i in rng.choice(n_in, {"tent": 1, "tents_and": n_in}.get(shape, 2), replace=False))
     variant = str(rng.choice(["over", "short", "outside"], p=[0.5, 0.25, 0.25]))
-    grid = 2 ** -10
+    grid = 2**-10
     center = np.round(rng.uniform(lower + 2 * grid, upper - 2 * grid) / grid) * grid
     if variant == "outside":
-        center[dims[0]] = upper[dims[0]] + 2 ** -23
+        center[dims[0]] = upper[dims[0]] + 2**-23
     weights = _objective(rng, n_out)
     top = _extreme(to_onnx(base), lower, upper, weights, n_out, largest=True)
     threshold = decimal_beside(top + Fraction(rng.uniform(0.05, 0.5)), 6, above=True)
@@ -230,13 +229,14 @@ def _tie(rng):
     """The unsafe set touches the reachable outputs only at one float32 point p (a needle)."""
     n_in, n_out = int(rng.integers(2, 4)), int(rng.integers(2, 4))
     base = random_layers(rng, [n_in, int(rng.integers(3, 7)), int(rng.integers(3, 6)), n_out])
-    lower, upper = _box(rng, n_in, grid=2 ** -6)
+    lower, upper = _box(rng, n_in, grid=2**-6)
     point = np.round(rng.uniform(lower, upper) * 64) / 64
     tilts = np.round(rng.uniform(-2, 2, (3, n_in)) * 8) / 8
     # needle(x) = -sum s_i |x_i - p_i| - sum w_j relu(a_j (x - p)) <= 0, zero only at p
     hidden = layer(np.vstack([np.eye(n_in), -np.eye(n_in), tilts]), np.concatenate([-point, point, -tilts @ point]))
-    needle = -np.concatenate([np.tile(np.round(rng.uniform(0.25, 2, n_in) * 8) / 8, 2),
-                              np.round(rng.uniform(0, 1, 3) * 8) / 8])
+    needle = -np.concatenate(
+        [np.tile(np.round(rng.uniform(0.25, 2, n_in) * 8) / 8, 2), np.round(rng.uniform(0, 1, 3) * 8) / 8]
+    )
     k, j = (int(v) for v in rng.choice(n_out, 2, replace=False))
     readout = np.zeros((n_out, len(needle)))
     readout[k] = needle
@@ -268,20 +268,20 @@ def _decimal(rng):
     w2[0], b2[0] = 0, offset - 2 * slope
     w2[0, 0] = slope
     model = to_onnx((layer(w1, b1), layer(w2, b2)))
-    lower, upper = _box(rng, n_in, grid=2 ** -6)
+    lower, upper = _box(rng, n_in, grid=2**-6)
     digits = int(rng.integers(20, 41))
     above = bool(rng.random() < 0.5)
     if rng.random() < 0.5:
         weights = _objective(rng, n_out)
         largest = bool(rng.random() < 0.5)
         near = Fraction(float(_extreme(model, lower, upper, weights, n_out, largest)))  # nearest float64
-        threshold = near + (1 if above else -1) * Fraction(1, 10 ** digits)
+        threshold = near + (1 if above else -1) * Fraction(1, 10**digits)
         relation = (">" if largest else "<") + ("=" if rng.random() < 0.5 else "")
         variant = f"threshold-{'above' if above else 'below'}-{digits}"
         return variant, model, vnnlib(lower, upper, n_out, _atom(weights, relation, threshold))
     side = str(rng.choice(["lower", "upper"]))
     edge = Fraction(float(lower[0] if side == "lower" else upper[0]))
-    written = edge + (1 if above else -1) * Fraction(1, 10 ** digits)
+    written = edge + (1 if above else -1) * Fraction(1, 10**digits)
     rising = (side == "upper") == (slope > 0)
     relation = (">" if rising else "<") + ("" if rng.random() < 0.5 else "=")
     unsafe = _atom({0: Fraction(1)}, relation, Fraction(slope) * edge + Fraction(offset))
@@ -297,10 +297,19 @@ def _encoding(rng):
     normalisation = str(rng.choice(NORMALISATIONS))
     mean = np.round(rng.uniform(-50, 50, n_in), 1).astype(np.float32)
     spread = rng.choice([0.1, 0.3, 3.0, 7.0, 10.0], n_in).astype(np.float32)
-    constants = {"none": (), "sub_div": (mean, spread), "sub_mul": (mean, (1 / spread).astype(np.float32)),
-                 "mul_add": ((1 / spread).astype(np.float32), (-mean / spread).astype(np.float32))}[normalisation]
-    encoding = Encoding(tuple(str(e) for e in rng.choice(LAYER_ENCODINGS, len(layers))), normalisation, constants,
-                        str(rng.choice(WRAPPERS)), tuple(float(v) for v in rng.choice([0.5, 2.0, 0.1, 3.0], 2)))
+    constants = {
+        "none": (),
+        "sub_div": (mean, spread),
+        "sub_mul": (mean, (1 / spread).astype(np.float32)),
+        "mul_add": ((1 / spread).astype(np.float32), (-mean / spread).astype(np.float32)),
+    }[normalisation]
+    encoding = Encoding(
+        tuple(str(e) for e in rng.choice(LAYER_ENCODINGS, len(layers))),
+        normalisation,
+        constants,
+        str(rng.choice(WRAPPERS)),
+        tuple(float(v) for v in rng.choice([0.5, 2.0, 0.1, 3.0], 2)),
+    )
     if normalisation == "none":
         lower, upper = _box(rng, n_in)
     else:

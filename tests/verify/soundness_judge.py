@@ -45,8 +45,10 @@ def assert_exact_violation(onnx_path, vnnlib_path, point, what: str) -> None:
     missed = oracle.failing_asserts(onnx_path, vnnlib_path, point)
     if missed:
         outputs = [float(y) for y in oracle.exact_outputs(onnx_path, point)]
-        pytest.fail(f"{what}: the witness {[str(oracle.rational(v)) for v in point]} is no exact violation; "
-                    f"it makes false {missed} (exact outputs ~ {outputs})")
+        pytest.fail(
+            f"{what}: the witness {[str(oracle.rational(v)) for v in point]} is no exact violation; "
+            f"it makes false {missed} (exact outputs ~ {outputs})"
+        )
 
 
 def check_api(onnx_path: Path, vnnlib_path: Path, expected: str, engine: str, timeout: float) -> str:
@@ -63,11 +65,27 @@ def check_api(onnx_path: Path, vnnlib_path: Path, expected: str, engine: str, ti
     return answer
 
 
-def check_cli(onnx_path: Path, vnnlib_path: Path, expected: str, out: Path, timeout: float,
-              engine: str = "auto") -> str:
+def check_cli(
+    onnx_path: Path, vnnlib_path: Path, expected: str, out: Path, timeout: float, engine: str = "auto"
+) -> str:
     """Run ``certfsm vnnlib ... --out FILE``; judge the written answer and its printed witness, read as exact decimals."""
-    command = [sys.executable, "-m", "certfsm.cli", "vnnlib", str(onnx_path), str(vnnlib_path), "--out", str(out),
-               "--timeout", str(timeout), "--engine", engine, "--jobs", "1", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "certfsm.cli",
+        "vnnlib",
+        str(onnx_path),
+        str(vnnlib_path),
+        "--out",
+        str(out),
+        "--timeout",
+        str(timeout),
+        "--engine",
+        engine,
+        "--jobs",
+        "1",
+        "--no-progress",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 120)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     text = out.read_text()

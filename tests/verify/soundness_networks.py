@@ -63,7 +63,7 @@ def join(base: tuple[Layer, ...], planted: tuple[Layer, ...], readout: np.ndarra
     layers = [layer(np.vstack([base_hidden[0][0], planted[0][0]]), np.concatenate([base_hidden[0][1], planted[0][1]]))]
     for (bw, bb), (pw, pb) in zip(base_hidden[1:], planted[1:]):
         weight = np.zeros((bw.shape[0] + pw.shape[0], bw.shape[1] + pw.shape[1]))
-        weight[:bw.shape[0], :bw.shape[1]], weight[bw.shape[0]:, bw.shape[1]:] = bw, pw
+        weight[: bw.shape[0], : bw.shape[1]], weight[bw.shape[0] :, bw.shape[1] :] = bw, pw
         layers.append(layer(weight, np.concatenate([bb, pb])))
     layers.append(layer(np.hstack([out_weight, np.asarray(readout, dtype=np.float32)]), out_bias))
     return tuple(layers)
@@ -110,8 +110,13 @@ def to_onnx(layers: tuple[Layer, ...], encoding: Encoding = Encoding(), name: st
         current = writer.node("Reshape", [current, writer.constant(np.array([-1], dtype=np.int64))])
         output_shape = [n_out]
     writer.nodes[-1].output[0] = "Y"
-    graph = helper.make_graph(writer.nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, input_shape)],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, output_shape)], writer.initializers)
+    graph = helper.make_graph(
+        writer.nodes,
+        name,
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, input_shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, output_shape)],
+        writer.initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="certfsm-tests")
     model.ir_version = 7
     onnx.checker.check_model(model)
@@ -144,8 +149,12 @@ class _Writer:
             alpha, beta = alpha_beta
             scaled_weight = (weight.T / np.float32(alpha)).astype(np.float32)
             scaled_bias = (bias / np.float32(beta)).astype(np.float32)
-            return self.node("Gemm", [current, self.constant(scaled_weight), self.constant(scaled_bias)],
-                             alpha=float(alpha), beta=float(beta))
+            return self.node(
+                "Gemm",
+                [current, self.constant(scaled_weight), self.constant(scaled_bias)],
+                alpha=float(alpha),
+                beta=float(beta),
+            )
         if kind == "matmul_add":
             product = self.node("MatMul", [current, self.constant(weight.T.copy())])
             return self.node("Add", [product, self.constant(bias)])

@@ -149,8 +149,9 @@ def _apply(node, operands: list, arithmetic) -> np.ndarray:
     if op == "Relu":
         return _elementwise(arithmetic.relu, operands[0])
     if op in ("Add", "Sub", "Mul", "Div"):
-        return _elementwise(getattr(operator, {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "truediv"}[op]),
-                            *operands)
+        return _elementwise(
+            getattr(operator, {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "truediv"}[op]), *operands
+        )
     if op == "MatMul":
         return np.matmul(operands[0], operands[1])
     if op == "Gemm":
@@ -313,8 +314,9 @@ def exact_answer(model, vnnlib, timeout_s: float = 60.0) -> str:
     return "unsat" if exact_witness(model, vnnlib, timeout_s) is None else "sat"
 
 
-def exact_maximum(model, lower: Sequence, upper: Sequence, weights: Sequence,
-                  timeout_s: float = 60.0) -> tuple[Fraction, list[Fraction]]:
+def exact_maximum(
+    model, lower: Sequence, upper: Sequence, weights: Sequence, timeout_s: float = 60.0
+) -> tuple[Fraction, list[Fraction]]:
     """The exact maximum of sum_j weights[j] * Y_j over the box [lower, upper], and a point reaching it."""
     model = load_model(model)
     arithmetic = _Symbolic()

@@ -17,7 +17,9 @@ from certfsm.verify._property import Conjunction, Property
 
 
 def _net(*layers) -> Network:
-    return Network(tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers)))
+    return Network(
+        tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers))
+    )
 
 
 IDENTITY = _net(([[1.0], [-1.0]], [0.0, 0.0]), ([[1.0, -1.0]], [0.0]))
@@ -33,7 +35,11 @@ def networks_and_boxes(draw):
     """A random ReLU network (float32-exact weights), a batch of boxes and objective rows."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
-    sizes = [draw(st.integers(1, 4))] + [draw(st.integers(1, 8)) for _ in range(draw(st.integers(0, 3)))] + [draw(st.integers(1, 3))]
+    sizes = (
+        [draw(st.integers(1, 4))]
+        + [draw(st.integers(1, 8)) for _ in range(draw(st.integers(0, 3)))]
+        + [draw(st.integers(1, 3))]
+    )
     layers = []
     for k, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
         weight = rng.normal(size=(n_out, n_in)).astype(np.float32).astype(np.float64)
@@ -73,8 +79,9 @@ def test_objective_lower_bounds_never_exceed_a_sampled_value(case):
 def test_preactivation_bounds_contain_every_sampled_preactivation(case):
     network, lowers, uppers, _, _, rng = case
     hidden = _bounds.preactivation_bounds(network, lowers, uppers)
-    chosen = _bounds.preactivation_bounds(network, lowers, uppers, known=_bounds.pack(hidden, len(lowers)),
-                                          slope_choices=True)
+    chosen = _bounds.preactivation_bounds(
+        network, lowers, uppers, known=_bounds.pack(hidden, len(lowers)), slope_choices=True
+    )
     assert len(hidden) == len(network.layers) - 1
     for plain, tight in zip(hidden, chosen):
         assert np.all(tight.low >= plain.low) and np.all(tight.high <= plain.high)
@@ -94,7 +101,9 @@ def test_preactivation_bounds_contain_every_sampled_preactivation(case):
 def test_a_batch_is_bounded_like_its_boxes_one_by_one(case):
     network, lowers, uppers, C, d, _ = case
     together = _bounds.objective_lower_bounds(network, lowers, uppers, C, d)
-    alone = np.concatenate([_bounds.objective_lower_bounds(network, lowers[k], uppers[k], C, d) for k in range(len(lowers))])
+    alone = np.concatenate(
+        [_bounds.objective_lower_bounds(network, lowers[k], uppers[k], C, d) for k in range(len(lowers))]
+    )
     np.testing.assert_allclose(together, alone, rtol=1e-12, atol=1e-12)
 
 
@@ -149,10 +158,21 @@ def test_check_proves_an_empty_unsafe_set():
 @pytest.mark.parametrize(
     "prop, timeout, message",
     [
-        (Property("p", [0.0], [1.0], ()), 0, r"^bounds: timeout=0 is not a positive number of seconds; give e\.g\. timeout=60$"),
-        (Property("p", [0.0, 0.0], [1.0, 1.0], ()), 5, r"^bounds: property 'p' bounds 2 inputs but the network takes 1; "),
-        (Property("p", [0.0], [1.0], (Conjunction([[1.0, 1.0]], [0.0]),)), 5,
-         r"^bounds: property 'p' unsafe\[0\] constrains 2 outputs but the network has 1; give one column per network output$"),
+        (
+            Property("p", [0.0], [1.0], ()),
+            0,
+            r"^bounds: timeout=0 is not a positive number of seconds; give e\.g\. timeout=60$",
+        ),
+        (
+            Property("p", [0.0, 0.0], [1.0, 1.0], ()),
+            5,
+            r"^bounds: property 'p' bounds 2 inputs but the network takes 1; ",
+        ),
+        (
+            Property("p", [0.0], [1.0], (Conjunction([[1.0, 1.0]], [0.0]),)),
+            5,
+            r"^bounds: property 'p' unsafe\[0\] constrains 2 outputs but the network has 1; give one column per network output$",
+        ),
     ],
 )
 def test_check_rejects_bad_arguments(prop, timeout, message):

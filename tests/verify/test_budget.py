@@ -45,11 +45,18 @@ def test_a_budget_does_not_hide_a_counterexample():
     assert check(XOR, XOR_UNSAFE, timeout=30, jobs=1, budget=WorkBudget(boxes=1)).verdict == "violated"
 
 
-@pytest.mark.parametrize("engine, budget, message", [
-    ("z3", WorkBudget(), r"^budget=WorkBudget\(.*\) with engine='z3': a work budget is a WorkBudget, for engine "
-                         r"'auto' or 'bounds'; give budget=None or engine='auto'$"),
-    ("auto", 100, r"^budget=100 with engine='auto': a work budget is a WorkBudget"),
-])
+@pytest.mark.parametrize(
+    "engine, budget, message",
+    [
+        (
+            "z3",
+            WorkBudget(),
+            r"^budget=WorkBudget\(.*\) with engine='z3': a work budget is a WorkBudget, for engine "
+            r"'auto' or 'bounds'; give budget=None or engine='auto'$",
+        ),
+        ("auto", 100, r"^budget=100 with engine='auto': a work budget is a WorkBudget"),
+    ],
+)
 def test_a_budget_is_refused_where_it_means_nothing(engine, budget, message):
     with pytest.raises(EngineError, match=message):
         check(BUMPY, BUMPY_SAFE, engine=engine, timeout=30, jobs=1, budget=budget)

@@ -26,7 +26,9 @@ needs_z3 = pytest.mark.skipif(not HAS_Z3, reason="z3-solver is not installed")
 
 
 def _net(*layers) -> Network:
-    return Network(tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers)))
+    return Network(
+        tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers))
+    )
 
 
 IDENTITY = _net(([[1.0], [-1.0]], [0.0, 0.0]), ([[1.0, -1.0]], [0.0]))
@@ -96,7 +98,9 @@ def test_whole_box_bounds_settle_an_easy_case_without_splitting():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["auto", "bounds", pytest.param("marabou", marks=needs_marabou), pytest.param("z3", marks=needs_z3)])
+@pytest.mark.parametrize(
+    "engine", ["auto", "bounds", pytest.param("marabou", marks=needs_marabou), pytest.param("z3", marks=needs_z3)]
+)
 def test_every_engine_gives_the_known_answers(engine):
     proved = check(THREE_TOKENS, TOKEN_NEVER, engine=engine, timeout=30, jobs=1)
     assert proved.verdict == "proved", proved.reason
@@ -216,7 +220,9 @@ def _hanging_search(*args, **kwargs):
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_timeout_is_strict_and_leaves_no_worker_behind(monkeypatch, jobs):
     if jobs == 1:
-        monkeypatch.setattr(_split, "search", lambda network, prop, objectives, boxes, deadline, **kw: _slow_search(deadline, boxes))
+        monkeypatch.setattr(
+            _split, "search", lambda network, prop, objectives, boxes, deadline, **kw: _slow_search(deadline, boxes)
+        )
     else:
         monkeypatch.setattr(_split, "search", _hanging_search)
         _force_pool(monkeypatch)
@@ -236,7 +242,9 @@ def _slow_search(deadline, boxes):
 
 def test_progress_reports_a_growing_closed_fraction_up_to_one():
     seen = []
-    result = check(BUMPY, BUMPY_SAFE, timeout=30, jobs=1, progress=lambda fraction, message: seen.append((fraction, message)))
+    result = check(
+        BUMPY, BUMPY_SAFE, timeout=30, jobs=1, progress=lambda fraction, message: seen.append((fraction, message))
+    )
     assert result.verdict == "proved"
     fractions = [fraction for fraction, _ in seen]
     assert fractions == sorted(fractions)
@@ -280,7 +288,10 @@ def test_both_engines_need_both_proofs(monkeypatch):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"engine": "cplex"}, r"^engine='cplex' is not one of auto, marabou, z3, both, bounds; give e\.g\. engine='auto'$"),
+        (
+            {"engine": "cplex"},
+            r"^engine='cplex' is not one of auto, marabou, z3, both, bounds; give e\.g\. engine='auto'$",
+        ),
         ({"timeout": -1}, r"^timeout=-1 is not a positive number of seconds; give e\.g\. timeout=60$"),
         ({"timeout": float("nan")}, r"^timeout=nan is not a positive number of seconds; "),
         ({"jobs": 0}, r"^jobs=0 is not a positive number of worker processes; give e\.g\. jobs=2 or None$"),

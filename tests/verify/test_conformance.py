@@ -35,8 +35,15 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm import AffineLayer, Network
-from certfsm.verify import (ENGINE_REGISTRY, Conjunction, Property, Result, chosen_conjunction, exact_outputs,
-                            prove_boxes)
+from certfsm.verify import (
+    ENGINE_REGISTRY,
+    Conjunction,
+    Property,
+    Result,
+    chosen_conjunction,
+    exact_outputs,
+    prove_boxes,
+)
 from certfsm.verify._engines import solver_package
 
 TIMEOUT = 20.0
@@ -48,8 +55,10 @@ def _direct(module, network: Network, prop: Property, timeout: float) -> Result:
 
 def _registered(name: str) -> Callable[..., Result]:
     """`certfsm.verify.check` with the registered engine `name`."""
+
     def call(module, network: Network, prop: Property, timeout: float) -> Result:
         return module.check(network, prop, engine=name, timeout=timeout)
+
     call.engine = name
     return call
 
@@ -59,8 +68,10 @@ def _halves(prop: Property) -> tuple[np.ndarray, np.ndarray]:
     mid = (prop.lower + prop.upper) / 2.0
     sides = [((low, centre), (centre, high)) for low, centre, high in zip(prop.lower, mid, prop.upper)]
     parts = list(itertools.product(*sides))
-    return (np.array([[side[0] for side in part] for part in parts]),
-            np.array([[side[1] for side in part] for part in parts]))
+    return (
+        np.array([[side[0] for side in part] for part in parts]),
+        np.array([[side[1] for side in part] for part in parts]),
+    )
 
 
 def _many_boxes(module, network: Network, prop: Property, timeout: float) -> Result:
@@ -107,8 +118,15 @@ ENGINES = (
     Engine("certfsm.verify._z3", ("z3",), _direct),
     Engine("certfsm.verify._bounds", (), _direct),
     Engine("certfsm.verify._slopes", (), _direct),
-    *(Engine("certfsm.verify._check", tuple(solver_package(s) for s in registered.solvers), _registered(name),
-                incomplete=not registered.complete) for name, registered in ENGINE_REGISTRY.items()),
+    *(
+        Engine(
+            "certfsm.verify._check",
+            tuple(solver_package(s) for s in registered.solvers),
+            _registered(name),
+            incomplete=not registered.complete,
+        )
+        for name, registered in ENGINE_REGISTRY.items()
+    ),
     Engine("certfsm.verify", (), _many_boxes, incomplete=True),
 )
 """The solver back-ends, then every engine of the registry through `check` (one that registers joins here)."""
@@ -171,9 +189,14 @@ CASES = (
     Case("identity-empty-unsafe-set", IDENTITY, _prop(-1, 1), "proved"),
     Case("identity-point-box-hit", IDENTITY, _prop(0.25, 0.25, _ge(0.25)), "violated"),
     Case("identity-point-box-miss", IDENTITY, _prop(0.25, 0.25, _ge(0.3)), "proved"),
-    Case("abs-diff-disjunction-unreachable", ABS_DIFF, _prop([0, 0], [1, 1], _ge(1.5, 0, 2), _le(-1.5, 1, 2)), "proved"),
     Case(
-        "abs-diff-disjunction-second-branch", ABS_DIFF, _prop([0, 0], [1, 1], _ge(1.5, 0, 2), _le(-0.5, 1, 2)), "violated"
+        "abs-diff-disjunction-unreachable", ABS_DIFF, _prop([0, 0], [1, 1], _ge(1.5, 0, 2), _le(-1.5, 1, 2)), "proved"
+    ),
+    Case(
+        "abs-diff-disjunction-second-branch",
+        ABS_DIFF,
+        _prop([0, 0], [1, 1], _ge(1.5, 0, 2), _le(-0.5, 1, 2)),
+        "violated",
     ),
     Case(
         "abs-diff-conjunction", ABS_DIFF, _prop([0, 0], [1, 1], Conjunction([[-1, 0], [0, 1]], [-0.75, 0])), "violated"
@@ -228,8 +251,11 @@ def test_engine_gives_the_known_answer(engine, case):
     result = spec.call(module, case.network, case.prop, TIMEOUT)
     assert isinstance(result, Result)
     assert_consistent(
-        result, case.expected, complete=spec.is_complete(module),
-        network=case.network, prop=case.prop,
+        result,
+        case.expected,
+        complete=spec.is_complete(module),
+        network=case.network,
+        prop=case.prop,
     )
 
 
@@ -354,16 +380,23 @@ def test_prove_boxes_never_proves_a_box_with_a_planted_unsafe_point(data, proble
     """Plant an unsafe point x (its exact outputs meet a random row with equality, the tightest case) and give
     boxes that hold x, down to the point box [x, x]: none of them may be proved."""
     network, prop = problem
-    x = prop.lower + np.array(data.draw(st.lists(st.integers(0, 4), min_size=prop.n_inputs,
-                                                 max_size=prop.n_inputs))) / 4.0 * (prop.upper - prop.lower)
-    row = np.array(data.draw(st.lists(st.integers(-2, 2), min_size=network.n_outputs, max_size=network.n_outputs)),
-                   dtype=float)
+    x = prop.lower + np.array(
+        data.draw(st.lists(st.integers(0, 4), min_size=prop.n_inputs, max_size=prop.n_inputs))
+    ) / 4.0 * (prop.upper - prop.lower)
+    row = np.array(
+        data.draw(st.lists(st.integers(-2, 2), min_size=network.n_outputs, max_size=network.n_outputs)), dtype=float
+    )
     at_x = sum((float(a) * y for a, y in zip(row, exact_outputs(network, x)) if a), 0)
-    planted = Property("planted", prop.lower, prop.upper,
-                       (Conjunction(row[None], [float(at_x)], ("planted",), exact_b=(at_x,)),))
+    planted = Property(
+        "planted", prop.lower, prop.upper, (Conjunction(row[None], [float(at_x)], ("planted",), exact_b=(at_x,)),)
+    )
     assert planted.is_unsafe_exactly(exact_outputs(network, x))
-    reach = np.array(data.draw(st.lists(st.integers(0, 4), min_size=2 * prop.n_inputs,
-                                        max_size=2 * prop.n_inputs))).reshape(2, -1) / 4.0
+    reach = (
+        np.array(
+            data.draw(st.lists(st.integers(0, 4), min_size=2 * prop.n_inputs, max_size=2 * prop.n_inputs))
+        ).reshape(2, -1)
+        / 4.0
+    )
     lower = np.array([x, np.maximum(prop.lower, x - reach[0]), prop.lower])
     upper = np.array([x, np.minimum(prop.upper, x + reach[1]), prop.upper])
     found = prove_boxes(network, planted, lower, upper, max_depth=6)
@@ -389,12 +422,19 @@ def test_prove_boxes_keeps_overlapping_boxes_apart():
     assert found.proved.tolist() == [True, False, True]
 
 
-@pytest.mark.parametrize("lower, upper, message", [
-    ([[0.0, 0.0]], [[2.0, 1.0]], r"^prove_boxes: a box leaves the box of property 'conformance'; widen"),
-    ([[0.5, 0.0]], [[0.25, 1.0]], r"^prove_boxes: every box must be finite with lower <= upper \(property"),
-    ([[0.0, np.nan]], [[1.0, 1.0]], r"^prove_boxes: every box must be finite"),
-    ([[0.0]], [[1.0]], r"^prove_boxes: lower \(1, 1\) and upper \(1, 1\) must both be \(boxes, 2\), one row per box"),
-])
+@pytest.mark.parametrize(
+    "lower, upper, message",
+    [
+        ([[0.0, 0.0]], [[2.0, 1.0]], r"^prove_boxes: a box leaves the box of property 'conformance'; widen"),
+        ([[0.5, 0.0]], [[0.25, 1.0]], r"^prove_boxes: every box must be finite with lower <= upper \(property"),
+        ([[0.0, np.nan]], [[1.0, 1.0]], r"^prove_boxes: every box must be finite"),
+        (
+            [[0.0]],
+            [[1.0]],
+            r"^prove_boxes: lower \(1, 1\) and upper \(1, 1\) must both be \(boxes, 2\), one row per box",
+        ),
+    ],
+)
 def test_prove_boxes_refuses_boxes_that_do_not_fit(lower, upper, message):
     with pytest.raises(ValueError, match=message):
         prove_boxes(XOR, _prop([0, 0], [1, 1], _ge(1.25)), lower, upper)

@@ -40,10 +40,17 @@ def test_sound_rounding_brackets_the_exact_value_by_neighbouring_floats(value):
     assert high == low or np.nextafter(low, np.inf) == high
 
 
-@pytest.mark.parametrize("value, text", [
-    (TENTH, "0.1"), (Fraction(-3, 4), "(- 0.75)"), (Fraction(7), "7.0"), (Fraction(1, 3), "(/ 1.0 3.0)"),
-    (Fraction(-2, 7), "(- (/ 2.0 7.0))"), (Fraction(30000000000000001, 10**17), "0.30000000000000001"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (TENTH, "0.1"),
+        (Fraction(-3, 4), "(- 0.75)"),
+        (Fraction(7), "7.0"),
+        (Fraction(1, 3), "(/ 1.0 3.0)"),
+        (Fraction(-2, 7), "(- (/ 2.0 7.0))"),
+        (Fraction(30000000000000001, 10**17), "0.30000000000000001"),
+    ],
+)
 def test_rationals_are_written_exactly_in_smtlib(value, text):
     assert rational_term(value) == text
 
@@ -106,8 +113,9 @@ def test_a_witness_only_the_floats_accept_is_rejected():
 
 
 def test_the_smtlib_query_states_strict_rows_and_exact_constants():
-    prop = Property("p", [0.0], [0.1], (_at_least(TENTH, strict=True),), exact_lower=(Fraction(0),),
-                    exact_upper=(TENTH,))
+    prop = Property(
+        "p", [0.0], [0.1], (_at_least(TENTH, strict=True),), exact_lower=(Fraction(0),), exact_upper=(TENTH,)
+    )
     script = smtlib_script(_identity(), prop)
     assert "(assert (and (<= 0.0 X_0) (<= X_0 0.1)))" in script
     assert "(assert (< (- Y_0) (- 0.1)))" in script

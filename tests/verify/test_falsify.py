@@ -13,7 +13,9 @@ from certfsm.verify._property import Conjunction, Property, chosen_conjunction
 
 
 def _net(*layers) -> Network:
-    return Network(tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers)))
+    return Network(
+        tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers))
+    )
 
 
 def _random_net(rng: np.random.Generator, sizes) -> Network:
@@ -119,4 +121,3 @@ def test_a_region_attack_finds_a_violation_inside_its_boxes_and_samples_only_the
     x = falsify(PEAK, prop, budget_seconds=2.0, rng=0, region=region)
     assert x is not None and prop.contains_input(x)
     assert prop.unsafe_slack(PEAK.evaluate(x)) >= 0.0
-

@@ -12,18 +12,27 @@ from certfsm.verify._property import Conjunction, Property
 from certfsm.verify._report import InputNaming, write_report
 from certfsm.verify._result import Result
 
-NETWORK = Network((AffineLayer([[1.0, -1.0], [0.5, 0.25]], [0.0, 0.0], "L1"),
-                   AffineLayer([[1.0, 1.0]], [0.0], "L2")))
-PROPS = [Property("holds", [0, 0], [1, 1], (Conjunction([[1.0]], [-1.0]),), "output below -1 is unsafe"),
-         Property("fails", [0, 0], [1, 1], (Conjunction([[-1.0]], [-0.5]),), "output above 0.5 is unsafe")]
-RESULTS = [Result("proved", "z3", 0.01),
-           Result("violated", "falsify", 0.02, counterexample=np.array([1.0, 0.0]), outputs=np.array([1.5]))]
+NETWORK = Network((AffineLayer([[1.0, -1.0], [0.5, 0.25]], [0.0, 0.0], "L1"), AffineLayer([[1.0, 1.0]], [0.0], "L2")))
+PROPS = [
+    Property("holds", [0, 0], [1, 1], (Conjunction([[1.0]], [-1.0]),), "output below -1 is unsafe"),
+    Property("fails", [0, 0], [1, 1], (Conjunction([[-1.0]], [-0.5]),), "output above 0.5 is unsafe"),
+]
+RESULTS = [
+    Result("proved", "z3", 0.01),
+    Result("violated", "falsify", 0.02, counterexample=np.array([1.0, 0.0]), outputs=np.array([1.5])),
+]
 
 
 def _write(folder, results=RESULTS):
-    return write_report(folder, title="tiny", network=NETWORK, properties=PROPS, results=results,
-                        naming=InputNaming(("load", "temp"), ("%", "degC"), ("SCORE",)),
-                        settings={"engine": "auto", "timeout": 5, "jobs": 1})
+    return write_report(
+        folder,
+        title="tiny",
+        network=NETWORK,
+        properties=PROPS,
+        results=results,
+        naming=InputNaming(("load", "temp"), ("%", "degC"), ("SCORE",)),
+        settings={"engine": "auto", "timeout": 5, "jobs": 1},
+    )
 
 
 def test_summary_lists_each_property_with_its_file_and_hash(tmp_path):
@@ -56,6 +65,7 @@ def test_a_failure_midway_leaves_the_old_report_untouched_and_no_debris(tmp_path
         return real(path, *args, **kwargs)
 
     from certfsm.verify import _smtlib
+
     real = _smtlib.write_smtlib
     monkeypatch.setattr(_smtlib, "write_smtlib", failing_write)
     with pytest.raises(OSError, match="disk full"):
@@ -85,21 +95,33 @@ def test_a_staged_folder_names_the_callers_parameter_not_a_flag(tmp_path, kwargs
     from certfsm._staging import staged_folder
 
     (tmp_path / "r").write_text("not a folder")
-    with pytest.raises(ReportError, match=rf"^{re.escape(str(tmp_path / 'r'))}: exists and is not a folder; "
-                                          rf"choose another {parameter}= path$") as error:
+    with pytest.raises(
+        ReportError,
+        match=rf"^{re.escape(str(tmp_path / 'r'))}: exists and is not a folder; "
+        rf"choose another {parameter}= path$",
+    ) as error:
         with staged_folder(tmp_path / "r", **kwargs):
             pass
     assert "--" not in str(error.value)
     blocked = tmp_path / "r" / "inside"
-    with pytest.raises(ReportError, match=rf"^{re.escape(str(blocked))}: cannot create the report folder \(.*\); "
-                                          rf"choose a writable {parameter}= path$"):
+    with pytest.raises(
+        ReportError,
+        match=rf"^{re.escape(str(blocked))}: cannot create the report folder \(.*\); "
+        rf"choose a writable {parameter}= path$",
+    ):
         with staged_folder(blocked, **kwargs):
             pass
 
 
-@pytest.mark.parametrize("verdicts, overall", [
-    (["proved", "proved"], "proved"), (["proved", "unknown"], "unknown"),
-    (["unknown", "violated"], "violated"), ([], "unknown")])
+@pytest.mark.parametrize(
+    "verdicts, overall",
+    [
+        (["proved", "proved"], "proved"),
+        (["proved", "unknown"], "unknown"),
+        (["unknown", "violated"], "violated"),
+        ([], "unknown"),
+    ],
+)
 def test_overall_verdict(verdicts, overall):
     assert _report.overall_verdict(verdicts) == overall
 
@@ -115,4 +137,3 @@ def test_a_report_folder_is_readable_by_others_as_mkdir_would_make_it(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "shared").stat().st_mode & 0o777 == 0o777 & ~umask
-

@@ -6,13 +6,15 @@ import pytest
 
 from certfsm.verify import SharedPrefix, solve_text
 
-PREFIX = "\n".join([
-    "(declare-const x (_ BitVec 8))",
-    "(declare-const y (_ BitVec 8))",
-    "(define-fun double ((v (_ BitVec 8))) (_ BitVec 8) (bvadd v v))",
-    "(assert (= y (double x)))",
-    "(assert (bvult x #x40))",
-])
+PREFIX = "\n".join(
+    [
+        "(declare-const x (_ BitVec 8))",
+        "(declare-const y (_ BitVec 8))",
+        "(define-fun double ((v (_ BitVec 8))) (_ BitVec 8) (bvadd v v))",
+        "(assert (= y (double x)))",
+        "(assert (bvult x #x40))",
+    ]
+)
 DECLARATIONS = "(declare-const x (_ BitVec 8))\n(declare-const y (_ BitVec 8))"
 TAILS = {
     "y is even": "(assert (= ((_ extract 0 0) y) #b1))",  # negated: unsat, y = 2x is even

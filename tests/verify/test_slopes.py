@@ -16,7 +16,9 @@ from test_bounds import _samples, networks_and_boxes
 
 
 def _net(*layers) -> Network:
-    return Network(tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers)))
+    return Network(
+        tuple(AffineLayer(np.array(w, float), np.array(b, float), f"layer{k}") for k, (w, b) in enumerate(layers))
+    )
 
 
 # y = 3 relu(-2 x0 - 1.5 x1 - 1.5) + relu(0.5 x0 - x1 + 1) - relu(x0 + x1 - 0.5): at least -1.0 on [-1, 1]^2
@@ -92,8 +94,16 @@ def test_check_never_says_violated_and_proves_an_empty_unsafe_set():
 @pytest.mark.parametrize(
     "prop, timeout, message",
     [
-        (Property("p", [0.0], [1.0], ()), 0, r"^slopes: timeout=0 is not a positive number of seconds; give e\.g\. timeout=60$"),
-        (Property("p", [0.0, 0.0], [1.0, 1.0], ()), 5, r"^slopes: property 'p' bounds 2 inputs but the network takes 1; "),
+        (
+            Property("p", [0.0], [1.0], ()),
+            0,
+            r"^slopes: timeout=0 is not a positive number of seconds; give e\.g\. timeout=60$",
+        ),
+        (
+            Property("p", [0.0, 0.0], [1.0, 1.0], ()),
+            5,
+            r"^slopes: property 'p' bounds 2 inputs but the network takes 1; ",
+        ),
     ],
 )
 def test_check_rejects_bad_arguments(prop, timeout, message):

@@ -167,8 +167,10 @@ def test_script_rejects_a_property_for_another_network():
 def _exact_outputs(network: Network, x) -> list[Fraction]:
     values = [Fraction(float(v)) for v in x]
     for index, layer in enumerate(network.layers):
-        values = [sum((Fraction(float(w)) * v for w, v in zip(row, values)), Fraction(float(b)))
-                  for row, b in zip(layer.weight, layer.bias)]
+        values = [
+            sum((Fraction(float(w)) * v for w, v in zip(row, values)), Fraction(float(b)))
+            for row, b in zip(layer.weight, layer.bias)
+        ]
         if index < len(network.layers) - 1:
             values = [max(v, Fraction(0)) for v in values]
     return values
@@ -218,8 +220,17 @@ def test_empty_unsafe_set_is_false_and_one_disjunct_is_unwrapped():
 
 def test_golden_file(tmp_path):
     path = tmp_path / "tiny.smt2"
-    sha = write_smtlib(path, tiny_network(), tiny_property(), verdict="violated", engine="z3", seconds=1.25,
-                       property_text="(assert (>= Y_0 Y_1))", extra={"query": "1 of 1"}, stable=True)
+    sha = write_smtlib(
+        path,
+        tiny_network(),
+        tiny_property(),
+        verdict="violated",
+        engine="z3",
+        seconds=1.25,
+        property_text="(assert (>= Y_0 Y_1))",
+        extra={"query": "1 of 1"},
+        stable=True,
+    )
     produced = path.read_bytes()
     assert sha == hashlib.sha256(produced).hexdigest()
     golden = GOLDEN / "tiny.smt2"
@@ -235,8 +246,16 @@ def test_golden_file(tmp_path):
 
 def test_header_fields(tmp_path):
     path = tmp_path / "q.smt2"
-    write_smtlib(path, tiny_network(), tiny_property(), verdict="proved", engine="marabou", seconds=2.5,
-                 tool_version="9.9.9", extra={"reason": "Marabou:\nUNSAT", "sub box": 3})
+    write_smtlib(
+        path,
+        tiny_network(),
+        tiny_property(),
+        verdict="proved",
+        engine="marabou",
+        seconds=2.5,
+        tool_version="9.9.9",
+        extra={"reason": "Marabou:\nUNSAT", "sub box": 3},
+    )
     text = path.read_text()
     header = read_header(text)
     assert header == {
@@ -261,10 +280,12 @@ def test_header_fields(tmp_path):
 def test_stable_header_leaves_out_time_and_version(tmp_path):
     first, second = tmp_path / "a.smt2", tmp_path / "b" / "a.smt2"
     second.parent.mkdir()
-    sha_first = write_smtlib(first, tiny_network(), tiny_property(), verdict="unknown", engine="z3", seconds=1.0,
-                             stable=True)
-    sha_second = write_smtlib(second, tiny_network(), tiny_property(), verdict="unknown", engine="z3", seconds=7.0,
-                              stable=True)
+    sha_first = write_smtlib(
+        first, tiny_network(), tiny_property(), verdict="unknown", engine="z3", seconds=1.0, stable=True
+    )
+    sha_second = write_smtlib(
+        second, tiny_network(), tiny_property(), verdict="unknown", engine="z3", seconds=7.0, stable=True
+    )
     assert sha_first == sha_second
     header = read_header(first.read_text())
     assert "seconds" not in header and "certfsm-version" not in header
@@ -297,14 +318,28 @@ def test_write_into_a_missing_folder_is_a_report_error(tmp_path):
 )
 def test_write_rejects_inconsistent_verdicts(tmp_path, verdict, status, message):
     with pytest.raises(ValueError, match=message):
-        write_smtlib(tmp_path / "q.smt2", tiny_network(), tiny_property(), verdict=verdict, status=status,
-                     engine="z3", seconds=0.0)
+        write_smtlib(
+            tmp_path / "q.smt2",
+            tiny_network(),
+            tiny_property(),
+            verdict=verdict,
+            status=status,
+            engine="z3",
+            seconds=0.0,
+        )
     assert not (tmp_path / "q.smt2").exists()
 
 
 def test_a_sub_box_of_a_violated_property_may_record_unsat(tmp_path):
-    write_smtlib(tmp_path / "q.smt2", tiny_network(), tiny_property(), verdict="violated", status="unsat",
-                 engine="z3", seconds=0.0)
+    write_smtlib(
+        tmp_path / "q.smt2",
+        tiny_network(),
+        tiny_property(),
+        verdict="violated",
+        status="unsat",
+        engine="z3",
+        seconds=0.0,
+    )
     assert read_status((tmp_path / "q.smt2").read_text()) == "unsat"
 
 
@@ -313,8 +348,11 @@ def test_a_sub_box_of_a_violated_property_may_record_unsat(tmp_path):
 needs_z3_command = pytest.mark.skipif(not HAS_Z3_COMMAND, reason="no z3 command on PATH; pip install z3-solver")
 
 # |x| = relu(x) + relu(-x) on [-1, 1]: |x| <= -0.25 is impossible, |x| >= 0.5 happens.
-ABS = Network((AffineLayer([[1.0], [-1.0]], [0.0, 0.0], "hidden"), AffineLayer([[1.0, 1.0]], [0.0], "output")),
-              source_path="abs.onnx", sha256="cd" * 32)
+ABS = Network(
+    (AffineLayer([[1.0], [-1.0]], [0.0, 0.0], "hidden"), AffineLayer([[1.0, 1.0]], [0.0], "output")),
+    source_path="abs.onnx",
+    sha256="cd" * 32,
+)
 NEGATIVE = Property("abs_negative", [-1.0], [1.0], (Conjunction([[1.0]], [-0.25]),))
 LARGE = Property("abs_large", [-1.0], [1.0], (Conjunction([[-1.0]], [-0.5]),))
 
@@ -430,12 +468,18 @@ def test_recheck_with_cvc5(tmp_path):
 def test_recheck_without_cvc5_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setattr(_recheck.shutil, "which", lambda name: None)
     monkeypatch.setattr(_recheck.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(EngineError, match=r"^recheck: cvc5 is not installed \(.*\); pip install cvc5, or use "
-                                          r"solver='z3'$"):
+    with pytest.raises(
+        EngineError,
+        match=r"^recheck: cvc5 is not installed \(.*\); pip install cvc5, or use "
+        r"solver='z3'$",
+    ):
         recheck_folder(report_folder(tmp_path / "r"), solver="cvc5")
     code, out, err = run_main("recheck", tmp_path / "r", "--solver", "cvc5")
-    assert (code, out) == (2, "") and re.fullmatch(r"certfsm: error: recheck: cvc5 is not installed \(.*\); pip "
-                                                   r"install cvc5, or use --solver z3\n", err), err
+    assert (code, out) == (2, "") and re.fullmatch(
+        r"certfsm: error: recheck: cvc5 is not installed \(.*\); pip "
+        r"install cvc5, or use --solver z3\n",
+        err,
+    ), err
     with pytest.raises(EngineError, match=r"^recheck: no z3 command on PATH; pip install z3-solver"):
         recheck_folder(tmp_path / "r", solver="z3")
 
@@ -445,12 +489,24 @@ def test_recheck_without_cvc5_says_how_to_install_it(tmp_path, monkeypatch):
     [
         (lambda f: None, {}, ReportError, r"^.*/r: no such report folder; give the folder that certfsm verify wrote$"),
         (lambda f: f.mkdir(), {}, ReportError, r"^.*/r: holds no \.smt2 files, so there is nothing to re-check; "),
-        (lambda f: report_folder(f), {"solver": "yices"}, EngineError,
-         r"^recheck: solver='yices' is not one of \('z3', 'cvc5'\); choose z3 or cvc5$"),
-        (lambda f: report_folder(f), {"timeout": 0}, EngineError,
-         r"^recheck: timeout=0 is not a positive number of seconds; give e\.g\. 60$"),
-        (lambda f: (report_folder(f) / "summary.json").write_text("{not json"), {}, ReportError,
-         r"^.*/r/summary\.json: cannot be read as JSON \(.*\); restore it or remove it"),
+        (
+            lambda f: report_folder(f),
+            {"solver": "yices"},
+            EngineError,
+            r"^recheck: solver='yices' is not one of \('z3', 'cvc5'\); choose z3 or cvc5$",
+        ),
+        (
+            lambda f: report_folder(f),
+            {"timeout": 0},
+            EngineError,
+            r"^recheck: timeout=0 is not a positive number of seconds; give e\.g\. 60$",
+        ),
+        (
+            lambda f: (report_folder(f) / "summary.json").write_text("{not json"),
+            {},
+            ReportError,
+            r"^.*/r/summary\.json: cannot be read as JSON \(.*\); restore it or remove it",
+        ),
     ],
 )
 def test_recheck_bad_arguments(tmp_path, setup, kwargs, error, message):
@@ -497,8 +553,9 @@ def test_recheck_reports_a_timeout_as_not_ok(tmp_path, acasxu):
     network = _acasxu_network(root)
     folder = tmp_path / "r"
     folder.mkdir()
-    write_smtlib(folder / "acas.smt2", network, _acasxu_property(root, network), verdict="proved", engine="marabou",
-                 seconds=1.0)
+    write_smtlib(
+        folder / "acas.smt2", network, _acasxu_property(root, network), verdict="proved", engine="marabou", seconds=1.0
+    )
     [row] = recheck_folder(folder, timeout=1)
     assert (row.answer, row.ok) == ("timeout", False)
     assert row.note == "solver timed out after 1 s"

@@ -38,8 +38,13 @@ EVERY_ENGINE_SEEDS = 4
 from the oracle's Z3) costs more than most engines take to answer it, so the engines share the instances."""
 CHUNK = 5
 """Seeds per test, so the parallel workers share a family's instances evenly."""
-_RUN = dict(derandomize=True, database=None, deadline=None, phases=(Phase.explicit, Phase.generate),
-            suppress_health_check=[HealthCheck.too_slow])
+_RUN = dict(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def _check(instance, engine: str) -> None:
@@ -54,8 +59,10 @@ the fast set of the soundness-repro cases and the conformance suite)."""
 
 
 def _fast_engine_params() -> list:
-    return [p if p.values[0] in FAST_ENGINES else pytest.param(*p.values, marks=[*p.marks, pytest.mark.slow], id=p.id)
-            for p in engine_params()]
+    return [
+        p if p.values[0] in FAST_ENGINES else pytest.param(*p.values, marks=[*p.marks, pytest.mark.slow], id=p.id)
+        for p in engine_params()
+    ]
 
 
 @pytest.mark.slow
@@ -73,9 +80,16 @@ def _shared(family: str) -> pytest.MarkDecorator:
 
 
 def _chunks() -> list:
-    return [pytest.param(family, first, id=f"{family}-seeds{first}-{min(first + CHUNK, SEEDS) - 1}",
-                         marks=_shared(family) if first == 0 else ())
-            for family in soundness_cases.FAMILIES for first in range(0, SEEDS, CHUNK)]
+    return [
+        pytest.param(
+            family,
+            first,
+            id=f"{family}-seeds{first}-{min(first + CHUNK, SEEDS) - 1}",
+            marks=_shared(family) if first == 0 else (),
+        )
+        for family in soundness_cases.FAMILIES
+        for first in range(0, SEEDS, CHUNK)
+    ]
 
 
 _FAMILIES_SHARED = [pytest.param(family, id=family, marks=_shared(family)) for family in soundness_cases.FAMILIES]
@@ -120,11 +134,12 @@ def _as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 @settings(max_examples=FAST_EXAMPLES, **_RUN)
-@given(instance=instances(), point_seed=st.integers(0, 2 ** 32 - 1))
+@given(instance=instances(), point_seed=st.integers(0, 2**32 - 1))
 def test_oracle_evaluates_every_encoding_like_onnxruntime(instance, point_seed):
     """The oracle's own ONNX interpreter must compute what onnxruntime computes (in float64) on the same file."""
-    session = onnxruntime.InferenceSession(_as_float64(instance.model).SerializeToString(),
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        _as_float64(instance.model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     data = session.get_inputs()[0]
     point = np.random.default_rng(point_seed).uniform(-1, 1, oracle.input_count(instance.model))
     runtime = session.run(None, {data.name: point.reshape(data.shape)})[0].reshape(-1)

@@ -25,8 +25,10 @@ import pytest
 import soundness_oracle as oracle
 from soundness_judge import check_api, check_cli, engine_params
 
-REPRO = Path(os.environ.get("CERTFSM_SOUNDNESS_REPRO")
-             or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "soundness-repro")
+REPRO = Path(
+    os.environ.get("CERTFSM_SOUNDNESS_REPRO")
+    or Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "soundness-repro"
+)
 _ROW = re.compile(r"^\|\s*(\w[\w.-]*)\s*\|\s*(\w[\w-]*)\s*\|")
 
 
@@ -53,19 +55,37 @@ def _cases() -> list[Case]:
     families = _families(REPRO / "README.md")
     with open(REPRO / "instances.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return [Case(Path(row["vnnlib"]).stem, families.get(Path(row["vnnlib"]).stem, "unlisted"), REPRO / row["onnx"],
-                 REPRO / row["vnnlib"], float(row["timeout_s"]), row["expected"].strip()) for row in rows]
+    return [
+        Case(
+            Path(row["vnnlib"]).stem,
+            families.get(Path(row["vnnlib"]).stem, "unlisted"),
+            REPRO / row["onnx"],
+            REPRO / row["vnnlib"],
+            float(row["timeout_s"]),
+            row["expected"].strip(),
+        )
+        for row in rows
+    ]
 
 
 def _params(cases: list[Case], fast: set[str]) -> list:
     if not cases:
-        return [pytest.param(None, id="absent", marks=pytest.mark.skip(
-            reason=f"soundness-repro benchmark not found at {REPRO}; set CERTFSM_SOUNDNESS_REPRO to its folder"))]
+        return [
+            pytest.param(
+                None,
+                id="absent",
+                marks=pytest.mark.skip(
+                    reason=f"soundness-repro benchmark not found at {REPRO}; set CERTFSM_SOUNDNESS_REPRO to its folder"
+                ),
+            )
+        ]
     return [pytest.param(c, id=c.name, marks=() if c.name in fast else pytest.mark.slow) for c in cases]
 
 
 CASES = _cases()
-REPRESENTATIVES = {family: next(c for c in CASES if c.family == family) for family in dict.fromkeys(c.family for c in CASES)}
+REPRESENTATIVES = {
+    family: next(c for c in CASES if c.family == family) for family in dict.fromkeys(c.family for c in CASES)
+}
 """The first case of each family, in the benchmark's order."""
 ALL = _params(CASES, {c.name for c in REPRESENTATIVES.values()})
 ONE_PER_FAMILY = _params(list(REPRESENTATIVES.values()), set())

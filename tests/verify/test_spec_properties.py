@@ -45,21 +45,27 @@ def test_rule_box_is_the_rule_clipped_to_the_envelope():
     assert rule.upper.tolist() == [100.0, 110.0]
 
 
-@pytest.mark.parametrize("scores, unsafe", [
-    ([0.0, 1.0, 2.0], True),    # the retired head wins
-    ([2.0, 1.0, 2.0], True),    # a tie with the retired head counts as "can be chosen"
-    ([2.0, 1.0, 1.9], False),
-])
+@pytest.mark.parametrize(
+    "scores, unsafe",
+    [
+        ([0.0, 1.0, 2.0], True),  # the retired head wins
+        ([2.0, 1.0, 2.0], True),  # a tie with the retired head counts as "can be chosen"
+        ([2.0, 1.0, 1.9], False),
+    ],
+)
 def test_token_range_unsafe_set_means_an_illegal_index_is_chosen(scores, unsafe):
     token_range = spec_properties(_spec())[0]
     assert (token_range.unsafe_slack(np.array(scores)) >= 0) == unsafe
 
 
-@pytest.mark.parametrize("scores, unsafe", [
-    ([0.0, 1.0, -1.0], True),
-    ([1.0, 1.2, -1.0], False),  # INT4 wins, but by less than the 0.25 margin: the gate emits KEEP
-    ([1.0, 1.25, -1.0], True),  # exactly the margin counts (non-strict)
-])
+@pytest.mark.parametrize(
+    "scores, unsafe",
+    [
+        ([0.0, 1.0, -1.0], True),
+        ([1.0, 1.2, -1.0], False),  # INT4 wins, but by less than the 0.25 margin: the gate emits KEEP
+        ([1.0, 1.25, -1.0], True),  # exactly the margin counts (non-strict)
+    ],
+)
 def test_gated_rule_unsafe_set_needs_the_margin(scores, unsafe):
     gated_rule = spec_properties(_spec())[3]
     assert (gated_rule.unsafe_slack(np.array(scores)) >= 0) == unsafe

@@ -34,8 +34,9 @@ def offsets(decimal_text: str) -> tuple[Fraction, ...]:
     """How far past a decimal constant the score difference ends: 2^-60 and 2^-70 either side, and half the gap
     between the decimal and its float64 either side (where a constant read through float64 decides wrongly)."""
     gap = abs(Fraction(float(decimal_text)) - Fraction(decimal_text)) / 2
-    return tuple(sorted({Fraction(1, 2 ** 60), -Fraction(1, 2 ** 60), Fraction(1, 2 ** 70), -Fraction(1, 2 ** 70),
-                         gap, -gap} - {0}))
+    return tuple(
+        sorted({Fraction(1, 2**60), -Fraction(1, 2**60), Fraction(1, 2**70), -Fraction(1, 2**70), gap, -gap} - {0})
+    )
 
 
 def split32(value: Fraction, parts: int = 6) -> list[float]:
@@ -57,12 +58,22 @@ def affine_model(path, s: float, t_parts: list[float]) -> None:
     hidden_bias = np.array([0.0] * len(s_parts) + [1.0] * len(t_parts), dtype=np.float32)
     out_weight = np.array([[0.0] * count, s_parts + list(t_parts)], dtype=np.float32)
     out_bias = np.zeros(2, dtype=np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in ((hidden_weight, "W1"), (hidden_bias, "B1"),
-                                                       (out_weight, "W2"), (out_bias, "B2"))]
-    nodes = [helper.make_node("Gemm", ["x", "W1", "B1"], ["z"], transB=1), helper.make_node("Relu", ["z"], ["h"]),
-             helper.make_node("Gemm", ["h", "W2", "B2"], ["y"], transB=1)]
-    graph = helper.make_graph(nodes, "affine", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], inits)
+    inits = [
+        numpy_helper.from_array(a, n)
+        for a, n in ((hidden_weight, "W1"), (hidden_bias, "B1"), (out_weight, "W2"), (out_bias, "B2"))
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "B1"], ["z"], transB=1),
+        helper.make_node("Relu", ["z"], ["h"]),
+        helper.make_node("Gemm", ["h", "W2", "B2"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "affine",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        inits,
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
@@ -73,12 +84,14 @@ def exact_sum(parts) -> Fraction:
 def write_case(folder, box, margin, edges=None, gate="margin"):
     low, high = box
     edges = edges or ["0", "1"]
-    text = (f'{{"certfsm_spec": 1, "name": "seam", "model": "net.onnx", '
-            f'"inputs": [{{"name": "x", "unit": "", "min": 0, "max": 1, "edges": [{", ".join(edges)}]}}], '
-            f'"outputs": ["SAFE", "BAD"], "tokens": {{"SAFE": 0, "BAD": 1}}, "legal_tokens": ["SAFE", "BAD"], '
-            f'"decision": "argmax", "conservative_token": "SAFE", "confidence_gate": {{"{gate}": {margin}}}, '
-            f'"legality_rules": [{{"name": "box", "when": {{"x": {{"min": {low}, "max": {high}}}}}, '
-            f'"forbid": ["BAD"]}}]}}')
+    text = (
+        f'{{"certfsm_spec": 1, "name": "seam", "model": "net.onnx", '
+        f'"inputs": [{{"name": "x", "unit": "", "min": 0, "max": 1, "edges": [{", ".join(edges)}]}}], '
+        f'"outputs": ["SAFE", "BAD"], "tokens": {{"SAFE": 0, "BAD": 1}}, "legal_tokens": ["SAFE", "BAD"], '
+        f'"decision": "argmax", "conservative_token": "SAFE", "confidence_gate": {{"{gate}": {margin}}}, '
+        f'"legality_rules": [{{"name": "box", "when": {{"x": {{"min": {low}, "max": {high}}}}}, '
+        f'"forbid": ["BAD"]}}]}}'
+    )
     (folder / "spec.json").write_text(text)
     json.loads(text)
     return folder / "spec.json"
@@ -141,11 +154,11 @@ def reference_ln(q: Fraction) -> tuple[Fraction, Fraction]:
     with decimal.localcontext() as context:
         context.prec = 90
         value = Fraction((decimal.Decimal(q.numerator) / decimal.Decimal(q.denominator)).ln())
-    return value - Fraction(1, 10 ** 80), value + Fraction(1, 10 ** 80)
+    return value - Fraction(1, 10**80), value + Fraction(1, 10**80)
 
 
 @pytest.mark.parametrize("probability", ["0.8", "0.9", "0.75"])
-@pytest.mark.parametrize("offset", [-Fraction(1, 2 ** 60), Fraction(1, 2 ** 60), Fraction(1, 2 ** 100)])
+@pytest.mark.parametrize("offset", [-Fraction(1, 2**60), Fraction(1, 2**60), Fraction(1, 2**100)])
 def test_a_probability_gate_is_never_proved_on_a_margin_above_the_written_one(tmp_path, probability, offset):
     low_ln, high_ln = reference_ln(Fraction(probability) / (1 - Fraction(probability)))
     box = ("0.3", "1")
@@ -180,7 +193,7 @@ def test_distilled_exact_cells_hold_their_token_on_the_whole_cell_exactly(tmp_pa
             continue
         exact_cells += 1
         low, high = Fraction(edges[cell]), Fraction(edges[cell + 1])
-        top = high if cell == 2 else high - Fraction(1, 2 ** 200)  # half-open cells, the last one closed
+        top = high if cell == 2 else high - Fraction(1, 2**200)  # half-open cells, the last one closed
         token = spec.outputs[int(table.proposal[cell])]
         for x in (low, top):
             assert exact_decision(s, t_parts, Fraction(margin), x) == token, (cell, x, token)

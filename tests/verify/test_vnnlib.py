@@ -156,67 +156,167 @@ def test_linear_terms_are_combined_exactly(tmp_path):
 
 
 def _lines(*body: str) -> str:
-    header = ["(declare-const X_0 Real)", "(declare-const X_1 Real)", "(declare-const Y_0 Real)", "(declare-const Y_1 Real)"]
+    header = [
+        "(declare-const X_0 Real)",
+        "(declare-const X_1 Real)",
+        "(declare-const Y_0 Real)",
+        "(declare-const Y_1 Real)",
+    ]
     bounds = ["(assert (>= X_0 0))", "(assert (<= X_0 1))", "(assert (>= X_1 0))", "(assert (<= X_1 1))"]
     return "\n".join(header + bounds + list(body)) + "\n"
 
 
 # line 9 is the first line after the 4 declarations and 4 bounds
 BAD_FILES = [
-    ("unclosed", _lines("(assert (<= Y_0 Y_1)", "(assert (<= Y_1 1))"), {},
-     r"9: unbalanced parentheses: this '\(' is never closed; add the missing '\)'$"),
+    (
+        "unclosed",
+        _lines("(assert (<= Y_0 Y_1)", "(assert (<= Y_1 1))"),
+        {},
+        r"9: unbalanced parentheses: this '\(' is never closed; add the missing '\)'$",
+    ),
     ("extra close", _lines("(assert (<= Y_0 Y_1)))"), {}, r"9: unbalanced parentheses: '\)' closes nothing; "),
-    ("unknown variable", _lines("", "(assert (<= Z_0 1))"), {},
-     r"10: unknown variable Z_0; declare it with \(declare-const Z_0 Real\) before use$"),
+    (
+        "unknown variable",
+        _lines("", "(assert (<= Z_0 1))"),
+        {},
+        r"10: unknown variable Z_0; declare it with \(declare-const Z_0 Real\) before use$",
+    ),
     ("undeclared index", _lines("(assert (<= Y_2 1))"), {}, r"9: unknown variable Y_2; "),
-    ("bad declaration", _lines("(declare-const speed Real)"), {}, r"9: unknown variable name speed; VNN-LIB names inputs X_i and outputs Y_j$"),
-    ("missing bound", "\n".join(_lines().splitlines()[:7]) + "\n(assert (<= Y_0 1))\n", {},
-     r"2: input X_1 has no upper bound; add \(assert \(<= X_1 <number>\)\)$"),
+    (
+        "bad declaration",
+        _lines("(declare-const speed Real)"),
+        {},
+        r"9: unknown variable name speed; VNN-LIB names inputs X_i and outputs Y_j$",
+    ),
+    (
+        "missing bound",
+        "\n".join(_lines().splitlines()[:7]) + "\n(assert (<= Y_0 1))\n",
+        {},
+        r"2: input X_1 has no upper bound; add \(assert \(<= X_1 <number>\)\)$",
+    ),
     ("mixing", _lines("(assert (<= X_0 Y_0))"), {}, r"9: \(<= X_0 Y_0\) mixes inputs X and outputs Y; "),
-    ("several inputs", _lines("(assert (<= (+ X_0 X_1) 1))"), {}, r"9: \(<= \(\+ X_0 X_1\) 1\) constrains several inputs; "),
+    (
+        "several inputs",
+        _lines("(assert (<= (+ X_0 X_1) 1))"),
+        {},
+        r"9: \(<= \(\+ X_0 X_1\) 1\) constrains several inputs; ",
+    ),
     ("non-linear", _lines("(assert (<= (* Y_0 Y_1) 1))"), {}, r"9: \(\* Y_0 Y_1\) is a non-linear term; "),
     ("unsupported term", _lines("(assert (<= (/ Y_0 2) 1))"), {}, r"9: unsupported term \(/ Y_0 2\); "),
-    ("unsupported command", _lines("(check-sat)"), {},
-     r"9: unsupported command \(check-sat \.\.\.\); certfsm reads declare-const and assert$"),
-    ("equality", _lines("(assert (= Y_0 Y_1))"), {}, r"9: equality \(= \.\.\.\) is not supported; write it as \(<= a b\) and \(>= a b\)$"),
+    (
+        "unsupported command",
+        _lines("(check-sat)"),
+        {},
+        r"9: unsupported command \(check-sat \.\.\.\); certfsm reads declare-const and assert$",
+    ),
+    (
+        "equality",
+        _lines("(assert (= Y_0 Y_1))"),
+        {},
+        r"9: equality \(= \.\.\.\) is not supported; write it as \(<= a b\) and \(>= a b\)$",
+    ),
     ("not", _lines("(assert (not (<= Y_0 Y_1)))"), {}, r"9: unsupported formula \(not \.\.\.\); "),
-    ("input beyond network", _lines("(declare-const X_2 Real)"), {"n_inputs": 2},
-     r"9: X_2 is beyond the network's 2 inputs \(X_0\.\.X_1\); check the property matches the network$"),
-    ("output beyond network", _lines("(declare-const Y_2 Real)"), {"n_outputs": 2},
-     r"9: Y_2 is beyond the network's 2 outputs \(Y_0\.\.Y_1\); "),
-    ("fewer outputs than network", _lines("(assert (<= Y_0 Y_1))"), {"n_outputs": 3},
-     r"4: declares 2 outputs \(Y_0\.\.Y_1\) but the network has 3; "),
+    (
+        "input beyond network",
+        _lines("(declare-const X_2 Real)"),
+        {"n_inputs": 2},
+        r"9: X_2 is beyond the network's 2 inputs \(X_0\.\.X_1\); check the property matches the network$",
+    ),
+    (
+        "output beyond network",
+        _lines("(declare-const Y_2 Real)"),
+        {"n_outputs": 2},
+        r"9: Y_2 is beyond the network's 2 outputs \(Y_0\.\.Y_1\); ",
+    ),
+    (
+        "fewer outputs than network",
+        _lines("(assert (<= Y_0 Y_1))"),
+        {"n_outputs": 3},
+        r"4: declares 2 outputs \(Y_0\.\.Y_1\) but the network has 3; ",
+    ),
     ("gap", _lines("(declare-const Y_3 Real)"), {}, r"9: declares Y_3 but not Y_2; declare Y_0\.\.Y_3$"),
     ("twice", _lines("(declare-const Y_1 Real)"), {}, r"9: Y_1 is declared twice \(first on line 4\); remove one$"),
-    ("empty box", _lines("(assert (>= X_0 2))"), {},
-     r"9: the unsafe set is empty \(X_0 >= 2\.0 \(line 9\) and X_0 <= 1\.0 \(line 6\)\), so the property would hold vacuously; "),
+    (
+        "empty box",
+        _lines("(assert (>= X_0 2))"),
+        {},
+        r"9: the unsafe set is empty \(X_0 >= 2\.0 \(line 9\) and X_0 <= 1\.0 \(line 6\)\), so the property would hold vacuously; ",
+    ),
     ("not a number", _lines("(assert (<= Y_0 1e999))"), {}, r"9: 1e999 is beyond the float64 range; "),
     # limits checked before the work they bound (fuzzing found each of these crashing or hanging)
-    ("deep nesting", _lines("(assert " + "(and " * 150 + "(<= Y_0 1)" + ")" * 151), {},
-     r"9: nesting deeper than 100 levels; VNN-LIB properties nest a few levels, flatten the formula or split "),
-    ("long number", _lines(f"(assert (<= Y_0 {'1' * 5000}))"), {},
-     r"9: 1{37}\.\.\. has 5000 digits; certfsm reads numbers of at most 1100 digits "),
-    ("huge exponent", _lines("(assert (<= Y_0 1e-999999999))"), {},
-     r"9: 1e-999999999 has the exponent -999999999, outside -1100\.\.1100 \(float64 spans "),
-    ("long exponent", _lines(f"(assert (<= Y_0 1e{'9' * 3000}))"), {},
-     r"9: 1e9{35}\.\.\. has the exponent 9{17}\.\.\., outside "),
-    ("leading zeros of an exponent", _lines(f"(assert (<= Y_0 1e{'0' * 3000}1200))"), {},
-     r"9: 1e0{35}\.\.\. has the exponent 0{17}\.\.\., outside "),
-    ("product overflow", _lines("(assert (>= (* 1e300 1e300 Y_0) 1))"), {},
-     r"9: \(\* 1e300 1e300 Y_0\) has a coefficient or constant beyond the float64 range \(above 1\.8e308 "),
-    ("difference overflow", _lines("(assert (<= (- Y_0 1e308) 1e308))"), {},
-     r"9: \(<= \(- Y_0 1e308\) 1e308\) has a coefficient or constant beyond the float64 range "),
-    ("input bound overflow", _lines("(assert (<= (* 1e-300 X_0) 1e10))"), {},
-     r"9: \(<= \(\* 1e-300 X_0\) 1e10\) bounds X_0 by a number beyond the float64 range \(above 1\.8e308 "
-     r"in magnitude\); use a finite bound$"),
-    ("scaled right-hand side overflow", _lines("(assert (<= (* 1e-400 Y_0) 1e300))"), {},
-     r"9: \(<= \(\* 1e-400 Y_0\) 1e300\), scaled to make its coefficients float64 integers, has a right-hand "),
-    ("too many bits", _lines("(assert (<= (* " + "1e-1000 " * 10 + "Y_0) 1))"), {},
-     r"9: \(\* (1e-1000 )+1e\.\.\. has a coefficient or constant that needs more than 32768 bits to hold exactly; "),
-    ("exponential formula", _lines("(assert (and " + "(or (<= Y_0 1) (<= Y_1 1)) " * 20 + "))"), {},
-     r"9: the formula expands to more than 100000 disjuncts or 200000 constraints in disjunctive normal form; "),
-    ("long name", _lines(f"(declare-const X_{'9' * 5000} Real)"), {},
-     r"9: unknown variable name X_9{75}\.\.\.; VNN-LIB names inputs X_i and outputs Y_j$"),
+    (
+        "deep nesting",
+        _lines("(assert " + "(and " * 150 + "(<= Y_0 1)" + ")" * 151),
+        {},
+        r"9: nesting deeper than 100 levels; VNN-LIB properties nest a few levels, flatten the formula or split ",
+    ),
+    (
+        "long number",
+        _lines(f"(assert (<= Y_0 {'1' * 5000}))"),
+        {},
+        r"9: 1{37}\.\.\. has 5000 digits; certfsm reads numbers of at most 1100 digits ",
+    ),
+    (
+        "huge exponent",
+        _lines("(assert (<= Y_0 1e-999999999))"),
+        {},
+        r"9: 1e-999999999 has the exponent -999999999, outside -1100\.\.1100 \(float64 spans ",
+    ),
+    (
+        "long exponent",
+        _lines(f"(assert (<= Y_0 1e{'9' * 3000}))"),
+        {},
+        r"9: 1e9{35}\.\.\. has the exponent 9{17}\.\.\., outside ",
+    ),
+    (
+        "leading zeros of an exponent",
+        _lines(f"(assert (<= Y_0 1e{'0' * 3000}1200))"),
+        {},
+        r"9: 1e0{35}\.\.\. has the exponent 0{17}\.\.\., outside ",
+    ),
+    (
+        "product overflow",
+        _lines("(assert (>= (* 1e300 1e300 Y_0) 1))"),
+        {},
+        r"9: \(\* 1e300 1e300 Y_0\) has a coefficient or constant beyond the float64 range \(above 1\.8e308 ",
+    ),
+    (
+        "difference overflow",
+        _lines("(assert (<= (- Y_0 1e308) 1e308))"),
+        {},
+        r"9: \(<= \(- Y_0 1e308\) 1e308\) has a coefficient or constant beyond the float64 range ",
+    ),
+    (
+        "input bound overflow",
+        _lines("(assert (<= (* 1e-300 X_0) 1e10))"),
+        {},
+        r"9: \(<= \(\* 1e-300 X_0\) 1e10\) bounds X_0 by a number beyond the float64 range \(above 1\.8e308 "
+        r"in magnitude\); use a finite bound$",
+    ),
+    (
+        "scaled right-hand side overflow",
+        _lines("(assert (<= (* 1e-400 Y_0) 1e300))"),
+        {},
+        r"9: \(<= \(\* 1e-400 Y_0\) 1e300\), scaled to make its coefficients float64 integers, has a right-hand ",
+    ),
+    (
+        "too many bits",
+        _lines("(assert (<= (* " + "1e-1000 " * 10 + "Y_0) 1))"),
+        {},
+        r"9: \(\* (1e-1000 )+1e\.\.\. has a coefficient or constant that needs more than 32768 bits to hold exactly; ",
+    ),
+    (
+        "exponential formula",
+        _lines("(assert (and " + "(or (<= Y_0 1) (<= Y_1 1)) " * 20 + "))"),
+        {},
+        r"9: the formula expands to more than 100000 disjuncts or 200000 constraints in disjunctive normal form; ",
+    ),
+    (
+        "long name",
+        _lines(f"(declare-const X_{'9' * 5000} Real)"),
+        {},
+        r"9: unknown variable name X_9{75}\.\.\.; VNN-LIB names inputs X_i and outputs Y_j$",
+    ),
 ]
 
 
@@ -233,11 +333,15 @@ def test_numbers_at_the_limits_are_still_read_exactly(tmp_path):
 
     tiny = format(Decimal(5e-324), "f")  # the exact decimal of the smallest subnormal: 1075 digits
     largest = format(Decimal(np.finfo(np.float64).max), "f")
-    text = _lines(f"(assert (<= Y_0 {tiny}))", f"(assert (<= Y_1 (* {largest} 1e-1100)))",
-                  f"(assert (>= Y_1 (- {largest})))")
+    text = _lines(
+        f"(assert (<= Y_0 {tiny}))", f"(assert (<= Y_1 (* {largest} 1e-1100)))", f"(assert (>= Y_1 (- {largest})))"
+    )
     (prop,) = parse_vnnlib(_write(tmp_path, text))
-    assert prop.unsafe[0].exact_b == (Fraction(5e-324), Fraction(np.finfo(np.float64).max) / 10**1100,
-                                      Fraction(np.finfo(np.float64).max))
+    assert prop.unsafe[0].exact_b == (
+        Fraction(5e-324),
+        Fraction(np.finfo(np.float64).max) / 10**1100,
+        Fraction(np.finfo(np.float64).max),
+    )
 
 
 def test_missing_file(tmp_path):
@@ -256,7 +360,9 @@ def test_an_empty_disjunct_is_dropped_when_another_survives(tmp_path):
 # --- the VNN-COMP result text ---------------------------------------------------
 
 
-@pytest.mark.parametrize("verdict, text", [("proved", "unsat"), ("unsat", "unsat"), ("unknown", "unknown"), ("timeout", "timeout")])
+@pytest.mark.parametrize(
+    "verdict, text", [("proved", "unsat"), ("unsat", "unsat"), ("unknown", "unknown"), ("timeout", "timeout")]
+)
 def test_result_words(verdict, text):
     assert format_vnncomp_result(verdict) == text
 

@@ -45,8 +45,31 @@ BOXES_AND_TERMS = b"""(declare-const X_0 Real)
 (assert (< (- Y_0 Y_2 1.5E-3) 0.25))
 """
 
-TOKENS = [b"(", b")", b" ", b"\n", b";", b"0", b"9", b".", b"e", b"E-", b"e999999999", b"-", b"+", b"1e300 ",
-          b"1e-300 ", b"(* 1e300 ", b"(and ", b"(or ", b"(<= Y_0 1) ", b"X_0 ", b"Y_1 ", b"X_999999999 ", b"\xff"]
+TOKENS = [
+    b"(",
+    b")",
+    b" ",
+    b"\n",
+    b";",
+    b"0",
+    b"9",
+    b".",
+    b"e",
+    b"E-",
+    b"e999999999",
+    b"-",
+    b"+",
+    b"1e300 ",
+    b"1e-300 ",
+    b"(* 1e300 ",
+    b"(and ",
+    b"(or ",
+    b"(<= Y_0 1) ",
+    b"X_0 ",
+    b"Y_1 ",
+    b"X_999999999 ",
+    b"\xff",
+]
 NESTINGS = [(b"(and ", b")"), (b"(or ", b")"), (b"(+ ", b")"), (b"(", b")"), (b"(- ", b")")]
 FILES = mutated([ACAS_STYLE, BOXES_AND_TERMS], TOKENS, NESTINGS)
 

@@ -94,8 +94,9 @@ def test_a_model_that_float64_cannot_reproduce_is_unknown():
     assert network.evaluate(np.array([3.0]))[0] == 0.0
     result = _z3.check(network, Property("rounding", [3.0], [3.0], (at_most(-1e-30),)), TIMEOUT)
     assert result.verdict == "unknown"
-    assert result.reason.startswith("z3 shows the unsafe set is reachable under the exact semantics (at X_0 = 3), "
-                                    "but no float point was found")
+    assert result.reason.startswith(
+        "z3 shows the unsafe set is reachable under the exact semantics (at X_0 = 3), but no float point was found"
+    )
     assert result.stats["z3_points"] == [[3.0]]
 
 
@@ -123,10 +124,18 @@ def test_timeout_is_unknown_never_proved(acasxu):
     [
         (ABS, box(at_most(0.0)), 0, r"^z3: timeout=0 is not a positive number of seconds; give e\.g\. timeout=60$"),
         (ABS, box(at_most(0.0)), float("nan"), r"^z3: timeout=nan is not a positive number of seconds"),
-        (ABS, Property("two", [0.0, 0.0], [1.0, 1.0], ()), 1.0,
-         r"^z3: property 'two' bounds 2 inputs but the network takes 1; give one \[lower, upper\] pair per network input$"),
-        (ABS, box(Conjunction([[1.0, 0.0]], [0.0])), 1.0,
-         r"^z3: property 'case' unsafe\[0\] constrains 2 outputs but the network has 1; give one column per network output$"),
+        (
+            ABS,
+            Property("two", [0.0, 0.0], [1.0, 1.0], ()),
+            1.0,
+            r"^z3: property 'two' bounds 2 inputs but the network takes 1; give one \[lower, upper\] pair per network input$",
+        ),
+        (
+            ABS,
+            box(Conjunction([[1.0, 0.0]], [0.0])),
+            1.0,
+            r"^z3: property 'case' unsafe\[0\] constrains 2 outputs but the network has 1; give one column per network output$",
+        ),
     ],
 )
 def test_bad_arguments(network, prop, timeout, message):
@@ -140,7 +149,9 @@ def test_missing_z3_says_how_to_install_it(monkeypatch):
 
     monkeypatch.setattr(_z3, "_z3", missing)
     assert not _z3.is_available()
-    with pytest.raises(EngineError, match=r"^z3: the z3-solver package cannot be imported \(.*\); pip install z3-solver"):
+    with pytest.raises(
+        EngineError, match=r"^z3: the z3-solver package cannot be imported \(.*\); pip install z3-solver"
+    ):
         _z3.check(ABS, box(at_most(0.0)), 1.0)
 
 
@@ -150,8 +161,11 @@ CASES = [
     (ABS, box(at_most(-0.25)), "unsat"),
     (ABS, box(at_least(0.5)), "sat"),
     (ABS, box(at_most(-0.5), at_least(0.75)), "sat"),
-    (Network((AffineLayer([[0.5, -0.25], [1.0, 1.0]], [0.0, -1.0], "h"), AffineLayer([[1.0, -1.0]], [0.0], "o"))),
-     Property("two inputs", [0.0, 0.0], [1.0, 1.0], (at_least(0.6),)), "unsat"),
+    (
+        Network((AffineLayer([[0.5, -0.25], [1.0, 1.0]], [0.0, -1.0], "h"), AffineLayer([[1.0, -1.0]], [0.0], "o"))),
+        Property("two inputs", [0.0, 0.0], [1.0, 1.0], (at_least(0.6),)),
+        "unsat",
+    ),
 ]
 
 
@@ -177,8 +191,11 @@ def tiny_problems(draw):
     hidden = draw(st.sampled_from([(3,), (4,), (5,), (6,), (2, 2), (3, 3), (2, 4)]))
     sizes = (2, *hidden, 2)
     layers = tuple(
-        AffineLayer(np.array(draw(st.lists(dyadic, min_size=a * b, max_size=a * b))).reshape(b, a),
-                    draw(st.lists(dyadic, min_size=b, max_size=b)), f"layer{i}")
+        AffineLayer(
+            np.array(draw(st.lists(dyadic, min_size=a * b, max_size=a * b))).reshape(b, a),
+            draw(st.lists(dyadic, min_size=b, max_size=b)),
+            f"layer{i}",
+        )
         for i, (a, b) in enumerate(zip(sizes, sizes[1:]))
     )
     lower = np.array([draw(st.integers(-8, 7)) / 8.0 for _ in range(2)])
