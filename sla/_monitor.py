@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from certfsm import SlaPath, SpecError
 
@@ -27,6 +27,19 @@ from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_finger
 from ._status import SlaStatus
 
 _INF = math.inf
+
+ValueCheck = tuple[str, float, frozenset[str] | None]
+"""A ``value`` path's quick check: (metric, largest float64 <= the limit, tokens or None for every token)."""
+
+
+class SpecWithSla(Protocol):
+    """What `SlaMonitor.from_spec` reads of a `certfsm.ControllerSpec` (this package imports no more of the core)."""
+
+    @property
+    def sla_paths(self) -> Iterable[SlaPath]: ...
+
+    @property
+    def outputs(self) -> Iterable[str]: ...
 
 
 class SlaMonitor:
@@ -53,7 +66,7 @@ class SlaMonitor:
         "_quiet_checks",
     )
 
-    def __init__(self, paths: Iterable = (), *, tokens: Iterable[str] | None = None) -> None:
+    def __init__(self, paths: Iterable[SlaPath] = (), *, tokens: Iterable[str] | None = None) -> None:
         self.paths = tuple(paths)
         self.tokens = None if tokens is None else frozenset(tokens)
         seen: dict[str, int] = {}
@@ -75,7 +88,7 @@ class SlaMonitor:
         self._quiet_checks = self._quiet()
 
     @classmethod
-    def from_spec(cls, spec) -> SlaMonitor:
+    def from_spec(cls, spec: SpecWithSla) -> SlaMonitor:
         """The monitor of a `ControllerSpec`'s `sla_paths`, accepting the spec's output token names."""
         return cls(spec.sla_paths, tokens=spec.outputs)
 
@@ -122,20 +135,21 @@ class SlaMonitor:
         its limit and nothing else.
         """
         checks = self._quiet_checks
-        try:
-            quiet = checks is not None and type(metrics) is dict and token in self._accepted
-        except TypeError:  # an unhashable token: certainly not a token name; _advance refuses it
-            quiet = False
-        if quiet:
-            for metric, limit, tokens in checks:
-                sample = metrics.get(metric)
-                # Good: a float from 0 up to the limit's float side (NaN and negatives, -inf included, fail the
-                # first comparison, +inf the second); any other value is left to _advance.
-                if not (type(sample) is float and 0.0 <= sample <= limit) and (tokens is None or token in tokens):
-                    break
-            else:
-                self.cycle += 1
-                return True
+        if checks is not None and type(metrics) is dict:
+            try:
+                quiet = token in self._accepted
+            except TypeError:  # an unhashable token: certainly not a token name; _advance refuses it
+                quiet = False
+            if quiet:
+                for metric, limit, tokens in checks:
+                    sample = metrics.get(metric)
+                    # Good: a float from 0 up to the limit's float side (NaN and negatives, -inf included, fail the
+                    # first comparison, +inf the second); any other value is left to _advance.
+                    if not (type(sample) is float and 0.0 <= sample <= limit) and (tokens is None or token in tokens):
+                        break
+                else:
+                    self.cycle += 1
+                    return True
         return self._advance(metrics, token)
 
     def _advance(self, metrics: Mapping[str, Any] | None, token: str) -> bool:
@@ -168,7 +182,7 @@ class SlaMonitor:
         self._quiet_checks = self._quiet()
         return ok
 
-    def _quiet(self) -> tuple[tuple[str, float, frozenset[str] | None], ...] | None:
+    def _quiet(self) -> tuple[ValueCheck, ...] | None:
         """`_value_checks` when every path is quiet, else None.
 
         A path is quiet when its statistic is ``value`` (no samples kept),
@@ -191,21 +205,23 @@ class SlaMonitor:
                 return None
         return self._value_checks
 
-    def _checks_of_value_paths(self) -> tuple[tuple[str, float, frozenset[str] | None], ...] | None:
+    def _checks_of_value_paths(self) -> tuple[ValueCheck, ...] | None:
         """(metric, largest float64 <= the limit, tokens or None) per path when every path is a ``value`` path,
         else None. With `tokens` None the monitor remembers no token names, so there is no accepted set to check
         a token against: None too (no shortcut)."""
-        if self.tokens is None or any(monitor.value_limit is None for monitor in self._monitors):
+        if self.tokens is None:
             return None
-        return tuple(
-            (monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens)
-            for monitor in self._monitors
-        )
+        checks: list[ValueCheck] = []
+        for monitor in self._monitors:
+            if monitor.value_limit is None:
+                return None
+            checks.append((monitor.metric, monitor.value_limit, None if monitor.every_token else monitor.tokens))
+        return tuple(checks)
 
     def _fresh_monitors(self) -> tuple[PathMonitor, ...]:
         return tuple(PathMonitor(path, self._metrics.index(path.metric)) for path in self.paths)
 
-    def _accept(self, token) -> None:
+    def _accept(self, token: object) -> None:
         """Refuse a token that is not a name of this monitor's tokens; remember one of `tokens` once accepted
         (with `tokens` None any name goes, and nothing is remembered, so no set grows with the names seen)."""
         if type(token) is not str and not isinstance(token, str):

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from certfsm import SLA_STATISTICS, SpecError
+from certfsm import SLA_STATISTICS, SlaPath, SpecError
 
 from ._sample import Sample, limit_sides
 from ._statistic import make_statistic
@@ -57,7 +57,7 @@ from ._status import PathStatus
 from ._window import ViolationWindow
 
 
-def check_path(path, index: int, known_tokens: frozenset[str] | None) -> None:
+def check_path(path: SlaPath, index: int, known_tokens: frozenset[str] | None) -> None:
     """Refuse a path the monitor cannot run, as a spec would (the spec loader already checked spec paths).
 
     Paths built in code skip the spec's checks, so the monitor repeats the
@@ -136,7 +136,7 @@ class PathMonitor:
         "sample_index",
     )
 
-    def __init__(self, path, sample_index: int = 0) -> None:
+    def __init__(self, path: SlaPath, sample_index: int = 0) -> None:
         self.path, self.sample_index = path, sample_index
         self.name, self.metric = path.name, path.metric
         self.every_token = path.tokens is None
@@ -151,7 +151,8 @@ class PathMonitor:
         self.recovery_count = 0
         self.breaches = 0
         self.recoveries = 0
-        self.applied, self.value, self.violated = False, None, False  # of the last cycle, for `status`
+        self.applied, self.violated = False, False  # of the last cycle, for `status`
+        self.value: float | None = None
 
     def update(self, sample: Sample | None, token: str) -> PathStatus:
         """Advance one cycle with this cycle's sample (None: none) measured on the decision path `token`."""

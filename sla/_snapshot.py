@@ -34,14 +34,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from certfsm import CertfsmError, decimal_value
 
 from ._sample import FLOAT_MAX, Sample, canonical
 
+if TYPE_CHECKING:
+    from certfsm import SlaPath
+
+    from ._path import PathMonitor
+
 SNAPSHOT_FORMAT = 1
+
+PathLoad = tuple[list[bool], list[Sample | None], bool, int, int, int]
+"""What a restore loads into one path: violation flags, samples, breached, recovery count, breaches, recoveries."""
 
 
 class SnapshotError(CertfsmError, ValueError):
@@ -52,7 +61,7 @@ _RATIONAL = re.compile(r"(0|[1-9][0-9]*)(/[1-9][0-9]*)?")
 """A sample's exact value as a snapshot writes it: "p" or "p/q", no sign, no leading zeros."""
 
 
-def _limit_key(limit) -> float | str:
+def _limit_key(limit: float) -> float | str:
     """The limit in a path's fingerprint: its float when that float denotes the same decimal, else "p/q"."""
     exact = decimal_value(limit)
     if abs(exact) <= FLOAT_MAX and decimal_value(float(exact)) == exact:
@@ -60,7 +69,7 @@ def _limit_key(limit) -> float | str:
     return str(exact)
 
 
-def paths_fingerprint(paths) -> str:
+def paths_fingerprint(paths: Iterable[SlaPath]) -> str:
     """SHA-256 of the path definitions in a canonical JSON form."""
     rows = [
         [
@@ -78,7 +87,7 @@ def paths_fingerprint(paths) -> str:
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
-def path_state(path_monitor) -> dict[str, Any]:
+def path_state(path_monitor: PathMonitor) -> dict[str, Any]:
     """One path's entry of the snapshot document."""
     state: dict[str, Any] = {
         "name": path_monitor.name,
@@ -110,7 +119,7 @@ def _integer(value: Any, where: str, lowest: int = 0) -> int:
     return value
 
 
-def _object(value: Any, where: str, keys: tuple[str, ...]) -> dict:
+def _object(value: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(value, dict) or set(value) != set(keys):
         given = sorted(value) if isinstance(value, dict) else type(value).__name__
         raise _fail(
@@ -120,7 +129,7 @@ def _object(value: Any, where: str, keys: tuple[str, ...]) -> dict:
     return value
 
 
-def check_snapshot(document: Any, path_monitors, fingerprint: str) -> tuple[int, list[tuple]]:
+def check_snapshot(document: Any, path_monitors: Sequence[PathMonitor], fingerprint: str) -> tuple[int, list[PathLoad]]:
     """Check `document` against the monitor's paths; returns the cycle and, per path, what to load."""
     _object(document, "the document", ("certfsm_sla_snapshot", "paths_sha256", "cycle", "paths"))
     if type(document["certfsm_sla_snapshot"]) is not int or document["certfsm_sla_snapshot"] != SNAPSHOT_FORMAT:
@@ -168,7 +177,7 @@ def _sample_entry(value: Any, where: str) -> Sample | None:
     return canonical(Fraction(value))
 
 
-def _check_path_state(state: Any, monitor, at: str, cycle: int) -> tuple:
+def _check_path_state(state: Any, monitor: PathMonitor, at: str, cycle: int) -> PathLoad:
     windowed = monitor.statistic.is_windowed
     keys = (
         ("name", "violations")

@@ -27,8 +27,12 @@ The windowed statistics keep their samples, which a snapshot must carry;
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar, Union
+
 from ._sample import Sample, exceeds, limit_sides
-from ._window import SortedWindow, SumWindow, limit_in_units
+from ._window import SampleWindow, SortedWindow, SumWindow, limit_in_units
+
+_W = TypeVar("_W", bound=SampleWindow)
 
 
 _PERCENTILES = {"p50": 50, "p95": 95, "p99": 99}
@@ -62,11 +66,12 @@ class ValueStatistic:
         return self
 
 
-class _Windowed:
+class _Windowed(Generic[_W]):
     """What the windowed statistics share: the window of samples (`samples`) kept as snapshot entries."""
 
     __slots__ = ()
     is_windowed = True
+    samples: _W  # a slot of each subclass
 
     def skip(self) -> None:
         self.samples.push(None)
@@ -78,7 +83,7 @@ class _Windowed:
         self.samples.load(entries)
 
 
-class PercentileStatistic(_Windowed):
+class PercentileStatistic(_Windowed[SortedWindow]):
     """The nearest-rank q-th percentile of the window's samples against the limit."""
 
     __slots__ = ("limit", "exact_limit", "at_most", "q", "samples")
@@ -103,7 +108,7 @@ class PercentileStatistic(_Windowed):
         return clone
 
 
-class MeanStatistic(_Windowed):
+class MeanStatistic(_Windowed[SumWindow]):
     """The exact mean of the window's samples against the limit."""
 
     __slots__ = ("limit", "limit_units", "samples")
@@ -122,7 +127,11 @@ class MeanStatistic(_Windowed):
         return clone
 
 
-def make_statistic(name: str, limit: float, window: int):
+Statistic = Union[ValueStatistic, PercentileStatistic, MeanStatistic]
+"""What a path compares with its limit; `make_statistic` builds one."""
+
+
+def make_statistic(name: str, limit: float, window: int) -> Statistic:
     """A fresh statistic `name` (one of `certfsm.SLA_STATISTICS`) over `window` cycles against `limit` (a spec number:
     the exact decimal it denotes)."""
     if name == "value":

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from fractions import Fraction
+from typing import Self
 
 from ._sample import Sample
 
@@ -147,7 +148,7 @@ class SampleWindow:
                 self._add(sample)
                 self.count += 1
 
-    def copy(self) -> SampleWindow:
+    def copy(self) -> Self:
         clone = self.__class__.__new__(self.__class__)
         clone.size, clone.ring, clone.position, clone.count = self.size, self.ring[:], self.position, self.count
         clone._copy_from(self)
@@ -162,7 +163,7 @@ class SampleWindow:
     def _remove(self, sample: Sample) -> None:
         raise NotImplementedError
 
-    def _copy_from(self, other: SampleWindow) -> None:
+    def _copy_from(self, other: Self) -> None:
         raise NotImplementedError
 
 
@@ -186,7 +187,7 @@ class SortedWindow(SampleWindow):
     def _remove(self, sample: Sample) -> None:
         del self.ordered[bisect_left(self.ordered, sample)]
 
-    def _copy_from(self, other: SortedWindow) -> None:
+    def _copy_from(self, other: Self) -> None:
         self.ordered = other.ordered[:]
 
 
@@ -222,18 +223,18 @@ class SumWindow(SampleWindow):
         self.exact_count = 0
 
     def _add(self, sample: Sample) -> None:
-        if type(sample) is float:
+        if isinstance(sample, float):  # canonical samples: exactly float or Fraction
             self.units += exact_units(sample)
         else:
             self.extra += sample
             self.exact_count += 1
 
     def _remove(self, sample: Sample) -> None:
-        if type(sample) is float:
+        if isinstance(sample, float):
             self.units -= exact_units(sample)
         else:
             self.exact_count -= 1
             self.extra = self.extra - sample if self.exact_count else 0
 
-    def _copy_from(self, other: SumWindow) -> None:
+    def _copy_from(self, other: Self) -> None:
         self.units, self.extra, self.exact_count = other.units, other.extra, other.exact_count
