@@ -6,10 +6,15 @@ the runtime imports it without numpy.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
 
-def frozen_array(values, dtype=None) -> np.ndarray:
+
+def frozen_array(values: ArrayLike, dtype: DTypeLike | None = None) -> np.ndarray:
     """A read-only copy of `values` as a numpy array (of `dtype` when given)."""
     array = np.array(values, dtype=dtype)
     array.setflags(write=False)

@@ -41,7 +41,7 @@ def _canonical(plain: Any) -> bytes:
     return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
-def _plain(value: Any, parts: tuple) -> Any:
+def _plain(value: Any, parts: tuple[str | int, ...]) -> Any:
     """`value` as plain JSON types (dict with str keys, list, str, int, finite float, bool, None)."""
     if value is None or isinstance(value, (bool, str)):
         return value

@@ -20,7 +20,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 
-def decimal_value(number) -> Fraction:
+def decimal_value(number: float | Fraction) -> Fraction:
     """The exact value a spec constant denotes: the decimal of its shortest ``repr`` (0.1 means 1/10).
 
     An int means itself and a Fraction is already exact. The spec reader

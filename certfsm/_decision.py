@@ -36,19 +36,21 @@ def preference(scores: np.ndarray, rule: str) -> np.ndarray:
     return scores if rule == "argmax" else -scores
 
 
-def decide(scores: np.ndarray, rule: str) -> np.ndarray:
-    """The chosen output index for each row of scores; ties go to the lowest index.
+def decide(scores: np.ndarray, rule: str) -> np.ndarray | np.intp:
+    """The chosen output index for each row of scores (one numpy integer for one row); ties go to the lowest index.
 
     numpy's argmax/argmin already return the first extremal index, which is
     exactly the tie rule.
     """
-    return np.argmax(preference(scores, rule), axis=-1)
+    chosen: np.ndarray | np.intp = np.argmax(preference(scores, rule), axis=-1)
+    return chosen
 
 
-def decision_margin(scores: np.ndarray, rule: str) -> np.ndarray:
-    """How far the chosen index beats the runner-up (0 on a tie); needs >= 2 outputs."""
+def decision_margin(scores: np.ndarray, rule: str) -> np.ndarray | np.float64:
+    """How far the chosen index beats the runner-up (0 on a tie; one numpy float for one row); needs >= 2 outputs."""
     ordered = np.sort(preference(scores, rule), axis=-1)
-    return ordered[..., -1] - ordered[..., -2]
+    margin: np.ndarray | np.float64 = ordered[..., -1] - ordered[..., -2]
+    return margin
 
 
 def gated_decide(scores: np.ndarray, rule: str, margin: float, conservative_index: int) -> np.ndarray:
@@ -67,14 +69,16 @@ def margin_from_probability(probability: float, n_tokens: int) -> float:
     return math.log((n_tokens - 1) * probability / (1.0 - probability))
 
 
-def _require_gate(probability, n_tokens: int) -> None:
+def _require_gate(probability: float, n_tokens: int) -> None:
     if not 0 < probability < 1:
         raise ValueError(f"probability={probability} must lie strictly between 0 and 1")
     if n_tokens < 2:
         raise ValueError(f"n_tokens={n_tokens} must be at least 2 for a confidence gate")
 
 
-def margin_bounds(margin=None, probability=None, n_tokens: int = 2) -> tuple[Fraction, Fraction] | None:
+def margin_bounds(
+    margin: float | None = None, probability: float | None = None, n_tokens: int = 2
+) -> tuple[Fraction, Fraction] | None:
     """Exact rational (lower, upper) bounds of the gate's logit margin; None: no gate.
 
     docs/semantics.md, "Confidence gate". A written margin is its decimal, so both bounds are that decimal. A

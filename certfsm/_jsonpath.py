@@ -8,9 +8,10 @@ the artifact loader runs on targets without jsonschema.
 from __future__ import annotations
 
 import json
+from typing import Iterable
 
 
-def json_path(parts, whole: str) -> str:
+def json_path(parts: Iterable[str | int], whole: str) -> str:
     """The dotted/bracketed path of `parts`; `whole` names the document itself (an empty path)."""
     text = ""
     for part in parts:

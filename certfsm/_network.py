@@ -17,11 +17,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from ._arrays import frozen_array
-from ._rational import float_at_least
+from ._decimal import float_at_least
+
+ExactRows: TypeAlias = tuple[tuple[Fraction, ...], ...]
+"""A layer's exact weights: one tuple of Fractions per output row."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +42,7 @@ class AffineLayer:
     weight: np.ndarray
     bias: np.ndarray
     source: str
-    exact: tuple | None = None
+    exact: tuple[ExactRows, tuple[Fraction, ...]] | None = None
 
     def __post_init__(self) -> None:
         weight = frozen_array(self.weight, np.float64)
@@ -62,13 +66,13 @@ class AffineLayer:
         """True when the float64 weights are the layer's exact values."""
         return self.exact is None
 
-    def exact_weight(self) -> tuple:
+    def exact_weight(self) -> ExactRows:
         """The exact weights, one tuple of Fractions per output row."""
         if self.exact is not None:
             return self.exact[0]
         return tuple(tuple(Fraction(float(w)) for w in row) for row in self.weight)
 
-    def exact_bias(self) -> tuple:
+    def exact_bias(self) -> tuple[Fraction, ...]:
         """The exact biases, a tuple of Fractions."""
         if self.exact is not None:
             return self.exact[1]
@@ -153,5 +157,6 @@ class Network:
                 values = np.maximum(values, 0.0)
         return values
 
-    def replace(self, **changes) -> "Network":
+    def replace(self, **changes: Any) -> "Network":
+        """`dataclasses.replace`: a copy with `changes` (field names and values), checked again."""
         return dataclasses.replace(self, **changes)

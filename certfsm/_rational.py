@@ -12,12 +12,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._decimal import float_at_least, float_at_most  # noqa: F401  (their home is the stdlib-only _decimal)
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def rational_array(array) -> np.ndarray:
+
+def rational_array(array: ArrayLike) -> np.ndarray:
     """The exact values of a float (or already rational) array, as an object array of Fractions."""
     array = np.asarray(array)
     if array.dtype == object:
@@ -28,7 +33,7 @@ def rational_array(array) -> np.ndarray:
     return result.reshape(array.shape)
 
 
-def integer_form(values) -> tuple[np.ndarray, int]:
+def integer_form(values: ArrayLike) -> tuple[np.ndarray, int]:
     """Rationals as integer numerators (an object array of the same shape) over their least common denominator.
 
     What makes exact arithmetic fast: a matrix product of the numerators

@@ -19,7 +19,7 @@ from ._errors import ReportError
 
 
 @contextlib.contextmanager
-def staged_folder(folder, *, parameter: str = "folder") -> Iterator[Path]:
+def staged_folder(folder: str | os.PathLike[str], *, parameter: str = "folder") -> Iterator[Path]:
     """Yield an empty staging folder beside `folder`; on a clean exit it replaces `folder`, else it is removed.
 
     An error names the folder and, in its fix, `parameter`: the caller's
@@ -79,7 +79,9 @@ def _swap_in(staging: Path, folder: Path, parameter: str) -> None:
         shutil.rmtree(retired, ignore_errors=True)
 
 
-def write_atomically(path, data: bytes, *, what: str, fix: str, make_parents: bool = False) -> None:
+def write_atomically(
+    path: str | os.PathLike[str], data: bytes, *, what: str, fix: str, make_parents: bool = False
+) -> None:
     """Write `data` to `path` so that readers see the old file or the whole new one, never a part.
 
     The bytes go to a temporary file beside `path` (flushed and fsynced),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from typing import Any, Iterable
 
 PROVED = "proved"
 VIOLATED = "violated"
@@ -87,6 +87,6 @@ class VerdictRecord:
         return {**self.certificate_entry(), "seconds": seconds, "reason": self.reason}
 
 
-def unproved(records) -> tuple:
+def unproved(records: Iterable[VerdictRecord]) -> tuple[VerdictRecord, ...]:
     """The required records that are not proved."""
     return tuple(record for record in records if record.required and not record.is_proved)

@@ -41,12 +41,15 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from ._errors import SpecError
 from .machine import OUT_OF_ENVELOPE, Machine, c_order_strides, reading_thresholds
 
-CellOf = Callable[[Sequence], "int | None"]
+if TYPE_CHECKING:
+    import numpy as np
+
+CellOf = Callable[[Sequence[object]], "int | None"]
 
 
 ROWS_PER_PASS = 1 << 15
@@ -60,7 +63,7 @@ def binning_tables(machine: Machine) -> list[tuple[tuple[float, ...], tuple[int,
     return _tables(machine.edges, machine.shape)
 
 
-def _tables(edges, shape) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
+def _tables(edges: Sequence[Sequence[float]], shape: Sequence[int]) -> list[tuple[tuple[float, ...], tuple[int, ...]]]:
     n_cells = math.prod(shape)
     return [
         (reading_thresholds(e), _offsets(n_cells, len(e), stride)) for e, stride in zip(edges, c_order_strides(shape))
@@ -77,19 +80,19 @@ class RowBinning:
     numpy is imported only here, so the scalar runtime needs none.
     """
 
-    def __init__(self, edges, shape):
+    def __init__(self, edges: Sequence[Sequence[float]], shape: Sequence[int]) -> None:
         import numpy as np
 
-        self._np = np
-        self._columns = [
+        self._columns: list[tuple[np.ndarray, np.ndarray]] = [
             (np.asarray(keys, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
             for keys, offsets in _tables(edges, shape)
         ]
 
-    def cells(self, rows):
+    def cells(self, rows: np.ndarray) -> np.ndarray:
         """Flat cell per row of a (m, n_inputs) float64 array (int64), OUT_OF_ENVELOPE outside [min, max],
         for NaN and for inf."""
-        np = self._np
+        import numpy as np
+
         cells = np.empty(rows.shape[0], dtype=np.int64)
         for start in range(0, rows.shape[0], ROWS_PER_PASS):
             part = rows[start : start + ROWS_PER_PASS]
@@ -122,8 +125,8 @@ def _offsets(n_cells: int, n_keys: int, stride: int) -> tuple[int, ...]:
     return (out, *(k * stride for k in range(n_keys - 1)), out)
 
 
-def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
-    namespace = {
+def _compile(machine: Machine, keys: Sequence[Sequence[float]], type_name: str, number: type) -> CellOf:
+    namespace: dict[str, Any] = {  # what exec's code reads, and then what it defines
         "bisect_right": bisect_right,
         "number": number,
         "OUT_OF_ENVELOPE": OUT_OF_ENVELOPE,
@@ -153,4 +156,4 @@ def _compile(machine: Machine, keys, type_name: str, number: type) -> CellOf:
     exec(compile(source, f"<certfsm binning of {machine.artifact_sha256[:12] or 'a machine'}>", "exec"), namespace)
     function = namespace["cell_of"]
     function.source = source
-    return function
+    return cast(CellOf, function)
