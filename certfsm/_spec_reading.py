@@ -16,12 +16,12 @@ from ._spec_rules import SpecBuilder
 from ._spec_schema import check_plain_json, check_schema, read_json
 
 
-def load_spec(path: str | os.PathLike) -> ControllerSpec:
+def load_spec(path: str | os.PathLike[str]) -> ControllerSpec:
     """Read, validate and check the spec file at `path`; the ONNX model it names must exist."""
     return spec_from_dict(read_json(path), path)
 
 
-def spec_from_dict(data: Any, path: str | os.PathLike, *, require_model: bool = True) -> ControllerSpec:
+def spec_from_dict(data: Any, path: str | os.PathLike[str], *, require_model: bool = True) -> ControllerSpec:
     """Validate and check an already parsed spec document, as if it were read from `path`.
 
     `path` names the spec in error messages and anchors a relative
@@ -34,6 +34,6 @@ def spec_from_dict(data: Any, path: str | os.PathLike, *, require_model: bool = 
     return SpecBuilder(data, label, Path(os.path.abspath(label))).build(require_model)
 
 
-def check_spec(path: str | os.PathLike) -> list[str]:
+def check_spec(path: str | os.PathLike[str]) -> list[str]:
     """Human-readable summary lines of a valid spec (for ``certfsm spec check``); raises SpecError on problems."""
     return describe_spec(load_spec(path))

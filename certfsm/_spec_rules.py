@@ -18,6 +18,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 from ._decision import margin_from_probability
 from ._errors import SpecError
@@ -30,7 +31,7 @@ from .machine import reading_thresholds, uniform_edges
 class SpecBuilder:
     """The semantic checks, in document order, on a schema-valid document; `build` returns the spec."""
 
-    def __init__(self, data: dict, label: str, path: Path) -> None:
+    def __init__(self, data: dict[str, Any], label: str, path: Path) -> None:
         self.data, self.label, self.path = data, label, path
 
     def fail(self, text: str) -> SpecError:
@@ -86,7 +87,8 @@ class SpecBuilder:
         seen[name] = where
 
     def inputs(self) -> tuple[InputSpec, ...]:
-        result, seen = [], {}
+        result: list[InputSpec] = []
+        seen: dict[str, str] = {}
         for i, item in enumerate(self.data["inputs"]):
             at = f"inputs[{i}]"
             self.require_unique(f"{at}.name", item["name"], seen)
@@ -108,7 +110,7 @@ class SpecBuilder:
             )
         return tuple(result)
 
-    def edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
+    def edges(self, at: str, item: dict[str, Any], low: float, high: float) -> tuple[float, ...]:
         edges = self.given_edges(at, item, low, high)
         thresholds = reading_thresholds(edges)
         for k in range(len(edges) - 1):
@@ -129,7 +131,7 @@ class SpecBuilder:
             f"{show_number(high)}] (the range is too narrow for that many); use fewer bins or a wider range"
         )
 
-    def given_edges(self, at: str, item: dict, low: float, high: float) -> tuple[float, ...]:
+    def given_edges(self, at: str, item: dict[str, Any], low: float, high: float) -> tuple[float, ...]:
         if "bins" in item:
             bins = int(item["bins"])
             if bins > 1 and not math.isfinite(high - low):
@@ -208,9 +210,12 @@ class SpecBuilder:
             )
         return margin, probability
 
-    def rules(self, inputs, outputs, conservative: str, known: str) -> tuple[LegalityRule, ...]:
+    def rules(
+        self, inputs: tuple[InputSpec, ...], outputs: tuple[str, ...], conservative: str, known: str
+    ) -> tuple[LegalityRule, ...]:
         index = {item.name: i for i, item in enumerate(inputs)}
-        result, seen = [], {}
+        result: list[LegalityRule] = []
+        seen: dict[str, str] = {}
         for j, rule in enumerate(self.data.get("legality_rules", [])):
             at = f"legality_rules[{j}]"
             self.require_unique(f"{at}.name", rule["name"], seen)
@@ -245,8 +250,9 @@ class SpecBuilder:
             result.append(LegalityRule(rule["name"], tuple(lower), tuple(upper), forbid))
         return tuple(result)
 
-    def sla_paths(self, outputs, legal, known: str) -> tuple[SlaPath, ...]:
-        result, seen = [], {}
+    def sla_paths(self, outputs: tuple[str, ...], legal: tuple[str, ...], known: str) -> tuple[SlaPath, ...]:
+        result: list[SlaPath] = []
+        seen: dict[str, str] = {}
         for j, item in enumerate(self.data.get("sla", {}).get("paths", [])):
             at = f"sla.paths[{j}]"
             self.require_unique(f"{at}.name", item["name"], seen)
@@ -280,7 +286,7 @@ class SpecBuilder:
             )
         return tuple(result)
 
-    def overridable(self, outputs, legal, known: str) -> tuple[str, ...]:
+    def overridable(self, outputs: tuple[str, ...], legal: tuple[str, ...], known: str) -> tuple[str, ...]:
         given = self.data.get("overrides", {}).get("overridable", [])
         for k, token in enumerate(given):
             where = f"overrides.overridable[{k}]"

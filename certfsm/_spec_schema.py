@@ -33,7 +33,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import jsonschema
 
@@ -55,7 +55,8 @@ _BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 @functools.cache
 def _schema() -> dict[str, Any]:
     text = importlib.resources.files("certfsm").joinpath("spec.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 @functools.cache
@@ -130,23 +131,28 @@ def _check_depth(text: str, label: str) -> None:
             depth -= 1
 
 
-class _RepeatedKeys(dict):
+class _RepeatedKeys(dict[str, Any]):
     """A JSON object in which some key appeared more than once (json keeps only the last)."""
 
     repeated: tuple[str, ...] = ()
 
 
-def _object_from_pairs(pairs: list[tuple[str, Any]]) -> dict:
+def _object_from_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) == len(pairs):
         return document
     seen: set[str] = set()
+    repeated: list[str] = []
+    for key, _ in pairs:
+        if key in seen:
+            repeated.append(key)
+        seen.add(key)
     marked = _RepeatedKeys(pairs)
-    marked.repeated = tuple(key for key, _ in pairs if key in seen or seen.add(key))
+    marked.repeated = tuple(repeated)
     return marked
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike[str]) -> Any:
     """The parsed spec file; an object with a repeated key is marked, for `check_plain_json` to report."""
     label = os.fspath(path)
     try:
@@ -180,7 +186,7 @@ def check_plain_json(data: Any, label: str) -> None:
     """
     count = 0
 
-    def check(data: Any, parts: tuple) -> None:
+    def check(data: Any, parts: tuple[str | int, ...]) -> None:
         nonlocal count
         count += 1
         where = json_path(parts, "top level")
@@ -248,10 +254,10 @@ def check_schema(data: Any, label: str) -> None:
         raise SpecError(f"{label}: {_schema_message(first)}")
 
 
-def _document_order(data: Any, parts) -> tuple[int, ...]:
-    order = []
+def _document_order(data: Any, parts: Iterable[str | int]) -> tuple[int, ...]:
+    order: list[int] = []
     for part in parts:
-        order.append(list(data).index(part) if isinstance(data, dict) else part)
+        order.append(list(data).index(part) if isinstance(data, dict) else int(part))
         data = data[part]
     return tuple(order)
 
@@ -300,9 +306,10 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
     return f"{json_path(parts, 'top level')}: {message}; {expected}"
 
 
-def _first_repeat(items: list) -> Any:
+def _first_repeat(items: list[object]) -> object:
     """The first item equal to an earlier one, in linear time for hashable items (token names)."""
-    hashable, other = set(), []
+    hashable: set[object] = set()
+    other: list[object] = []
     for item in items:
         try:
             if item in hashable:
