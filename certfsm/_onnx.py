@@ -19,6 +19,7 @@ import functools
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -29,12 +30,15 @@ from ._errors import ModelError
 from ._network import Network
 from ._onnx_graph import network_from_graph
 
+if TYPE_CHECKING:
+    import onnxruntime
+
 _ORT_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
 _EXPORT_OPSET = 13
 _EXPORT_IR_VERSION = 8
 
 
-def load_onnx(path: str | os.PathLike) -> Network:
+def load_onnx(path: str | os.PathLike[str]) -> Network:
     """Read an ONNX feed-forward ReLU network into the IR.
 
     The returned network evaluates, in float64, exactly the stored weights
@@ -103,7 +107,8 @@ def to_onnx(network: Network) -> bytes:
     model = helper.make_model(graph, producer_name="certfsm", opset_imports=[helper.make_opsetid("", _EXPORT_OPSET)])
     model.ir_version = _EXPORT_IR_VERSION
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()  # protobuf's messages are untyped
+    return data
 
 
 def run_onnxruntime(network: Network, x: np.ndarray) -> np.ndarray:
@@ -154,7 +159,7 @@ def run_onnxruntime(network: Network, x: np.ndarray) -> np.ndarray:
 # --- reading -----------------------------------------------------------------
 
 
-def _read_bytes(path, where: str) -> bytes:
+def _read_bytes(path: str | os.PathLike[str], where: str) -> bytes:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -195,7 +200,7 @@ def _first_line(error: Exception) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _session_for_file(path: str, sha256: str):
+def _session_for_file(path: str, sha256: str) -> onnxruntime.InferenceSession:
     data = _read_bytes(path, path)
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise ModelError(
@@ -206,11 +211,11 @@ def _session_for_file(path: str, sha256: str):
 
 
 @functools.lru_cache(maxsize=32)
-def _session_for_bytes(data: bytes):
+def _session_for_bytes(data: bytes) -> onnxruntime.InferenceSession:
     return _new_session(data)
 
 
-def _new_session(data: bytes):
+def _new_session(data: bytes) -> onnxruntime.InferenceSession:
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(3)
@@ -221,7 +226,7 @@ def _new_session(data: bytes):
     return onnxruntime.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
 
 
-def _session_input(session, name: str, where: str):
+def _session_input(session: onnxruntime.InferenceSession, name: str, where: str) -> onnxruntime.NodeArg:
     for declared in session.get_inputs():
         if declared.name == name:
             return declared

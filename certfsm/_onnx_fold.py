@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Callable, Mapping, Protocol, TypeAlias
 
 import numpy as np
 import onnx
@@ -48,6 +49,23 @@ SHAPE_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
 # The widest benchmark network has 512 neurons a layer; folding an elementwise operator into a fresh
 # layer of n features handles n^2 rationals (about 12 s at 1024).
 MAX_FEATURES = 1024
+
+
+class Constant(Protocol):
+    """What the fold reads of a constant of the graph (`certfsm._onnx_graph` keeps them, with their provenance)."""
+
+    value: np.ndarray
+
+    def weights(self, where: str, label: str) -> np.ndarray:
+        """The finite float64 values; ModelError naming the constant, `where` and `label` otherwise."""
+        ...
+
+
+Constants: TypeAlias = Mapping[str, Constant]
+"""The constants seen so far, by tensor name."""
+
+Fold: TypeAlias = Callable[..., tuple[np.ndarray, np.ndarray]]
+"""``fold(weight, bias, *constants) -> (weight, bias)``, the same code on float and on Fraction arrays."""
 
 
 class Chain:
@@ -64,8 +82,10 @@ class Chain:
         self._restart(math.prod(input_shape))
 
     def _restart(self, size: int) -> None:
-        self.weight, self.bias, self.sources = np.eye(size), np.zeros(size), []
-        self.exact: tuple | None = None  # (weight, bias) as Fraction object arrays when the floats round
+        self.weight: np.ndarray = np.eye(size)
+        self.bias: np.ndarray = np.zeros(size)
+        self.sources: list[str] = []
+        self.exact: tuple[np.ndarray, np.ndarray] | None = None  # (weight, bias) as Fraction arrays when floats round
         self.is_fresh = True
 
     def _close(self, fallback: str) -> None:
@@ -83,7 +103,7 @@ class Chain:
             exact = (tuple(tuple(row) for row in weight.tolist()), tuple(bias.tolist()))
         self.layers.append(AffineLayer(self.weight, self.bias, source, exact))
 
-    def _fold(self, fold, *constants, exact_in_floats: bool = False, bias_only: bool = False) -> None:
+    def _fold(self, fold: Fold, *constants: np.ndarray, exact_in_floats: bool = False, bias_only: bool = False) -> None:
         """Apply ``fold(weight, bias, *constants) -> (weight, bias)`` in float64 and in exact rationals.
 
         `exact_in_floats` says the float result is known to be exact (a
@@ -111,7 +131,7 @@ class Chain:
         self._close("identity output layer" if self.layers else "identity")
         return Network(tuple(self.layers), input_name=input_name, input_shape=self.input_shape)
 
-    def apply(self, node: onnx.NodeProto, name: str, label: str, running: str, constants: dict) -> None:
+    def apply(self, node: onnx.NodeProto, name: str, label: str, running: str, constants: Constants) -> None:
         op = node.op_type
         if op in ("Relu",) + SHAPE_OPS and node.input[0] != running:
             raise ModelError(
@@ -136,7 +156,7 @@ class Chain:
                 "have in certfsm (it verifies small controller networks); use a narrower network"
             )
 
-    def _constant_operand(self, node, label: str, constants: dict) -> tuple[np.ndarray, bool]:
+    def _constant_operand(self, node: onnx.NodeProto, label: str, constants: Constants) -> tuple[np.ndarray, bool]:
         """The constant operand of a binary op and whether the data is the first operand."""
         first, second = node.input[0], node.input[1]
         is_data_first = first not in constants
@@ -157,11 +177,11 @@ class Chain:
         self.shape = tuple(result)
         return np.broadcast_to(value, result).reshape(-1)
 
-    def _add(self, node, label, constants) -> None:
+    def _add(self, node: onnx.NodeProto, label: str, constants: Constants) -> None:
         value, _ = self._constant_operand(node, label, constants)
         self._fold(lambda w, b, offset: (w, b + offset), self._per_feature(value, label, "Add"), bias_only=True)
 
-    def _sub(self, node, label, constants) -> None:
+    def _sub(self, node: onnx.NodeProto, label: str, constants: Constants) -> None:
         value, is_data_first = self._constant_operand(node, label, constants)
         offset = self._per_feature(value, label, "Sub")
         if is_data_first:
@@ -169,12 +189,12 @@ class Chain:
         else:
             self._fold(lambda w, b, c: (-w, c - b), offset)
 
-    def _mul(self, node, label, constants) -> None:
+    def _mul(self, node: onnx.NodeProto, label: str, constants: Constants) -> None:
         value, _ = self._constant_operand(node, label, constants)
         scale = self._per_feature(value, label, "Mul")
         self._fold(lambda w, b, c: (w * c[:, None], b * c), scale)
 
-    def _div(self, node, label, constants) -> None:
+    def _div(self, node: onnx.NodeProto, label: str, constants: Constants) -> None:
         value, is_data_first = self._constant_operand(node, label, constants)
         if not is_data_first:
             raise ModelError(
@@ -188,13 +208,14 @@ class Chain:
             )
         self._fold(lambda w, b, c: (w / c[:, None], b / c), scale)
 
-    def _matmul(self, node, label, constants) -> None:
+    def _matmul(self, node: onnx.NodeProto, label: str, constants: Constants) -> None:
         if node.input[0] in constants:
             raise ModelError(
                 f"{self.where}: {label} (MatMul) multiplies a constant by the data from the left; "
                 "certfsm supports data @ constant (re-export with the weight as the second input)"
             )
         matrix = constants[node.input[1]].weights(self.where, label)
+        new_tail: tuple[int, ...]
         if matrix.ndim == 1:
             matrix, new_tail = matrix[:, None], ()
         else:
@@ -209,7 +230,7 @@ class Chain:
         self._fold(lambda w, b, m: (_dot(m.T, w), _dot(b, m)), matrix, exact_in_floats=self.is_fresh)
         self.shape = self.shape[:-1] + new_tail
 
-    def _gemm(self, node, label, constants) -> None:
+    def _gemm(self, node: onnx.NodeProto, label: str, constants: Constants) -> None:
         attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.input[0] in constants:
             raise ModelError(
@@ -253,7 +274,8 @@ def _dot(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     product of two 512 x 256 matrices then takes seconds, not minutes.
     """
     if left.dtype != object:
-        return left @ right
+        floats: np.ndarray = left @ right  # numpy types @ as Any
+        return floats
     left_numerators, left_denominator = integer_form(left)
     right_numerators, right_denominator = integer_form(right)
     product = left_numerators @ right_numerators
@@ -268,7 +290,7 @@ def _equal(floats: np.ndarray, rationals: np.ndarray) -> bool:
     return all(Fraction(*float(f).as_integer_ratio()) == r for f, r in zip(floats.reshape(-1), rationals.reshape(-1)))
 
 
-def _shape_operand(node: onnx.NodeProto, name: str, constants: dict) -> list[int] | None:
+def _shape_operand(node: onnx.NodeProto, name: str, constants: Constants) -> list[int] | None:
     """An integer list given as an attribute (old opsets) or as the constant second input (new opsets)."""
     for attribute in node.attribute:
         if attribute.name == name:
@@ -278,7 +300,9 @@ def _shape_operand(node: onnx.NodeProto, name: str, constants: dict) -> list[int
     return None
 
 
-def reshaped(node: onnx.NodeProto, shape: tuple[int, ...], constants: dict, where: str, label: str) -> tuple[int, ...]:
+def reshaped(
+    node: onnx.NodeProto, shape: tuple[int, ...], constants: Constants, where: str, label: str
+) -> tuple[int, ...]:
     """The shape after a Flatten/Reshape/Squeeze/Unsqueeze/Identity node (C-order data unchanged)."""
     op, rank, size = node.op_type, len(shape), math.prod(shape)
 

@@ -223,9 +223,10 @@ def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
 
 def _type_name(data_type: int) -> str:
     try:
-        return TensorProto.DataType.Name(data_type)
+        name: str = TensorProto.DataType.Name(data_type)  # protobuf's enum wrapper is untyped
     except ValueError:
         return "not an ONNX data type"
+    return name
 
 
 def _first_line(error: Exception) -> str:
@@ -249,7 +250,7 @@ def _constant_node_value(node: onnx.NodeProto, where: str, label: str) -> np.nda
     )
 
 
-def _fold_constant(node: onnx.NodeProto, constants: dict, where: str, label: str) -> np.ndarray:
+def _fold_constant(node: onnx.NodeProto, constants: dict[str, _Constant], where: str, label: str) -> np.ndarray:
     """A node computed from constants only: folded when it just relabels the tensor (exact)."""
     if node.op_type not in SHAPE_OPS:
         raise ModelError(
