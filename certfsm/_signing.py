@@ -18,9 +18,12 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Iterable, TypeAlias
 
 from ._errors import SigningError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 ALGORITHM = "ed25519"
 KEY_ID_DIGITS = 16
@@ -33,15 +36,17 @@ def key_id_of(raw_public_key: bytes) -> str:
     return hashlib.sha256(raw_public_key).hexdigest()[:KEY_ID_DIGITS]
 
 
-def _crypto(what: str):
-    """The cryptography modules needed here; SigningError naming the extra to install when it is missing."""
+def _require_cryptography(what: str) -> None:
+    """Import the cryptography modules used here; SigningError naming the extra to install when it is missing.
+
+    The callers then import the names they use, which are loaded by now.
+    """
     try:
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ed25519
+        import cryptography.exceptions  # noqa: F401
+        import cryptography.hazmat.primitives.asymmetric.ed25519  # noqa: F401
+        import cryptography.hazmat.primitives.serialization  # noqa: F401
     except ImportError:
         raise SigningError(f"{what} needs the cryptography package, which is not installed; run {INSTALL}") from None
-    return serialization, ed25519, InvalidSignature
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,13 @@ class PublicKey:
 
     def verifies(self, signature: bytes, message: bytes) -> bool:
         """Whether `signature` is this key's Ed25519 signature of `message`."""
-        _, ed25519, invalid = _crypto("checking a signature")
+        _require_cryptography("checking a signature")
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+
         try:
             ed25519.Ed25519PublicKey.from_public_bytes(self.raw).verify(signature, message)
-        except invalid:
+        except InvalidSignature:
             return False
         return True
 
@@ -70,7 +78,7 @@ class PublicKey:
 class PrivateKey:
     """An Ed25519 private key loaded from its PEM file; `public` is its public half."""
 
-    key: Any
+    key: Ed25519PrivateKey
     public: PublicKey
     source: str
 
@@ -78,7 +86,7 @@ class PrivateKey:
         return self.key.sign(message)
 
 
-def _read_key_file(path, role: str, fix: str) -> bytes:
+def _read_key_file(path: str | os.PathLike[str], role: str, fix: str) -> bytes:
     label = os.fspath(path)
     try:
         return Path(label).read_bytes()
@@ -88,9 +96,12 @@ def _read_key_file(path, role: str, fix: str) -> bytes:
         raise SigningError(f"{label}: cannot read the {role} key file ({error.strerror or error}); {fix}") from None
 
 
-def load_private_key(path) -> PrivateKey:
+def load_private_key(path: str | os.PathLike[str]) -> PrivateKey:
     """The Ed25519 private key in the PKCS8 PEM file at `path`; SigningError (one line) for anything else."""
-    serialization, ed25519, _ = _crypto("signing")
+    _require_cryptography("signing")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
     label = os.fspath(path)
     fix = "give the private key file written by certfsm keygen --out KEY (not KEY.pub)"
     data = _read_key_file(path, "private", fix)
@@ -111,9 +122,12 @@ def load_private_key(path) -> PrivateKey:
     return PrivateKey(key, PublicKey.from_raw(raw, label), label)
 
 
-def load_public_key(path) -> PublicKey:
+def load_public_key(path: str | os.PathLike[str]) -> PublicKey:
     """The Ed25519 public key in the SubjectPublicKeyInfo PEM file at `path`; SigningError (one line) otherwise."""
-    serialization, ed25519, _ = _crypto("checking signatures (trusted keys)")
+    _require_cryptography("checking signatures (trusted keys)")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
     label = os.fspath(path)
     fix = "give the public key file KEY.pub written by certfsm keygen --out KEY"
     data = _read_key_file(path, "public", fix)
@@ -133,7 +147,11 @@ def load_public_key(path) -> PublicKey:
     return PublicKey.from_raw(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw), label)
 
 
-def trusted_key_set(trusted_keys) -> dict[str, PublicKey]:
+KeySource: TypeAlias = str | os.PathLike[str] | PublicKey
+"""A trusted key: the path of its public key file, or the key itself."""
+
+
+def trusted_key_set(trusted_keys: KeySource | Iterable[KeySource]) -> dict[str, PublicKey]:
     """Trusted keys by key id, from public key file paths or `PublicKey` values; refuses an empty collection.
 
     An empty collection is refused rather than read as "no check": a
@@ -151,14 +169,17 @@ def trusted_key_set(trusted_keys) -> dict[str, PublicKey]:
     return {key.key_id: key for key in keys}
 
 
-def generate_key_pair(out) -> PublicKey:
+def generate_key_pair(out: str | os.PathLike[str]) -> PublicKey:
     """Write a new Ed25519 private key to `out` (mode 0600) and its public key to `out`.pub; refuses to overwrite.
 
     Both files are created exclusively (O_EXCL), so an existing key is
     never replaced, not even by a race; when the public key cannot be
     written the private key is removed again.
     """
-    serialization, ed25519, _ = _crypto("certfsm keygen")
+    _require_cryptography("certfsm keygen")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
     private_path = Path(os.fspath(out))
     public_path = Path(f"{private_path}.pub")
     for path in (private_path, public_path):
