@@ -60,6 +60,10 @@ the sub-packages: `certfsm.verify` (Marabou, Z3, bounds, reports),
 `certfsm.hdl_export` (Verilog and C).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ._errors import (
     ArtifactError,
     AuditLogError,
@@ -74,6 +78,18 @@ from ._errors import (
     VnnlibError,
 )
 from ._verdict import PROVED, UNKNOWN, VERDICTS, VIOLATED, VerdictRecord
+
+if TYPE_CHECKING:  # the lazy functions' types, named without importing their modules at run time
+    import os
+    from types import ModuleType
+    from typing import Any, Iterable
+
+    import numpy as np
+
+    from ._artifact import Artifact
+    from ._network import Network
+    from ._signing import KeySource
+    from ._spec import ControllerSpec
 
 _LAZY = {
     "AffineLayer": "_network",
@@ -118,7 +134,7 @@ _LAZY = {
 """Public name -> the core module that is its home, loaded on first use."""
 
 
-def _core(module: str):
+def _core(module: str) -> ModuleType:
     """The core module `module`, imported on use.
 
     The certfsm-runtime install (packaging/runtime) holds only the modules the runtime needs; asking it for
@@ -138,7 +154,7 @@ def _core(module: str):
         raise
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:  # a lazy name's value: any of the types in _LAZY's modules
     if name in _LAZY:
         value = getattr(_core(_LAZY[name]), name)
         globals()[name] = value
@@ -150,29 +166,41 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-def load_onnx(path):
+def load_onnx(path: str | os.PathLike[str]) -> Network:
     """Load an ONNX model into the network IR (imports onnx on first use)."""
-    return _core("_onnx").load_onnx(path)
+    network: Network = _core("_onnx").load_onnx(path)
+    return network
 
 
-def run_onnxruntime(network, x):
+def run_onnxruntime(network: Network, x: np.ndarray) -> np.ndarray:
     """Scores of the ONNX model behind `network` for one input or a batch, in onnxruntime (imported on first use)."""
-    return _core("_onnx").run_onnxruntime(network, x)
+    scores: np.ndarray = _core("_onnx").run_onnxruntime(network, x)
+    return scores
 
 
-def load_artifact(path, *, require_proved=True, trusted_keys=None):
+def load_artifact(
+    path: str | os.PathLike[str],
+    *,
+    require_proved: bool = True,
+    trusted_keys: KeySource | Iterable[KeySource] | None = None,
+) -> Artifact:
     """Read and check a .cfsm artifact (standard library and numpy; see `certfsm._artifact.load_artifact`)."""
-    return _core("_artifact").load_artifact(path, require_proved=require_proved, trusted_keys=trusted_keys)
+    artifact: Artifact = _core("_artifact").load_artifact(
+        path, require_proved=require_proved, trusted_keys=trusted_keys
+    )
+    return artifact
 
 
-def spec_from_dict(data, path, *, require_model=True):
+def spec_from_dict(data: Any, path: str | os.PathLike[str], *, require_model: bool = True) -> ControllerSpec:
     """Validate an already parsed spec document as if read from `path` (imports jsonschema on first use)."""
-    return _core("_spec_reading").spec_from_dict(data, path, require_model=require_model)
+    spec: ControllerSpec = _core("_spec_reading").spec_from_dict(data, path, require_model=require_model)
+    return spec
 
 
-def load_spec(path):
+def load_spec(path: str | os.PathLike[str]) -> ControllerSpec:
     """Load and validate a controller spec (imports jsonschema on first use)."""
-    return _core("_spec_reading").load_spec(path)
+    spec: ControllerSpec = _core("_spec_reading").load_spec(path)
+    return spec
 
 
 __all__ = [
