@@ -109,13 +109,17 @@ class Network:
     """A feed-forward ReLU network: ReLU after every layer except the last.
 
     `input_name` and `input_shape` say how to feed the original ONNX model
-    (for the onnxruntime cross-check of counterexamples); `source_path`
-    and `sha256` identify that file.
+    (for the onnxruntime cross-check of counterexamples), `input_type` in
+    which float type onnxruntime computes it ("float32", "float64" or
+    "float16": the proofs are about the exact network whatever it is, but
+    onnxruntime's float16 rounding can disagree with it near a decision
+    boundary); `source_path` and `sha256` identify that file.
     """
 
     layers: tuple[AffineLayer, ...]
     input_name: str = "input"
     input_shape: tuple[int, ...] = ()
+    input_type: str = "float32"
     source_path: str = ""
     sha256: str = ""
 
@@ -156,6 +160,21 @@ class Network:
             if index < len(self.layers) - 1:
                 values = np.maximum(values, 0.0)
         return values
+
+    def describe(self) -> list[str]:
+        """Summary lines of the network for people (``certfsm spec check``), with what its float type means."""
+        lines = [
+            f"model: {self.n_inputs} inputs, {self.n_outputs} outputs, hidden layers {list(self.hidden_sizes)}, "
+            f"computed in {self.input_type} by onnxruntime"
+        ]
+        if self.input_type == "float16":
+            lines.append(
+                "model: note: certfsm proves the exact network (its float16 weights read exactly), but onnxruntime "
+                "rounds every operation to float16, so near a decision boundary it can decide otherwise: a cell "
+                "whose witness onnxruntime does not confirm stays undecided and the cross-check can count "
+                "mismatches; export the model in float32 to avoid both"
+            )
+        return lines
 
     def replace(self, **changes: Any) -> "Network":
         """`dataclasses.replace`: a copy with `changes` (field names and values), checked again."""

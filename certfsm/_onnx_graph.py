@@ -44,7 +44,8 @@ SUPPORTED_OPS = (
     "Identity",
     "Constant",
 )
-_FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16)
+_FLOAT_NAMES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16"}
+_FLOAT_TYPES = tuple(_FLOAT_NAMES)
 # Weights are floats; shape operands (Reshape's shape, Squeeze's axes) are integers.
 _READABLE_TYPES = _FLOAT_TYPES + (
     TensorProto.INT64,
@@ -80,6 +81,13 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
     running, visited = source.name, {source.name}
     for index, node in enumerate(graph.node):
         label = f"node '{node.name}'" if node.name else f"node #{index}"
+        if node.domain in ("", "ai.onnx") and node.op_type in _FINAL_SQUASHES and _is_last(graph, node):
+            raise ModelError(
+                f"{where}: {label} is a final {node.op_type}, which is not piecewise linear; drop it and export "
+                f"the scores before it (the {node.op_type} keeps their order, so argmax and argmin decide the same; "
+                "for a threshold on the top probability give confidence_gate.probability, which certfsm proves as "
+                "an exact logit margin)"
+            )
         if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
             op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
             raise ModelError(
@@ -120,7 +128,17 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
             f"(which ends at '{running}'); "
             "certfsm supports a single chain of operators from the input to the output"
         )
-    return chain.finish(source.name)
+    return chain.finish(source.name).replace(input_type=_FLOAT_NAMES[source.type.tensor_type.elem_type])
+
+
+_FINAL_SQUASHES = ("Softmax", "LogSoftmax", "Sigmoid")
+"""Monotone output layers that exporters often append to a classifier: each keeps the order of the scores along
+the decision axis, so the fix is to drop it (Sigmoid is monotone per score, so it keeps the order too)."""
+
+
+def _is_last(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
+    """True when `node` writes the graph's output, which the decision rule reads directly."""
+    return bool(graph.output) and graph.output[0].name in node.output
 
 
 def _check_names(graph: onnx.GraphProto, where: str) -> None:

@@ -789,12 +789,8 @@ def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON)."))
     lines = describe_spec(controller)
     network = load_onnx(controller.model_path)
     check_network_fits_spec(network, controller)
-    for line in lines:
+    for line in lines + network.describe():
         typer.echo(line)
-    typer.echo(
-        f"model: {network.n_inputs} inputs, {network.n_outputs} outputs, hidden layers "
-        f"{list(network.hidden_sizes)}: fits the spec"
-    )
     typer.echo(f"{spec}: ok")
 
 

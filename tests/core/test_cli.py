@@ -204,6 +204,31 @@ def test_spec_check_accepts_the_example_and_rejects_a_bad_one(tmp_path, example_
     assert_one_line_error(code, err, r"^certfsm: error: .*spec\.json: legal_tokens")
 
 
+def test_spec_check_says_what_a_float16_model_means_for_the_proofs(tmp_path, example_spec_with):
+    """A float16 model is read exactly, but onnxruntime rounds in float16: spec check says so before a distill."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    model = onnx.load(example_spec_path("coadapt").parent / "coadapt.onnx")
+    for tensor in model.graph.initializer:
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), tensor.name))
+    for value in [*model.graph.input, *model.graph.output]:
+        value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    half = tmp_path / "half.onnx"
+    onnx.save(model, half)
+    code, out, err = run_main("spec", "check", example_spec_with(model=str(half)))
+    assert code == 0, err
+    assert re.search(
+        r"^model: 5 inputs, 5 outputs, hidden layers \[8, 8\], computed in float16 by onnxruntime$", out, re.M
+    )
+    assert re.search(
+        r"^model: note: .* onnxruntime rounds every operation to float16, .* export the model in float32", out, re.M
+    )
+    code, out, err = run_main("spec", "check", example_spec_path("coadapt"))
+    assert "computed in float32 by onnxruntime" in out and "note:" not in out
+
+
 def test_bad_vnnlib_is_one_line_naming_the_line(tmp_path):
     prop = tmp_path / "bad.vnnlib"
     prop.write_text("(declare-const X_0 Real)\n(assert (<= X_0 1.0)\n")

@@ -315,14 +315,41 @@ def _tiny(nodes, inits=None, inputs=None, outputs=None) -> bytes:
 
 BAD_MODELS = [
     (
-        "sigmoid",
-        lambda: _tiny([_dense(output="h"), helper.make_node("Sigmoid", ["h"], ["y"], name="n3")]),
+        "sigmoid inside",
+        lambda: _tiny(
+            [
+                helper.make_node("Sigmoid", ["x"], ["s"], name="n3"),
+                _dense(data_input="s"),
+            ]
+        ),
         r"node 'n3' uses unsupported operator Sigmoid; certfsm supports Gemm, MatMul, Add, Sub, Mul, Div, Relu, ",
     ),
     (
-        "softmax",
+        "final sigmoid",
+        lambda: _tiny([_dense(output="h"), helper.make_node("Sigmoid", ["h"], ["y"], name="n3")]),
+        r"node 'n3' is a final Sigmoid, which is not piecewise linear; drop it and export the scores before it "
+        r"\(the Sigmoid keeps their order, so argmax and argmin decide the same; .*confidence_gate\.probability",
+    ),
+    (
+        "final softmax",
         lambda: _tiny([_dense(output="h"), helper.make_node("Softmax", ["h"], ["y"], name="probabilities")]),
-        r"node 'probabilities' uses unsupported operator Softmax; certfsm supports Gemm, ",
+        r"node 'probabilities' is a final Softmax, .* drop it .* give confidence_gate\.probability, which certfsm "
+        r"proves as an exact logit margin\)$",
+    ),
+    (
+        "final log-softmax",
+        lambda: _tiny([_dense(output="h"), helper.make_node("LogSoftmax", ["h"], ["y"], name="logp")]),
+        r"node 'logp' is a final LogSoftmax, .* drop it ",
+    ),
+    (
+        "softmax before a layer",
+        lambda: _tiny(
+            [
+                helper.make_node("Softmax", ["x"], ["p"], name="early"),
+                _dense(data_input="p"),
+            ]
+        ),
+        r"node 'early' uses unsupported operator Softmax; certfsm supports Gemm, ",
     ),
     (
         "two inputs",
