@@ -40,7 +40,7 @@ import numbers
 import os
 import struct
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from ._audit_format import (
     FLAG_OVERRIDE,
     FLAG_SLA_OK,
     GENESIS,
+    Registers,
     KIND_STEP,
     KIND_STEP_FIXED,
     close_body,
@@ -62,6 +63,12 @@ from ._audit_format import (
 )
 
 _NAN = math.nan
+
+Reading = Iterable[object]
+"""A step's reading: one number per input name, None (or NaN) where missing; ints in a fixed-point reading (a value
+the log cannot hold is refused with TypeError naming its input)."""
+Metrics = Mapping[str, float | None] | Iterable[float | None] | None
+"""A step's metrics: by name (absent or None: missing), or one value per metric in header order; None: none."""
 
 
 def rotated_path(path: Path, file_number: int) -> Path:
@@ -79,11 +86,11 @@ def _sha256_bytes(value: str, what: str) -> bytes:
     return raw
 
 
-def _names(names, what: str) -> tuple[str, ...]:
-    names = tuple(names)
-    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
-        raise AuditLogError(f"{what}={list(names)!r} must be distinct non-empty strings; pass the spec's names")
-    return names
+def _names(names: Iterable[str], what: str) -> tuple[str, ...]:
+    given = tuple(names)
+    if not all(isinstance(n, str) and n for n in given) or len(set(given)) != len(given):
+        raise AuditLogError(f"{what}={list(given)!r} must be distinct non-empty strings; pass the spec's names")
+    return given
 
 
 class AuditWriter:
@@ -101,10 +108,10 @@ class AuditWriter:
 
     def __init__(
         self,
-        path,
+        path: str | os.PathLike[str],
         artifact_sha256: str,
-        input_names,
-        metric_names=(),
+        input_names: Iterable[str],
+        metric_names: Iterable[str] = (),
         *,
         fsync_every: int = 1000,
         rotate_bytes: int | None = None,
@@ -135,10 +142,11 @@ class AuditWriter:
         self._buffer = bytearray()
         self._chain, self._index, self._time = GENESIS, 0, _NAN
         self._unsynced = 0
-        self._file_number, self._fd, self._file_bytes = 0, None, 0
+        self._file_number, self._file_bytes = 0, 0
+        self._fd: int | None = None
         self._failure: BaseException | None = None
         self._syncer = ThreadPoolExecutor(1, "certfsm-audit-fsync") if fsync_every > 1 else None
-        self._pending_sync: Future | None = None
+        self._pending_sync: Future[None] | None = None
         self._open_file()
 
     # ------------------------------------------------------------- public
@@ -161,13 +169,13 @@ class AuditWriter:
     def append_step(
         self,
         time: float,
-        reading,
-        metrics,
+        reading: Reading,
+        metrics: Metrics,
         cell: int,
         token: int,
         code: int,
         reason: int,
-        state,
+        state: Registers,
         sla_ok: bool,
         override: int | None = None,
     ) -> int:
@@ -221,13 +229,13 @@ class AuditWriter:
     def append_step_fixed(
         self,
         time: float,
-        reading,
-        metrics,
+        reading: Reading,
+        metrics: Metrics,
         cell: int,
         token: int,
         code: int,
         reason: int,
-        state,
+        state: Registers,
         sla_ok: bool,
         override: int | None = None,
     ) -> int:
@@ -237,13 +245,15 @@ class AuditWriter:
         values = self._values(reading, metrics)
         flags = (FLAG_SLA_OK if sla_ok else 0) | (FLAG_OVERRIDE if override is not None else 0)
         n = self._n_inputs
+        integers: list[object] = []
         for name, value in zip(self.input_names, values[:n]):
             if isinstance(value, (bool, float)) or not isinstance(value, numbers.Integral):
                 raise TypeError(
                     f"append_step_fixed: {name}={value!r} is not an integer; a fixed-point reading "
                     "holds integers v meaning v * 2^-frac_bits"
                 )
-        values[:n] = [saturated_int64(int(v)) for v in values[:n]]
+            integers.append(saturated_int64(int(value)))
+        values[:n] = integers
         values[n:] = [_NAN if v is None else v for v in values[n:]]
         with self._lock:
             index = self._index
@@ -286,7 +296,7 @@ class AuditWriter:
             self._append(body, time)
             return index
 
-    def append_swap(self, time: float, old_sha256: str, new_sha256: str, state) -> int:
+    def append_swap(self, time: float, old_sha256: str, new_sha256: str, state: Registers) -> int:
         """Log a hot swap from `old_sha256` to `new_sha256`; `state` is the state the runtime continues from.
 
         `old_sha256` must be the artifact in force (the reader checks the same).
@@ -348,14 +358,15 @@ class AuditWriter:
     def __enter__(self) -> "AuditWriter":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ------------------------------------------------------------- internals (_values and _explain are pure;
     # the others touch the chain or the file and run under the lock)
 
-    def _values(self, reading, metrics) -> list:
-        if type(reading) not in (list, tuple):
+    def _values(self, reading: Reading, metrics: Metrics) -> list[object]:
+        """The reading and the metrics in header order, as given (None where missing): `struct` checks them."""
+        if not (type(reading) is list or type(reading) is tuple):  # `type() in (...)`, spelled for mypy
             reading = list(reading)
         if len(reading) != self._n_inputs:
             raise AuditLogError(
@@ -369,7 +380,7 @@ class AuditWriter:
                     f"append_step: metrics name {unknown}, which the log's header does not "
                     f"({list(self.metric_names)}); create the log with every metric name"
                 )
-            values = [*reading, *map(metrics.get, self.metric_names)]  # None where absent
+            values: list[object] = [*reading, *map(metrics.get, self.metric_names)]  # None where absent
         else:
             metrics = () if metrics is None else list(metrics)
             if len(metrics) not in (0, self._n_metrics):
@@ -381,7 +392,19 @@ class AuditWriter:
             values = [*reading, *(metrics or [_NAN] * self._n_metrics)]
         return values  # a None (missing) stays until the pack refuses it; `_append_step_with_nan` logs NaN
 
-    def _append_step_with_nan(self, index, time, values, cell, token, code, reason, flags, override, state) -> int:
+    def _append_step_with_nan(
+        self,
+        index: int,
+        time: float,
+        values: list[object],
+        cell: int,
+        token: int,
+        code: int,
+        reason: int,
+        flags: int,
+        override: int | None,
+        state: Registers,
+    ) -> int:
         values = [_NAN if v is None else v for v in values]
         try:
             body = self._step_frame.pack(
@@ -405,7 +428,18 @@ class AuditWriter:
         self._append(body, time)
         return index
 
-    def _explain(self, error, time, values, cell, token, code, reason, override, state) -> Exception:
+    def _explain(
+        self,
+        error: Exception,
+        time: float,
+        values: Sequence[object],
+        cell: int,
+        token: int,
+        code: int,
+        reason: int,
+        override: int | None,
+        state: Registers,
+    ) -> Exception:
         """The first argument of a failed step pack, named (only on the error path, so appends stay fast)."""
         try:
             struct.pack("<d", time)
@@ -417,7 +451,7 @@ class AuditWriter:
                 struct.pack("<d", value)
             except struct.error:
                 return TypeError(f"append_step: {name}={value!r} is not a number; pass a float, or None when missing")
-        fields = [
+        fields: list[tuple[str, str, object]] = [
             ("cell", "i", cell),
             ("token", "B", token),
             ("code", "B", code),
@@ -435,7 +469,8 @@ class AuditWriter:
                 )
         return AuditLogError(f"append_step: {error}")
 
-    def _check_open(self) -> None:
+    def _check_open(self) -> int:
+        """The descriptor of the file being written; AuditLogError once the writer is closed or stopped."""
         if self._failure is not None:
             raise AuditLogError(
                 f"{self.path}: the writer stopped after an I/O error ({self._failure}); "
@@ -443,10 +478,12 @@ class AuditWriter:
             )
         if self._fd is None:
             raise AuditLogError(f"{self.path}: the audit log is closed; open a new AuditWriter to log more")
+        return self._fd
 
     def _append(self, body: bytes, time: float) -> None:
-        if self._fd is None or self._failure is not None:
-            self._check_open()
+        fd = self._fd
+        if fd is None or self._failure is not None:
+            fd = self._check_open()
         self._chain = chain = hashlib.sha256(self._chain + body).digest()
         self._buffer += body
         self._buffer += chain
@@ -459,7 +496,7 @@ class AuditWriter:
             else:
                 self._write_out(sync=False)
                 self._wait_for_sync()
-                self._pending_sync = self._syncer.submit(os.fsync, self._fd)
+                self._pending_sync = self._syncer.submit(os.fsync, fd)
                 self._unsynced = 0
         elif len(self._buffer) >= self._buffer_bytes:
             self._write_out(sync=False)
@@ -485,6 +522,7 @@ class AuditWriter:
 
     def _write_out(self, sync: bool) -> None:
         """Write the buffer to the file; with `sync`, also fsync (after any background fsync) before returning."""
+        fd = self._check_open()  # its callers write to an open file only: this never raises
         if sync:
             self._wait_for_sync()
         data = bytes(self._buffer)
@@ -492,19 +530,20 @@ class AuditWriter:
         try:
             written = 0
             while written < len(data):
-                written += os.write(self._fd, data[written:])
+                written += os.write(fd, data[written:])
             self._file_bytes += written
             if sync:
-                os.fsync(self._fd)
+                os.fsync(fd)
                 self._unsynced = 0
         except OSError as error:
             self._failure = error
             raise
 
     def _rotate(self) -> None:
+        fd = self._check_open()  # called by `_append` on an open file: this never raises
         self._commit(close_body(self._index, self._time, continues=True))
         self._write_out(sync=True)
-        os.close(self._fd)
+        os.close(fd)
         self._fd = None
         self._file_number += 1
         try:

@@ -58,7 +58,8 @@ import hashlib
 import math
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple, Protocol
 
 from certfsm import AuditLogError
 
@@ -113,13 +114,25 @@ def step_body(n_inputs: int, n_metrics: int, fixed: bool = False) -> struct.Stru
     return struct.Struct(PREFIX.format + step_payload(n_inputs, n_metrics, fixed).format[1:])
 
 
-class LoggedState(NamedTuple):
-    """The machine state after a step, with the attribute names of `certfsm.fsm.State`, so either can be logged."""
+# The call form of NamedTuple, because the class form makes mypy refuse a field named `count` (tuple.count).
+LoggedState = NamedTuple("LoggedState", [("current", int), ("candidate", int), ("count", int), ("cooldown", int)])
+"""The machine state after a step, with the attribute names of `certfsm.fsm.State`, so either can be logged."""
 
-    current: int
-    candidate: int
-    count: int
-    cooldown: int
+
+class Registers(Protocol):
+    """What the log writes of a state: a `certfsm.machine.State` or a `LoggedState`."""
+
+    @property
+    def current(self) -> int: ...
+
+    @property
+    def candidate(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def cooldown(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -212,7 +225,13 @@ Record = StepRecord | SwapRecord | OverrideRecord | CloseRecord | RefusalRecord
 
 
 def encode_header(
-    *, file_number: int, first_index: int, artifact: bytes, previous: bytes, input_names, metric_names
+    *,
+    file_number: int,
+    first_index: int,
+    artifact: bytes,
+    previous: bytes,
+    input_names: Sequence[str],
+    metric_names: Sequence[str],
 ) -> bytes:
     """The header bytes, digest included; the digest (its last 32 bytes) starts the file's chain."""
     names = b"".join(
@@ -292,7 +311,9 @@ def decode_header(data: bytes, where: str) -> LogHeader | None:
 class FrameLayout:
     """Sizes and decoders of the frame kinds of one format version, for one header's input and metric counts."""
 
-    def __init__(self, input_names, metric_names, format_version: int = FORMAT_VERSION) -> None:
+    def __init__(
+        self, input_names: Iterable[str], metric_names: Iterable[str], format_version: int = FORMAT_VERSION
+    ) -> None:
         self.input_names, self.metric_names = tuple(input_names), tuple(metric_names)
         self.format_version = format_version
         n, m = len(self.input_names), len(self.metric_names)
@@ -352,7 +373,7 @@ class FrameLayout:
         return CloseRecord(index, time, bool(_CLOSE.unpack(body)[3]), chain.hex())
 
 
-def swap_body(index: int, time: float, old: bytes, new: bytes, state) -> bytes:
+def swap_body(index: int, time: float, old: bytes, new: bytes, state: Registers) -> bytes:
     return _SWAP.pack(KIND_SWAP, index, time, old, new, state.current, state.candidate, state.count, state.cooldown)
 
 
@@ -378,7 +399,7 @@ def saturated_int64(value: int) -> int:
     return INT64_MIN if value < INT64_MIN else INT64_MAX if value > INT64_MAX else value
 
 
-def json_float(value: float):
+def json_float(value: float) -> float | str | None:
     """A float as strict JSON: NaN (a missing value) as null, infinities as the strings "inf" and "-inf"."""
     if math.isfinite(value):
         return value

@@ -58,7 +58,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from certfsm import ProbeError, decimal_value
 from certfsm.machine import exact_reading_value
@@ -84,13 +84,33 @@ def _finest_frac_bits(low: float, high: float) -> int:
     return f
 
 
-def _show_exact(value) -> str:
+def _show_exact(value: object) -> str:
     text = repr(value) if isinstance(value, float) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _show(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+class InputRange(Protocol):
+    """What `BlobLayout.for_inputs` reads of an input (a spec's `InputSpec` has it; so may any object)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def min(self) -> float: ...
+
+    @property
+    def max(self) -> float: ...
+
+    @property
+    def frac_bits(self) -> int | None: ...
+
+
+_Cuts = tuple[tuple[tuple[Fraction, ...], tuple[int, ...]], ...]
+"""Per input: the interior edges' exact values and, per bin, the least code inside it (`BlobLayout._bin_codes`)."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +127,10 @@ class BlobLayout:
     edges: tuple[tuple[float, ...], ...] = ()
     """Per input the spec's bin edges (first min, last max); () for a layout that only carries values."""
     _seed: int = field(init=False, repr=False, compare=False)
-    _cuts: tuple = field(init=False, repr=False, compare=False)
+    _cuts: _Cuts = field(init=False, repr=False, compare=False)
 
     @classmethod
-    def for_inputs(cls, inputs: Iterable) -> "BlobLayout":
+    def for_inputs(cls, inputs: Iterable[InputRange]) -> "BlobLayout":
         """The layout of a spec's inputs (objects with name, min, max and frac_bits, such as `InputSpec`); with
         their edges too, it keeps every reading in its cell."""
         inputs = tuple(inputs)
@@ -121,7 +141,8 @@ class BlobLayout:
             ),
             tuple(item.min for item in inputs),
             tuple(item.max for item in inputs),
-            tuple(tuple(item.edges) for item in inputs) if all(hasattr(i, "edges") for i in inputs) else (),
+            # edges are optional (InputRange leaves them out): read only when every input has them
+            tuple(tuple(getattr(item, "edges")) for item in inputs) if all(hasattr(i, "edges") for i in inputs) else (),
         )
 
     def __post_init__(self) -> None:
@@ -156,7 +177,7 @@ class BlobLayout:
         object.__setattr__(self, "_seed", zlib.crc32(key))
         object.__setattr__(self, "_cuts", self._bin_codes())
 
-    def _bin_codes(self) -> tuple[tuple[tuple[Fraction, ...], tuple[int, ...]], ...]:
+    def _bin_codes(self) -> _Cuts:
         """Per input: the interior edges' exact values and, per bin, the least code inside it (ceil(e_k * 2^f)).
 
         Refuses a bin that holds no multiple of 2^-f: no code could stand

@@ -73,7 +73,7 @@ class Calibration:
         return cls(tuple(InputCalibration(name, name) for name in input_names))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, input_names: Iterable[str]) -> "Calibration":
+    def load(cls, path: str | os.PathLike[str], input_names: Iterable[str]) -> "Calibration":
         """Read a calibration file for a spec whose inputs are `input_names` (in spec order)."""
         label = os.fspath(path)
         names = tuple(input_names)
@@ -134,7 +134,7 @@ class _Reader:
     def __init__(self, label: str) -> None:
         self.label = label
 
-    def fail(self, parts: tuple, problem: str, fix: str) -> ProbeError:
+    def fail(self, parts: tuple[str | int, ...], problem: str, fix: str) -> ProbeError:
         return ProbeError(f"{self.label}: {json_path(parts, 'top level')}{problem}; {fix}")
 
     def document(self) -> dict[str, Any]:
@@ -193,7 +193,10 @@ class _Reader:
         document = dict(pairs)
         if len(document) < len(pairs):
             seen: set[str] = set()
-            key = next(key for key, _ in pairs if key in seen or seen.add(key))
+            for key, _ in pairs:  # stops at the first repeated key: there is one
+                if key in seen:
+                    break
+                seen.add(key)
             raise ProbeError(
                 f"{self.label}: key {key!r} appears more than once in one object "
                 "(JSON would keep only the last); keep one"

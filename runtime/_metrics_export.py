@@ -10,14 +10,22 @@ describe a control loop and are not for the network at large.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from certfsm import UsageError
 
-from ._observe import RuntimeCounters
+from ._observe import CountersSnapshot, RuntimeCounters
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.core import Metric
 
 PREFIX = "certfsm"
 
 
-def _families(snapshot):
+def _families(snapshot: CountersSnapshot) -> Iterator[Metric]:
     from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
     steps = CounterMetricFamily(f"{PREFIX}_steps", "Decisions made (control cycles).")
@@ -56,11 +64,11 @@ class _Collector:
     def __init__(self, counters: RuntimeCounters) -> None:
         self._counters = counters
 
-    def collect(self):
+    def collect(self) -> list[Metric]:
         return list(_families(self._counters.snapshot()))
 
 
-def serve_metrics(counters: RuntimeCounters, port: int):
+def serve_metrics(counters: RuntimeCounters, port: int) -> WSGIServer:
     """Serve `counters` at http://127.0.0.1:`port`/metrics from a daemon thread; returns the server (call shutdown()).
 
     UsageError (one line naming the fix) when prometheus-client is not

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from certfsm.machine import Reason
@@ -69,7 +70,7 @@ class CountersSnapshot:
 class RuntimeCounters:
     """Counts a running controller's cycles; see the module docstring. `tokens`: the machine's token names."""
 
-    def __init__(self, tokens) -> None:
+    def __init__(self, tokens: Iterable[str]) -> None:
         self._tokens = tuple(tokens)
         self._lock = threading.Lock()
         self._by_token = [0] * len(self._tokens)

@@ -36,7 +36,7 @@ import abc
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Self
 
 from certfsm import ReadOnlyDict
 
@@ -172,8 +172,8 @@ class HardwareProbe(abc.ABC):
     def close(self) -> None:
         """Release files or handles; a probe without any needs nothing here."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

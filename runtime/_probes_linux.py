@@ -76,7 +76,8 @@ def _read(path: str) -> str | None:
 
 
 def _is_positive_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < math.inf
+    # `not value <= 0` is `value > 0` written with what numbers.Real declares (< and <=); NaN fails `< math.inf`
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and not value <= 0 and value < math.inf
 
 
 class LinuxProbe(HardwareProbe):
@@ -84,7 +85,7 @@ class LinuxProbe(HardwareProbe):
 
     label = "linux"
 
-    def __init__(self, root: str | os.PathLike = "/", *, mem_bw_peak: float | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str] = "/", *, mem_bw_peak: float | None = None) -> None:
         if mem_bw_peak is not None and not _is_positive_number(mem_bw_peak):
             raise ProbeError(
                 f"LinuxProbe: mem_bw_peak={mem_bw_peak!r} is not a positive number of bytes/s; "

@@ -37,7 +37,7 @@ class TraceProbe(HardwareProbe):
 
     label = "trace"
 
-    def __init__(self, path: str | os.PathLike, input_names: Iterable[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], input_names: Iterable[str]) -> None:
         self.path = os.fspath(path)
         self.input_names = tuple(input_names)
         try:
@@ -122,7 +122,8 @@ class TraceProbe(HardwareProbe):
                 f"{self.path}:{line}: {len(row)} cells, expected {len(self.columns)} (one per header "
                 f"column: {', '.join(self.columns)}); fix the row (an empty cell still needs its comma)"
             )
-        values, metrics = {}, {}
+        values: dict[str, float | None] = {}
+        metrics: dict[str, float | None] = {}
         for index, (name, is_input, cell) in enumerate(zip(self.columns, self._is_input, row)):
             target = values if is_input else metrics
             target[name] = self._number(cell, line, index, name)

@@ -56,6 +56,9 @@ from typing import NamedTuple
 
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, Reason, State
 
+Node = list[list["Transition | None"]]
+"""The row of one state: ``node[mode][cell_class]`` (module docstring)."""
+
 
 class Transition(NamedTuple):
     """One memoised `Machine.step` result, with what a decision reports precomputed.
@@ -69,7 +72,7 @@ class Transition(NamedTuple):
     code: int
     reason: Reason
     state: State
-    node: list
+    node: Node
 
 
 class StepTable:
@@ -95,7 +98,7 @@ class StepTable:
         self.machine = machine
         classes: dict[tuple[int, int], int] = {}
         representative: list[int] = []
-        cell_class = []
+        cell_class: list[int] = []
         for cell, pair in enumerate(zip(machine.proposal, machine.allowed)):
             index = classes.get(pair)
             if index is None:
@@ -111,13 +114,13 @@ class StepTable:
         self._override_class = {token: k + 1 for k, token in enumerate(overridable)}
         self._other_override = len(overridable) + 1
         self._modes = 2 * (len(overridable) + 2)
-        self._nodes: dict[State, list] = {}
+        self._nodes: dict[State, Node] = {}
         node_bytes = 64 + self._modes * (64 + 8 * self.n_classes) + 200  # the rows, and the state keying them
         self.max_nodes = max(16, max_bytes // node_bytes)
 
     # ------------------------------------------------------------- lookups
 
-    def node(self, state: State) -> list:
+    def node(self, state: State) -> Node:
         """The row of `state` (created empty on first use)."""
         nodes = self._nodes
         node = nodes.get(state)
@@ -127,13 +130,15 @@ class StepTable:
             node = nodes.setdefault(state, [[None] * self.n_classes for _ in range(self._modes)])
         return node
 
-    def mode(self, sla_ok: bool, override) -> int:
+    def mode(self, sla_ok: bool, override: int | None) -> int:
         """The row index of (sla_ok, override class): 1 for SLA ok and no override."""
         if override is None:
             return 1 if sla_ok else 0
         return (1 if sla_ok else 0) + 2 * self._override_class.get(override, self._other_override)
 
-    def transition(self, state: State, node: list, mode: int, cell: int, sla_ok: bool, override) -> Transition:
+    def transition(
+        self, state: State, node: Node, mode: int, cell: int, sla_ok: bool, override: int | None
+    ) -> Transition:
         """What `machine.step(state, cell, sla_ok, override)` returns, from `node` = `self.node(state)`.
 
         `mode` must be `self.mode(sla_ok, override)`. The fast path of a
@@ -144,13 +149,15 @@ class StepTable:
             found = self._fill(state, node, mode, cell, sla_ok, override)
         return found
 
-    def step(self, state: State, cell: int, sla_ok: bool = True, override=None) -> tuple[State, int, Reason]:
+    def step(
+        self, state: State, cell: int, sla_ok: bool = True, override: int | None = None
+    ) -> tuple[State, int, Reason]:
         """Same signature and result as `Machine.step`, through the table; `cell` is what `cell_of` returns
         (a flat cell, or OUT_OF_ENVELOPE)."""
         found = self.transition(state, self.node(state), self.mode(sla_ok, override), cell, sla_ok, override)
         return found.state, found.token, found.reason
 
-    def _fill(self, state: State, node: list, mode: int, cell: int, sla_ok: bool, override) -> Transition:
+    def _fill(self, state: State, node: Node, mode: int, cell: int, sla_ok: bool, override: int | None) -> Transition:
         machine = self.machine
         next_state, token, reason = machine.step(state, cell, sla_ok, override)
         found = Transition(
@@ -161,12 +168,12 @@ class StepTable:
 
     # ------------------------------------------------------------- enumeration (tests, exports)
 
-    def input_classes(self) -> list[tuple[int, bool, object]]:
+    def input_classes(self) -> list[tuple[int, bool, int | None]]:
         """One representative (cell, sla_ok, override) per input class: every cell class, both SLA verdicts,
         no override, each overridable token and one value that is not (the smallest non-overridable int)."""
         params = self.machine.params
         other = next(k for k in range(-1, params.n_tokens + 1) if k not in params.overridable)
-        overrides = [None, *sorted(params.overridable), other]
+        overrides: list[int | None] = [None, *sorted(params.overridable), other]
         return [
             (cell, sla_ok, override)
             for cell in self._representative
