@@ -51,7 +51,7 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from certfsm import SpecError
+from certfsm import SpecError, TableSize
 from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
 from ._netlist import (
@@ -198,17 +198,64 @@ def _mux(condition, then, otherwise) -> Op:
     return _op("?:", condition, then, otherwise, width=then.width)
 
 
+@dataclass(frozen=True)
+class _Widths:
+    """The bit widths every step below sizes its signals with, derived once from the machine."""
+
+    token: int
+    cell: int
+    count: int
+    cooldown: int
+    mask: int
+
+    @classmethod
+    def of(cls, machine: Machine) -> "_Widths":
+        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters; the
+        ROM words are as `certfsm.TableSize` lays them out (the one home of that layout)."""
+        params = machine.params
+        rom = TableSize(machine.shape, params.n_tokens)
+        return cls(
+            rom.token_bits,
+            _width(machine.n_cells),
+            _width(params.confirm_cycles),
+            _width(params.cooldown_cycles),
+            rom.mask_bits,
+        )
+
+
 def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | None = None) -> Hardware:
-    """Describe `machine` as one synchronous module named `module_name` (SpecError without frac_bits)."""
-    fixed = machine.fixed_point
-    params = machine.params
+    """Describe `machine` as one synchronous module named `module_name` (SpecError without frac_bits).
+
+    The recipe, in the order of the module's body: one comparator bank per
+    input bus bins the reading, the bins make the flat cell index, the
+    index reads the table and mask ROMs, pipeline registers hold the cell's
+    words for one clock, and on the next edge the rule chain of
+    `certfsm.machine.step` loads the state and output registers.
+    """
     check_module_name(module_name, parameter="module_name")
-    units = units or ("",) * machine.n_inputs
-    tw = _width(params.n_tokens - 1)
-    cw = _width(machine.n_cells)
-    nw = _width(params.confirm_cycles)
-    dw = _width(params.cooldown_cycles)
-    n = params.n_tokens
+    w = _Widths.of(machine)
+    input_ports, banks = _input_buses(machine, _input_identifiers(machine), units or ("",) * machine.n_inputs)
+    ports = (*_CLOCK_PORTS, *input_ports, *_control_ports(w))
+    body = (
+        *banks,
+        *_reading_cell(machine, banks, w),
+        *_roms(machine, w),
+        *_pipeline_registers(w),
+        *_state_registers(machine, w),
+        *_rule_inputs(machine, w),
+        _rule_chain(w),
+        *_output_registers(machine, w),
+    )
+    module = Module(module_name, _header(machine), ports, tuple(_constants(machine, w)), body, LATENCY)
+    return Hardware(module, machine, w.token, w.cell, w.count, w.cooldown)
+
+
+def _input_identifiers(machine: Machine) -> list[str]:
+    """The Verilog and C name of each input; a SpecError when two inputs' signals would share a name.
+
+    Why: each input gives three signals (the bus, NAME_bin, NAME_in_envelope), and `identifier` maps
+    several spellings to one, so two inputs could otherwise silently drive one wire.
+    """
     names = [identifier(name) for name in machine.names]
     derived = [f"{name}{suffix}" for name in names for suffix in ("", "_bin", "_in_envelope")]
     if len(set(derived)) != len(derived):
@@ -216,15 +263,25 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             f"inputs {list(machine.names)} give the Verilog names {names}, whose signals (NAME, NAME_bin, "
             "NAME_in_envelope) repeat; rename the inputs in the spec so that they stay apart"
         )
+    return names
 
-    ports, banks = (
-        [
-            Port("clk", "input", 1, False, "rising-edge clock"),
-            Port("rst", "input", 1, False, "synchronous reset, active high"),
-        ],
-        [],
-    )
-    for index, ((interior, low, high), ident) in enumerate(zip(fixed, names)):
+
+_CLOCK_PORTS = (
+    Port("clk", "input", 1, False, "rising-edge clock"),
+    Port("rst", "input", 1, False, "synchronous reset, active high"),
+)
+"""The ports before the input buses (the port contract's clocking)."""
+
+
+def _input_buses(machine: Machine, names: list[str], units) -> tuple[list[Port], list[ComparatorBank]]:
+    """One input port and one comparator bank per input, binning with the machine's own integer thresholds.
+
+    Why a bus one value wider than the envelope: an over-range reading must be seen as out of envelope,
+    not wrap into a cell. An input whose envelope holds no grid value is refused here, since such a
+    machine would always fall back.
+    """
+    ports, banks = [], []
+    for index, ((interior, low, high), ident) in enumerate(zip(machine.fixed_point, names)):
         bits = machine.frac_bits[index]
         if low > high:
             raise SpecError(
@@ -258,60 +315,87 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
                 Ref(f"{ident}_in_envelope", 1),
             )
         )
-    ports += [
+    return ports, banks
+
+
+def _control_ports(w: _Widths) -> list[Port]:
+    """The ports after the input buses: the cycle's other inputs, then the registered outputs."""
+    return [
         Port("in_valid", "input", 1, False, "the inputs of this cycle are one reading"),
         Port("sla_ok", "input", 1, False, "the SLA holds for this reading"),
         Port("override_request", "input", 1, False, "an operator override is requested this cycle"),
         Port("override_code", "input", 4, False, "the 4-bit code of the requested token"),
         Port("token_code", "output", 4, False, "the emitted token's code (the new current token)"),
         Port("reason_code", "output", 4, False, "why (certfsm.machine.Reason)"),
-        Port("cell_index", "output", cw, False, "the reading's flat cell index; all ones out of envelope"),
+        Port("cell_index", "output", w.cell, False, "the reading's flat cell index; all ones out of envelope"),
         Port("out_valid", "output", 1, False, f"the outputs hold a decision ({LATENCY} cycles after in_valid)"),
     ]
 
+
+def _constants(machine: Machine, w: _Widths) -> list[Constant]:
+    """The machine's parameters and every reason code as named constants, so the rule chain reads by name."""
+    params = machine.params
     constants = [
         Constant(
             "CONSERVATIVE",
-            tw,
+            w.token,
             params.conservative,
             f"output index of {machine.tokens[params.conservative]}, the conservative token",
         ),
-        Constant("CONFIRM_CYCLES", nw, params.confirm_cycles, "a new token must be proposed this often"),
-        Constant("COOLDOWN_CYCLES", dw, params.cooldown_cycles, "cycles between switches"),
+        Constant("CONFIRM_CYCLES", w.count, params.confirm_cycles, "a new token must be proposed this often"),
+        Constant("COOLDOWN_CYCLES", w.cooldown, params.cooldown_cycles, "cycles between switches"),
         Constant(
             "OVERRIDABLE",
-            n,
+            w.mask,
             sum(1 << t for t in params.overridable),
             "bit t: output index t may be forced by an override ("
             + ", ".join(machine.tokens[t] for t in sorted(params.overridable))
             + ")",
         ),
-        Constant("NO_CELL", cw, (1 << cw) - 1, "the cell output out of envelope"),
+        Constant("NO_CELL", w.cell, (1 << w.cell) - 1, "the cell output out of envelope"),
     ]
-    constants += [Constant(f"REASON_{r.name}", 4, int(r), "") for r in Reason]
+    return constants + [Constant(f"REASON_{r.name}", 4, int(r), "") for r in Reason]
 
-    def reason(r: Reason) -> Ref:
-        return Ref(f"REASON_{r.name}", 4)
 
-    conservative = Ref("CONSERVATIVE", tw)
+def _reason(r: Reason) -> Ref:
+    """The named constant of reason `r`, so that the Verilog and the C say which reason, not which number."""
+    return Ref(f"REASON_{r.name}", 4)
+
+
+def _reading_cell(machine: Machine, banks: list[ComparatorBank], w: _Widths) -> tuple[Wire, Wire]:
+    """The wires `in_envelope` and `reading_cell`: the banks' bins combined into the flat C-order cell index.
+
+    Why C order: it is `Machine.cell_of_fixed`'s index, which the ROMs are laid out by and the
+    `cell_index` output reports.
+    """
     cell_terms = []
     for bank, stride in zip(banks, machine.strides):
-        term = bank.bin if bank.bin.width == cw else _op("zext", bank.bin, width=cw)
-        cell_terms.append(term if stride == 1 else _op("*", term, Const(stride, cw), width=cw))
+        term = bank.bin if bank.bin.width == w.cell else _op("zext", bank.bin, width=w.cell)
+        cell_terms.append(term if stride == 1 else _op("*", term, Const(stride, w.cell), width=w.cell))
     cell_index = cell_terms[0]
     for term in cell_terms[1:]:
-        cell_index = _op("+", cell_index, term, width=cw)
+        cell_index = _op("+", cell_index, term, width=w.cell)
     in_envelope = _and(*(bank.in_envelope for bank in banks))
+    return (
+        Wire("in_envelope", 1, in_envelope, "every input inside its envelope"),
+        Wire("reading_cell", w.cell, cell_index, "the flat cell index, C order (the last input varies fastest)"),
+    )
 
+
+def _roms(machine: Machine, w: _Widths) -> tuple[Rom, Rom]:
+    """The table ROM (each cell's proposal) and the mask ROM (each cell's allowed tokens), one commented line per cell.
+
+    Why the comments: a reviewer finds any cell's bounds, status and token in the Verilog itself (provenance).
+    """
     # Every bin is below its input's bin count, so reading_cell is always a cell and the word past the table is
     # never read. It repeats cell 0's word, so each ROM holds only the table's words: a bit that is the same in
     # every cell stays constant, and yosys still drops it from the block RAM.
     beyond = f"no cell: reading_cell is always below {machine.n_cells}, so never read; cell 0's word"
-    reading_cell = Ref("reading_cell", cw)
+    reading_cell = Ref("reading_cell", w.cell)
     table = Rom(
         "table_rom",
         "table_word",
-        tw,
+        w.token,
         reading_cell,
         tuple(
             RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
@@ -324,28 +408,31 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     masks = Rom(
         "mask_rom",
         "mask_word",
-        n,
+        w.mask,
         reading_cell,
         tuple(
-            RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(n) if m >> t & 1))
+            RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(w.mask) if m >> t & 1))
             for c, m in enumerate(machine.allowed)
         ),
         RomEntry(machine.allowed[0], beyond),
         True,
         "bit t: output index t may be emitted in the cell (the legality rules)",
     )
+    return table, masks
 
-    valid_q, in_envelope_q = Ref("valid_q", 1), Ref("in_envelope_q", 1)
-    sla_ok_q, request_q = Ref("sla_ok_q", 1), Ref("override_request_q", 1)
-    code_q, cell_q = Ref("override_code_q", 4), Ref("cell_q", cw)
-    proposal_q, allowed_q = Ref("proposal_q", tw), Ref("allowed_q", n)
-    pipeline = [
+
+def _pipeline_registers(w: _Widths) -> list[Register]:
+    """What the sampling edge keeps of a reading for the deciding edge: the port contract's first clock.
+
+    Why a pipeline: the ROMs are read synchronously (block RAM), so the cell's words arrive one edge later.
+    """
+    return [
         Register("valid_q", 1, Ref("in_valid", 1), 0, None, "a reading was sampled at the last edge"),
         Register("in_envelope_q", 1, Ref("in_envelope", 1), None, None, "it was inside the envelope"),
         Register(
             "cell_q",
-            cw,
-            _mux(Ref("in_envelope", 1), reading_cell, Ref("NO_CELL", cw)),
+            w.cell,
+            _mux(Ref("in_envelope", 1), Ref("reading_cell", w.cell), Ref("NO_CELL", w.cell)),
             None,
             None,
             "its cell, or NO_CELL",
@@ -355,29 +442,66 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         Register("override_code_q", 4, Ref("override_code", 4), None, None, ""),
         Register(
             "proposal_q",
-            tw,
-            Ref("table_word", tw),
+            w.token,
+            Ref("table_word", w.token),
             None,
             None,
             "the table's proposal for the cell (synchronous ROM read: block RAM)",
         ),
         Register(
-            "allowed_q", n, Ref("mask_word", n), None, None, "the cell's allowed mask (synchronous ROM read: block RAM)"
+            "allowed_q",
+            w.mask,
+            Ref("mask_word", w.mask),
+            None,
+            None,
+            "the cell's allowed mask (synchronous ROM read: block RAM)",
         ),
     ]
 
-    current, candidate_valid = Ref("current", tw), Ref("candidate_valid", 1)
-    candidate, count, cooldown = Ref("candidate", tw), Ref("count", nw), Ref("cooldown", dw)
-    override_token, override_is_token = Ref("override_token", tw), Ref("override_is_token", 1)
-    counted_down, cooldown_expired = Ref("counted_down", dw), Ref("cooldown_expired", 1)
-    obeyable, refusal = Ref("override_obeyable", 1), Ref("override_refusal", 4)
-    proposal_count, confirmed = Ref("proposal_count", nw), Ref("confirmed", 1)
-    overridable_token = _and(override_is_token, _op("[]", Ref("OVERRIDABLE", n), override_token))
-    stage1 = [
+
+def _state_registers(machine: Machine, w: _Widths) -> list[Register]:
+    """The registers of `certfsm.machine.State` (`STATE_REGISTERS`), loaded from the rule chain on a valid edge."""
+    state_enable = Ref("valid_q", 1)
+    return [
+        Register(
+            "current",
+            w.token,
+            Ref("next_current", w.token),
+            machine.params.conservative,
+            state_enable,
+            "the current token",
+        ),
+        Register("candidate_valid", 1, Ref("next_candidate_valid", 1), 0, state_enable, "a candidate is counted"),
+        Register("candidate", w.token, Ref("next_candidate", w.token), 0, state_enable, "the candidate token"),
+        Register(
+            "count", w.count, Ref("next_count", w.count), 0, state_enable, "cycles the candidate has been proposed"
+        ),
+        Register(
+            "cooldown",
+            w.cooldown,
+            Ref("next_cooldown", w.cooldown),
+            0,
+            state_enable,
+            "cycles until a switch may happen",
+        ),
+    ]
+
+
+def _rule_inputs(machine: Machine, w: _Widths) -> list[Lookup | Wire]:
+    """The named facts the rules test (the override's token, the counted-down cooldown, confirmation).
+
+    Why named wires and not one expression per rule: each fact appears once in the Verilog and the C, with a
+    comment, and the rule chain reads like `certfsm.machine.step`.
+    """
+    params, n, dw, nw = machine.params, w.mask, w.cooldown, w.count
+    cooldown, count = Ref("cooldown", dw), Ref("count", nw)
+    override_token, allowed_q = Ref("override_token", w.token), Ref("allowed_q", n)
+    overridable_token = _and(Ref("override_is_token", 1), _op("[]", Ref("OVERRIDABLE", n), override_token))
+    return [
         Lookup(
             "override_token",
-            tw,
-            code_q,
+            w.token,
+            Ref("override_code_q", 4),
             tuple((params.codes[t], t, machine.tokens[t]) for t in range(n)),
             0,
             "the output index whose code was requested",
@@ -385,7 +509,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         Lookup(
             "override_is_token",
             1,
-            code_q,
+            Ref("override_code_q", 4),
             tuple((params.codes[t], 1, machine.tokens[t]) for t in range(n)),
             0,
             "the requested code is some token's code",
@@ -396,12 +520,17 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             _mux(_eq(cooldown, Const(0, dw)), Const(0, dw), _op("-", cooldown, Const(1, dw), width=dw)),
             "the cooldown counted down by one, never below 0",
         ),
-        Wire("cooldown_expired", 1, _eq(counted_down, Const(0, dw)), "a switch may happen this cycle"),
-        Wire("current_allowed", 1, _op("[]", allowed_q, current), "the current token is allowed in the cell"),
+        Wire("cooldown_expired", 1, _eq(Ref("counted_down", dw), Const(0, dw)), "a switch may happen this cycle"),
+        Wire(
+            "current_allowed",
+            1,
+            _op("[]", allowed_q, Ref("current", w.token)),
+            "the current token is allowed in the cell",
+        ),
         Wire(
             "override_obeyable",
             1,
-            _and(request_q, overridable_token, _op("[]", allowed_q, override_token)),
+            _and(Ref("override_request_q", 1), overridable_token, _op("[]", allowed_q, override_token)),
             "an override of an overridable token allowed in the cell",
         ),
         Wire(
@@ -409,8 +538,8 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             4,
             _mux(
                 overridable_token,
-                reason(Reason.OVERRIDE_REFUSED_FORBIDDEN),
-                reason(Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE),
+                _reason(Reason.OVERRIDE_REFUSED_FORBIDDEN),
+                _reason(Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE),
             ),
             "the reason reported when a requested override is not obeyed",
         ),
@@ -418,7 +547,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             "proposal_count",
             nw,
             _mux(
-                _and(candidate_valid, _eq(candidate, proposal_q)),
+                _and(Ref("candidate_valid", 1), _eq(Ref("candidate", w.token), Ref("proposal_q", w.token))),
                 _mux(
                     _op(">=", count, Ref("CONFIRM_CYCLES", nw)),
                     Ref("CONFIRM_CYCLES", nw),
@@ -428,9 +557,24 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             ),
             "how many consecutive cycles the proposal has been seen, saturating at CONFIRM_CYCLES",
         ),
-        Wire("confirmed", 1, _op(">=", proposal_count, Ref("CONFIRM_CYCLES", nw)), "the proposal is confirmed"),
+        Wire(
+            "confirmed", 1, _op(">=", Ref("proposal_count", nw), Ref("CONFIRM_CYCLES", nw)), "the proposal is confirmed"
+        ),
     ]
 
+
+def _rule_chain(w: _Widths) -> Decision:
+    """One step of `certfsm.machine.step` as a priority chain: the first rule whose guard holds sets every target.
+
+    Why a chain in the machine's own order (numbered as in `certfsm.machine`'s docstring): a reviewer checks
+    it rule by rule against the Python, and the equivalence proof's claims follow the same shape.
+    """
+    tw, nw, dw = w.token, w.count, w.cooldown
+    current, conservative = Ref("current", tw), Ref("CONSERVATIVE", tw)
+    proposal_q, proposal_count = Ref("proposal_q", tw), Ref("proposal_count", nw)
+    override_token, obeyable = Ref("override_token", tw), Ref("override_obeyable", 1)
+    counted_down, cooldown_expired = Ref("counted_down", dw), Ref("cooldown_expired", 1)
+    confirmed, restart = Ref("confirmed", 1), Ref("COOLDOWN_CYCLES", dw)
     targets = (
         ("next_current", tw),
         ("next_candidate_valid", 1),
@@ -450,41 +594,39 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
             ("next_reason", why),
         )
 
-    restart = Ref("COOLDOWN_CYCLES", dw)
-
     def table_reason(r: Reason) -> Op:
-        return _mux(request_q, refusal, reason(r))
+        return _mux(Ref("override_request_q", 1), Ref("override_refusal", 4), _reason(r))
 
     rules = (
         Rule(
             "1. out of envelope: the conservative token, cooldown restarts",
-            _not(in_envelope_q),
-            values(conservative, restart, reason(Reason.FALLBACK_ENVELOPE)),
+            _not(Ref("in_envelope_q", 1)),
+            values(conservative, restart, _reason(Reason.FALLBACK_ENVELOPE)),
         ),
         Rule(
             "1. SLA violated: the conservative token, cooldown restarts",
-            _not(sla_ok_q),
-            values(conservative, restart, reason(Reason.FALLBACK_SLA)),
+            _not(Ref("sla_ok_q", 1)),
+            values(conservative, restart, _reason(Reason.FALLBACK_SLA)),
         ),
         Rule(
             "2. current token forbidden in this cell: pre-empt to the conservative token",
             _not(Ref("current_allowed", 1)),
-            values(conservative, restart, reason(Reason.LEGALITY_PREEMPT)),
+            values(conservative, restart, _reason(Reason.LEGALITY_PREEMPT)),
         ),
         Rule(
             "3. override of the current token: keep it",
             _and(obeyable, _eq(override_token, current)),
-            values(current, counted_down, reason(Reason.OVERRIDE)),
+            values(current, counted_down, _reason(Reason.OVERRIDE)),
         ),
         Rule(
             "3. override to the conservative token, or with the cooldown expired: obey",
             _and(obeyable, _op("||", _eq(override_token, conservative), cooldown_expired)),
-            values(override_token, restart, reason(Reason.OVERRIDE)),
+            values(override_token, restart, _reason(Reason.OVERRIDE)),
         ),
         Rule(
             "3. override waits for the cooldown",
             obeyable,
-            values(current, counted_down, reason(Reason.OVERRIDE_WAITING)),
+            values(current, counted_down, _reason(Reason.OVERRIDE_WAITING)),
         ),
         Rule(
             "6. the table proposes the current token: keep it",
@@ -512,7 +654,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         Const(1, 1),
         values(current, counted_down, table_reason(Reason.HOLD_COOLDOWN), proposal_q, proposal_count),
     )
-    decision = Decision(
+    return Decision(
         targets,
         rules,
         otherwise,
@@ -522,43 +664,35 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         "the refusal as the reason",
     )
 
-    state_enable = valid_q
-    state = [
-        Register("current", tw, Ref("next_current", tw), params.conservative, state_enable, "the current token"),
-        Register("candidate_valid", 1, Ref("next_candidate_valid", 1), 0, state_enable, "a candidate is counted"),
-        Register("candidate", tw, Ref("next_candidate", tw), 0, state_enable, "the candidate token"),
-        Register("count", nw, Ref("next_count", nw), 0, state_enable, "cycles the candidate has been proposed"),
-        Register("cooldown", dw, Ref("next_cooldown", dw), 0, state_enable, "cycles until a switch may happen"),
-    ]
-    code_lookup = Lookup(
-        "next_token_code",
-        4,
-        Ref("next_current", tw),
-        tuple((t, params.codes[t], machine.tokens[t]) for t in range(n)),
-        params.codes[params.conservative],
-        "the code of the token emitted this cycle",
-    )
-    outputs = [
-        Register("token_code", 4, Ref("next_token_code", 4), params.codes[params.conservative], state_enable, ""),
+
+def _output_registers(machine: Machine, w: _Widths) -> list[Lookup | Register]:
+    """The emitted token's code and the registered outputs, loaded on the same edge as the state.
+
+    Why registered outputs with reset values: the port contract promises stable outputs between decisions
+    and the conservative token's code after reset.
+    """
+    params, state_enable = machine.params, Ref("valid_q", 1)
+    conservative_code = params.codes[params.conservative]
+    return [
+        Lookup(
+            "next_token_code",
+            4,
+            Ref("next_current", w.token),
+            tuple((t, params.codes[t], machine.tokens[t]) for t in range(w.mask)),
+            conservative_code,
+            "the code of the token emitted this cycle",
+        ),
+        Register("token_code", 4, Ref("next_token_code", 4), conservative_code, state_enable, ""),
         Register("reason_code", 4, Ref("next_reason", 4), 0, state_enable, ""),
-        Register("cell_index", cw, cell_q, (1 << cw) - 1, state_enable, ""),
-        Register("out_valid", 1, valid_q, 0, None, ""),
+        Register("cell_index", w.cell, Ref("cell_q", w.cell), (1 << w.cell) - 1, state_enable, ""),
+        Register("out_valid", 1, Ref("valid_q", 1), 0, None, ""),
     ]
 
-    body = (
-        *banks,
-        Wire("in_envelope", 1, in_envelope, "every input inside its envelope"),
-        Wire("reading_cell", cw, cell_index, "the flat cell index, C order (the last input varies fastest)"),
-        table,
-        masks,
-        *pipeline,
-        *state,
-        *stage1,
-        decision,
-        code_lookup,
-        *outputs,
-    )
-    doc = (
+
+def _header(machine: Machine) -> tuple[str, ...]:
+    """The module's header comment: which artifact, which grid and tokens, the parameters and the latency."""
+    params = machine.params
+    return (
         f"certfsm: the certified machine of artifact sha256 {machine.artifact_sha256 or '(none)'}",
         f"inputs: {', '.join(machine.names)}; grid {' x '.join(map(str, machine.shape))} = {machine.n_cells} cells",
         "tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
@@ -566,5 +700,3 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         f"latency: {LATENCY} cycles (reading sampled at edge n, decision on the outputs after edge n + 1); "
         "one decision per clock",
     )
-    module = Module(module_name, doc, tuple(ports), tuple(constants), body, LATENCY)
-    return Hardware(module, machine, tw, cw, nw, dw)
