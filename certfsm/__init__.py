@@ -22,10 +22,12 @@ by the public name given here, never from the underscore module:
   `decision_margin`, `gated_decide`, `margin_from_probability`
   (`_decision`);
 - the artifact: `Artifact`, `load_artifact`, the one writer of its
-  payload `artifact_payload` / `write_artifact`, `allowed_bitmasks`,
-  `ARTIFACT_SUFFIX`, `sign_artifact` (`_artifact`, with its checks, trust rules, signature
-  and canonical form in `_artifact_checks`, `_artifact_trust`,
-  `_artifact_signature`, `_canonical`); the one rule for a certified
+  payload `artifact_payload` (`_artifact_payload`) / `write_artifact`, `allowed_bitmasks`,
+  `ARTIFACT_SUFFIX`, `sign_artifact` (`_artifact`, with the loader's own reading of the payload,
+  trust rules, signature and canonical form in `_artifact_reading`, `_artifact_spec`,
+  `_artifact_table`, `_artifact_checks`, `_artifact_trust`, `_artifact_signature`,
+  `_canonical`); `StoredSpec`, the spec an artifact stores as the loader read it
+  (`Artifact.stored_spec`, `_stored_spec`); the one rule for a certified
   certificate `is_certified` and the names of its properties, by which
   the proofs in `certfsm.fsm` are named: `CELLS_EXACT`, `TABLE_PROPERTIES`,
   `INVARIANT_QUERIES`, `MACHINE_PROPERTIES` (`_artifact_trust`);
@@ -103,8 +105,9 @@ _LAZY = {
     "SLA_STATISTICS": "_sla_path",
     "ARTIFACT_SUFFIX": "_artifact",
     "Artifact": "_artifact",
-    "allowed_bitmasks": "_artifact",
-    "artifact_payload": "_artifact",
+    "allowed_bitmasks": "_artifact_payload",
+    "artifact_payload": "_artifact_payload",
+    "StoredSpec": "_stored_spec",
     "write_artifact": "_artifact",
     "is_certified": "_artifact_trust",
     "PublicKey": "_signing",
@@ -225,6 +228,7 @@ __all__ = [
     "SigningError",
     "SlaPath",
     "SpecError",
+    "StoredSpec",
     "TABLE_PROPERTIES",
     "UNKNOWN",
     "UsageError",

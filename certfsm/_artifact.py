@@ -14,8 +14,9 @@ SHA-256 of its raw 32-byte public key (`certfsm._artifact_signature`).
 The signature lives outside the payload, so signing changes neither the
 hash, nor the canonical form, nor an unsigned artifact's bytes; signing is a
 rewrite that adds only that key (`sign_artifact`). The payload
-(written by `artifact_payload`, read by `load_artifact`, both here)
-holds no run facts (no times, dates, hosts or worker counts: those are
+(written by `artifact_payload` in `certfsm._artifact_payload`, read by
+`load_artifact` through `certfsm._artifact_reading`, two independent
+statements of this format) holds no run facts (no times, dates, hosts or worker counts: those are
 in the distill report), so the same spec and model give the same bytes;
 it holds (cells are numbered flat in C order over the inputs' bins: the last
 input's bin varies fastest; output index k is the network's output k):
@@ -48,10 +49,11 @@ is intact); with ``trusted_keys``, the signature: an unsigned artifact,
 one signed by a key not trusted, or one whose signature does not verify
 over the payload is refused (without trusted keys it is not verified,
 and `cryptography` is not even imported); the
-structure (`certfsm._artifact_checks`: types, ranges, lengths, the grid
+structure (`certfsm._artifact_reading`: types, ranges, lengths, the grid
 and machine agree with the spec, every cell allows the conservative token
 and only legal tokens, every proposal is allowed in its cell, every
-conservative cell holds the conservative token) and what the loader
+conservative cell holds the conservative token, every number in the one
+form certfsm writes) and what the loader
 re-derives from the payload's own spec (`certfsm._artifact_trust`: edges
 from min and max, well-formed legality rules, every allowed mask equal to
 the rules', a consistent gate); the certificate (exactly the properties
@@ -59,7 +61,10 @@ certfsm distill proves, each required, proved, by an engine that can
 prove it). The SHA-256 alone protects against accidents only: anyone
 can edit and rehash. With trusted keys the signature closes that: an
 edit of a signed payload, however consistent, no longer verifies. What
-needs the model is not re-derived here; `certfsm._artifact_trust` lists it. The writer runs the same structural checks, so it
+needs the model is not re-derived here; `certfsm._artifact_trust` lists it. The loaded
+artifact holds the spec twice: `Artifact.spec` the document as hashed, `Artifact.stored_spec`
+the loader's typed reading of it (`certfsm.StoredSpec`), which every reader uses. The writer
+runs the loader's reading on what it encodes, so it
 cannot write what the loader refuses (except for unproved entries: an
 uncertified artifact may be written so that ``certfsm inspect``
 (`certfsm._inspect`) can show why the runtime refuses it).
@@ -78,19 +83,21 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ._artifact_checks import ARTIFACT_FORMAT_VERSION, _HEX64, _Structure, _kind, _show
+from ._artifact_checks import _HEX64, ARTIFACT_FORMAT_VERSION, _kind, _show
+from ._artifact_payload import artifact_payload
+from ._artifact_reading import read_payload
 from ._artifact_signature import SIGNATURE_KEY, ArtifactSignature, check_signature, signature_of
 from ._artifact_trust import certificate_problem, is_certified
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
-from ._jsonpath import json_path
 from ._readonly import ReadOnlyDict
-from ._signing import ALGORITHM, PrivateKey, load_private_key, trusted_key_set
+from ._signing import ALGORITHM, KeySource, PrivateKey, PublicKey, load_private_key, trusted_key_set
 from ._staging import write_atomically
+from ._stored_spec import StoredSpec
 from ._verdict import VerdictRecord, unproved
 
 
@@ -124,8 +131,9 @@ class Artifact:
     indices) have one entry per cell, shaped by the inputs' bin counts
     (``reshape(-1)`` gives the flat C-order numbering of the file).
     `edges[i]` are input i's float64 bin edges. `spec` is the spec document
-    as stored (read-only dicts and tuples). `path` is None for an artifact
-    that was only built in memory. `signature` is the file's signature
+    as stored and hashed (read-only dicts and tuples); `stored_spec` is the
+    loader's typed reading of it, what every reader of the spec uses.
+    `path` is None for an artifact that was only built in memory. `signature` is the file's signature
     (None when unsigned); it was verified only when the artifact was
     loaded with trusted keys.
     """
@@ -133,6 +141,7 @@ class Artifact:
     path: Path | None
     sha256: str
     spec: Mapping[str, Any]
+    stored_spec: StoredSpec
     model_sha256: str
     edges: tuple[np.ndarray, ...]
     frac_bits: tuple[int | None, ...]
@@ -166,7 +175,7 @@ class Artifact:
 
     @property
     def token_names(self) -> tuple[str, ...]:
-        return tuple(self.spec["outputs"])
+        return self.stored_spec.outputs
 
     @property
     def unproved(self) -> tuple[VerdictRecord, ...]:
@@ -176,7 +185,7 @@ class Artifact:
     @property
     def is_certified(self) -> bool:
         """The one rule (`certfsm._artifact_trust.is_certified`), the same the loader and `certfsm distill` apply."""
-        return is_certified(self.certificate, self.spec, bool(self.exact.any()))
+        return is_certified(self.certificate, self.stored_spec, bool(self.exact.any()))
 
     def payload(self) -> dict[str, Any]:
         """The payload as plain JSON types; ``build_artifact(a.payload())`` gives back the file's bytes."""
@@ -198,75 +207,18 @@ class Artifact:
         )
 
 
-def artifact_payload(
-    *,
-    spec: Mapping[str, Any],
-    model_sha256: str,
-    edges,
-    frac_bits,
-    proposal,
-    exact,
-    allowed,
-    conservative: int,
-    confirm_cycles: int,
-    cooldown_cycles: int,
-    overridable,
-    codes,
-    certificate,
-    created_by: str,
-) -> dict[str, Any]:
-    """The payload of an artifact, as plain JSON types: the one writer of what `load_artifact` reads.
-
-    The arguments are the `Artifact` fields of the same names: `spec` the
-    spec document (``ControllerSpec.to_json()``), `edges` one sequence of
-    bin edges per input, `proposal` (output index), `exact` (bool) and
-    `allowed` (bitmask over output indices, `allowed_bitmasks`) one per
-    cell in the flat C order or shaped by the bins, `certificate` the
-    `VerdictRecord`s (written without their run facts). Nothing is
-    checked here; `write_artifact` and `build_artifact` run the loader's
-    checks on the result.
-    """
-    return {
-        "spec": dict(spec),
-        "model_sha256": model_sha256,
-        "grid": {"edges": [np.asarray(row, dtype=np.float64).tolist() for row in edges], "frac_bits": list(frac_bits)},
-        "table": {
-            "proposal": _flat(proposal),
-            "status": "".join("e" if x else "c" for x in _flat(np.asarray(exact, dtype=bool))),
-            "allowed": _flat(allowed),
-        },
-        "machine": {
-            "conservative": conservative,
-            "confirm_cycles": confirm_cycles,
-            "cooldown_cycles": cooldown_cycles,
-            "overridable": sorted(overridable),
-            "codes": list(codes),
-        },
-        "certificate": [record.certificate_entry() for record in certificate],
-        "created_by": created_by,
-    }
-
-
-def _flat(values) -> list:
-    return np.asarray(values).reshape(-1).tolist()
-
-
-def allowed_bitmasks(rows) -> np.ndarray:
-    """Rows of booleans, one per cell (output k allowed) -> the artifact's integers with bit k set when k is allowed."""
-    rows = np.asarray(rows, dtype=bool)
-    return (rows.astype(np.int64) << np.arange(rows.shape[-1], dtype=np.int64)).sum(axis=-1)
-
-
 class _Damaged(Exception):
     """Raised from inside json.loads by the hooks that refuse what canonical JSON never holds."""
 
 
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict:
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) != len(pairs):
         seen: set[str] = set()
-        key = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise _Damaged(f"the key {key!r} appears twice in one object")
+        for key, _ in pairs:
+            if key in seen:
+                raise _Damaged(f"the key {key!r} appears twice in one object")
+            seen.add(key)
     return document
 
 
@@ -281,7 +233,7 @@ def _no_constant(text: str) -> None:
     raise _Damaged(f"it holds {text}, which JSON does not allow")
 
 
-def _read(path, label: str) -> bytes:
+def _read(path: str | os.PathLike[str], label: str) -> bytes:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -321,7 +273,7 @@ def _parse(data: bytes, label: str) -> Any:
         raise ArtifactError(f"{label}: not valid JSON: {str(error)[:80]} (the file is damaged); {_RERUN}") from None
 
 
-def _envelope(document: Any, label: str) -> tuple[str, dict]:
+def _envelope(document: Any, label: str) -> tuple[str, dict[str, Any]]:
     """The recorded hash and the payload, once the top level is an artifact of a format this code reads."""
     if not isinstance(document, dict) or "certfsm_artifact" not in document:
         what = "has no 'certfsm_artifact' key" if isinstance(document, dict) else f"is {_kind(document)}"
@@ -356,7 +308,7 @@ def _envelope(document: Any, label: str) -> tuple[str, dict]:
     return recorded, payload
 
 
-def _check_hash(recorded: str, payload: dict, label: str) -> None:
+def _check_hash(recorded: str, payload: dict[str, Any], label: str) -> None:
     actual = sha256_hex(_canonical(payload))
     if actual != recorded:
         raise ArtifactError(
@@ -365,7 +317,7 @@ def _check_hash(recorded: str, payload: dict, label: str) -> None:
         )
 
 
-def _check_canonical(data: bytes, document: dict, label: str) -> None:
+def _check_canonical(data: bytes, document: dict[str, Any], label: str) -> None:
     expected = _canonical(document)
     if data != expected:
         at = next((k for k, (a, b) in enumerate(zip(data, expected)) if a != b), min(len(data), len(expected)))
@@ -379,7 +331,7 @@ def _check_canonical(data: bytes, document: dict, label: str) -> None:
 def _check_certificate(artifact: Artifact, label: str) -> None:
     """The certificate is exactly what certfsm distill proves for the artifact's spec, all required, all proved, each
     by an engine that can prove it (`certfsm._artifact_trust.certificate_problem`)."""
-    refusal = certificate_problem(artifact.certificate, artifact.spec, bool(artifact.exact.any()))
+    refusal = certificate_problem(artifact.certificate, artifact.stored_spec, bool(artifact.exact.any()))
     if refusal is not None:
         raise ArtifactError(f"{label}: {refusal.text}; {refusal.fix}")
 
@@ -387,58 +339,48 @@ def _check_certificate(artifact: Artifact, label: str) -> None:
 def _checked(
     payload: Any, label: str, fix: str, sha256: str, path: Path | None, signature: ArtifactSignature | None = None
 ) -> Artifact:
-    """The typed artifact of a parsed `payload` once the structural checks pass; the spec is frozen as hashed."""
-    fields = _Structure(payload, label, fix).fields()
-    certificate = tuple(VerdictRecord(**entry) for entry in fields.pop("certificate"))
-    artifact = Artifact(
+    """The typed artifact of a parsed `payload` once the loader's reading (`certfsm._artifact_reading`) passes; the
+    spec document is frozen as hashed."""
+    read = read_payload(payload, label, fix)
+    return Artifact(
         path=path,
         sha256=sha256,
-        spec=_freeze(fields.pop("spec")),
-        certificate=certificate,
+        spec=_freeze(read.spec),
+        stored_spec=read.stored_spec,
+        model_sha256=read.model_sha256,
+        edges=read.edges,
+        frac_bits=read.frac_bits,
+        proposal=read.proposal,
+        exact=read.exact,
+        allowed=read.allowed,
+        conservative=read.conservative,
+        confirm_cycles=read.confirm_cycles,
+        cooldown_cycles=read.cooldown_cycles,
+        overridable=read.overridable,
+        codes=read.codes,
+        certificate=read.certificate,
+        created_by=read.created_by,
         signature=signature,
-        **fields,
     )
-    _check_round_trip(_plain(artifact.payload(), ("payload",)), payload, label, fix)
-    return artifact
 
 
-def _check_round_trip(written: Any, read: Any, label: str, fix: str, parts: tuple = ("payload",)) -> None:
-    """Refuse a payload the writer would write differently (an integer 0 where it writes the float 0.0, ...).
-
-    Otherwise two files with two hashes would decode to one artifact, and
-    the hash would no longer name what the runtime runs.
-    """
-    if type(written) is not type(read) or (not isinstance(read, (dict, list)) and written != read):
-        raise ArtifactError(
-            f"{label}: {json_path(parts, 'the payload')}={_show(read)} is not what certfsm writes for "
-            f"the value it decodes to ({_show(written)}; the artifact was modified after it was "
-            f"written); {fix}"
-        )
-    if isinstance(read, dict):
-        if written.keys() != read.keys():
-            key = sorted(written.keys() ^ read.keys())[0]
-            raise ArtifactError(
-                f"{label}: {json_path(parts + (key,), 'the payload')} is not what certfsm writes "
-                f"(the artifact was modified after it was written); {fix}"
-            )
-        for key in sorted(read):
-            _check_round_trip(written[key], read[key], label, fix, parts + (key,))
-    elif isinstance(read, list):
-        if len(written) != len(read):
-            raise ArtifactError(
-                f"{label}: {json_path(parts, 'the payload')} has {len(read)} items where certfsm "
-                f"writes {len(written)} (the artifact was modified after it was written); {fix}"
-            )
-        for index, (mine, theirs) in enumerate(zip(written, read)):
-            _check_round_trip(mine, theirs, label, fix, parts + (index,))
+def _check_signature(
+    document: dict[str, Any], payload: dict[str, Any], label: str, trusted: Mapping[str, PublicKey]
+) -> ArtifactSignature:
+    """With trusted keys (by key id), refuse an unsigned artifact, a key not trusted or a signature that fails;
+    returns the signature that verified."""
+    signature = signature_of(document, label)
+    check_signature(signature, _canonical(payload), trusted, label)
+    assert signature is not None, "check_signature refuses an unsigned artifact"
+    return signature
 
 
-def _check_signature(document: dict, payload: dict, label: str, trusted) -> None:
-    """With trusted keys (by key id), refuse an unsigned artifact, a key not trusted or a signature that fails."""
-    check_signature(signature_of(document, label), _canonical(payload), trusted, label)
-
-
-def load_artifact(path: str | os.PathLike, *, require_proved: bool = True, trusted_keys=None) -> Artifact:
+def load_artifact(
+    path: str | os.PathLike[str],
+    *,
+    require_proved: bool = True,
+    trusted_keys: KeySource | Iterable[KeySource] | None = None,
+) -> Artifact:
     """Read and check the artifact at `path`; raises ArtifactError naming the first failing check.
 
     With ``require_proved=False`` an artifact whose certificate has
@@ -474,7 +416,7 @@ def build_artifact(payload: Mapping[str, Any]) -> bytes:
     return _build(payload, "artifact payload")[0]
 
 
-def write_artifact(path: str | os.PathLike, payload: Mapping[str, Any]) -> str:
+def write_artifact(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> str:
     """Write the artifact for `payload` to `path` atomically and return its SHA-256.
 
     The bytes go to a temporary file in the same folder, are flushed to
@@ -504,7 +446,7 @@ def _build(payload: Mapping[str, Any], label: str) -> tuple[bytes, str]:
     return _canonical({"certfsm_artifact": ARTIFACT_FORMAT_VERSION, "sha256": digest, "payload": plain}), digest
 
 
-def sign_artifact(path: str | os.PathLike, key) -> ArtifactSignature:
+def sign_artifact(path: str | os.PathLike[str], key: PrivateKey | str | os.PathLike[str]) -> ArtifactSignature:
     """Sign the artifact at `path` with `key` (a private key file or `certfsm._signing.PrivateKey`) and rewrite it.
 
     The artifact must pass every check of the loader except the

@@ -4,7 +4,7 @@ A SHA-256 over the payload only catches accidents: whoever edits a
 payload can rehash it. So beyond types and ranges the loader recomputes,
 from the spec stored in the payload, everything that needs neither a
 solver nor the model, and refuses the first mismatch with one line naming
-the item (`certfsm._artifact_checks` calls these checks in its order):
+the item (`certfsm._artifact_spec` calls these checks in its order):
 
 - the grid: every input has a name, min < max, and bin edges from exactly
   min to exactly max (explicit, as the canonical spec stores them, or
@@ -51,12 +51,14 @@ become edges by `certfsm.machine.uniform_edges`, as in the spec loader).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ._artifact_checks import PayloadChecks, _show
 from ._decision import margin_from_probability
+from ._stored_spec import RuleBox
+from ._verdict import VerdictRecord
 from .machine import uniform_edges
 
 CELLS_EXACT = "cells-exact"
@@ -92,7 +94,7 @@ _ENGINE_RULES = {
 }
 
 
-def required_properties(spec: Any = None) -> tuple[str, ...]:
+def required_properties(spec: object = None) -> tuple[str, ...]:
     """The certificate entries `certfsm distill` writes for `spec`, all required, in the order it writes them.
 
     Every spec gets the same set (`certfsm.fsm._pipeline`):
@@ -133,7 +135,7 @@ class CertificateRefusal:
     fix: str
 
 
-def is_certified(entries: Iterable, spec: Any, has_exact_cells: bool) -> bool:
+def is_certified(entries: Iterable[VerdictRecord], spec: object, has_exact_cells: bool) -> bool:
     """The one rule for "certified", applied by the loader, by `Artifact.is_certified` and by `certfsm distill`.
 
     Certified means the runtime may trust the certificate: exactly the
@@ -144,7 +146,9 @@ def is_certified(entries: Iterable, spec: Any, has_exact_cells: bool) -> bool:
     return certificate_problem(entries, spec, has_exact_cells) is None
 
 
-def certificate_problem(entries: Iterable, spec: Any, has_exact_cells: bool) -> CertificateRefusal | None:
+def certificate_problem(
+    entries: Iterable[VerdictRecord], spec: object, has_exact_cells: bool
+) -> CertificateRefusal | None:
     """The first failing item of the certificate `entries` (`VerdictRecord`s: property, engine, verdict, required)."""
     required = required_properties(spec)
     rerun = "re-run certfsm distill"
@@ -190,28 +194,13 @@ def certificate_problem(entries: Iterable, spec: Any, has_exact_cells: bool) -> 
 # ------------------------------------------------------------- the spec's own statements
 
 
-@dataclass(frozen=True)
-class RuleBox:
-    """One legality rule as the spec loader builds it: a closed box clipped to the envelope, forbidden tokens as bits."""
-
-    name: str
-    lower: tuple[float, ...]
-    upper: tuple[float, ...]
-    forbidden: int
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None), list, dict)) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 class SpecDerivation:
-    """The spec-side re-derivations, raising through `checks` (a `certfsm._artifact_checks._Structure`)."""
+    """The spec-side re-derivations, raising through `checks` (the loader's `certfsm._artifact_checks.PayloadChecks`)."""
 
-    def __init__(self, checks) -> None:
+    def __init__(self, checks: PayloadChecks) -> None:
         self.checks = checks
 
-    def input_edges(self, item: dict, where: str) -> list:
+    def input_edges(self, item: dict[str, Any], where: str) -> list[float]:
         """The input's bin edges as the spec loader materialises them; checks name, min < max and the end edges."""
         c = self.checks
         c.obj(item, where, ("name", "min", "max"), only=False)
@@ -241,7 +230,9 @@ class SpecDerivation:
             )
         return edges
 
-    def rules(self, spec: dict, inputs: list, names: list[str], conservative: int) -> tuple[RuleBox, ...]:
+    def rules(
+        self, spec: dict[str, Any], inputs: list[dict[str, Any]], names: list[str], conservative: int
+    ) -> tuple[RuleBox, ...]:
         """The legality rules as boxes, checked as the spec loader checks them (absent means none)."""
         c = self.checks
         at = "payload.spec.legality_rules"
@@ -249,7 +240,8 @@ class SpecDerivation:
         token = {name: k for k, name in enumerate(names)}
         low = [float(item["min"]) for item in inputs]
         high = [float(item["max"]) for item in inputs]
-        result, seen = [], {}
+        result: list[RuleBox] = []
+        seen: dict[str, int] = {}
         for j, rule in enumerate(c.items(spec.get("legality_rules", []), at)):
             where = f"{at}[{j}]"
             rule = c.obj(rule, where, ("name", "when", "forbid"))
@@ -291,7 +283,7 @@ class SpecDerivation:
             result.append(RuleBox(name, tuple(lower), tuple(upper), forbidden))
         return tuple(result)
 
-    def gate(self, spec: dict, n_outputs: int) -> float | None:
+    def gate(self, spec: dict[str, Any], n_outputs: int) -> float | None:
         """The gate's logit margin (None: no gate), consistent with its probability as `certfsm._decision` converts it.
 
         Only the document's consistency: whether the table's tokens fit

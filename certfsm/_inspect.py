@@ -12,10 +12,11 @@ can inspect what it is about to run.
 
 from __future__ import annotations
 
+import builtins
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from ._artifact_checks import ARTIFACT_FORMAT_VERSION
 from ._artifact_trust import required_properties
 from ._canonical import sha256_hex
 from ._errors import CertfsmError, ReportError
-from ._signing import trusted_key_set
+from ._signing import KeySource, trusted_key_set
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Smt2Check:
     expected: str
     found: str | None
 
-    @property
+    # `property` is a field name in this class body, so the decorator is spelled out
+    @builtins.property
     def is_match(self) -> bool:
         return self.found == self.expected
 
@@ -64,14 +66,14 @@ class Smt2Check:
         return f"certificate[{self.index}] {self.property!r}: {self.file} matches"
 
 
-def verify_smt2_files(artifact: Artifact, report: str | os.PathLike) -> tuple[Smt2Check, ...]:
+def verify_smt2_files(artifact: Artifact, report: str | os.PathLike[str]) -> tuple[Smt2Check, ...]:
     """Hash each .smt2 file the certificate names in the report folder `report` (entries without a file are skipped)."""
     folder = Path(report)
     if not folder.is_dir():
         raise ReportError(f"{folder}: no such report folder; give the folder certfsm distill wrote with report=")
     checks = []
     for index, entry in enumerate(artifact.certificate):
-        if entry.smt2 is None:
+        if entry.smt2 is None or entry.smt2_sha256 is None:
             continue
         try:
             found = sha256_hex((folder / entry.smt2).read_bytes())
@@ -114,7 +116,10 @@ class Inspection:
 
 
 def inspect_artifact(
-    path: str | os.PathLike, *, report: str | os.PathLike | None = None, trusted_keys=None
+    path: str | os.PathLike[str],
+    *,
+    report: str | os.PathLike[str] | None = None,
+    trusted_keys: KeySource | Iterable[KeySource] | None = None,
 ) -> Inspection:
     """Summarise the artifact at `path` and run every check that can run; never raises for a bad artifact.
 
@@ -133,7 +138,7 @@ def inspect_artifact(
     checks: list[Check] = []
     extra: list[str] = []
 
-    def attempt(name: str, step, detail) -> tuple[bool, Any]:
+    def attempt(name: str, step: Callable[[], Any], detail: str | Callable[[Any], str]) -> tuple[bool, Any]:
         try:
             value = step()
         except CertfsmError as error:
@@ -142,7 +147,7 @@ def inspect_artifact(
         checks.append(Check(name, True, detail(value) if callable(detail) else detail))
         return True, value
 
-    artifact = None
+    artifact: Artifact | None = None
     ok, data = attempt("file", lambda: _read(path, label), lambda d: f"{len(d)} bytes read")
     if ok:
         ok, document = attempt("JSON", lambda: _parse(data, label), "ASCII JSON, finite numbers, no repeated keys")
@@ -163,8 +168,8 @@ def inspect_artifact(
             attempt(
                 "signature",
                 lambda: _check_signature(document, payload, label, trusted),
-                lambda _: (
-                    f"signed by {signature.key_id}, a trusted key; the {signature.algorithm} signature "
+                lambda verified: (
+                    f"signed by {verified.key_id}, a trusted key; the {verified.algorithm} signature "
                     "verifies over the payload"
                 ),
             )
@@ -184,13 +189,15 @@ def inspect_artifact(
             lambda: _checked(payload, label, _RERUN, recorded, Path(label), signature),
             "types, ranges, lengths and cross-references are consistent",
         )
-    if ok:
+    if ok and artifact is not None:
+        loaded = artifact
         attempt(
             "certificate",
-            lambda: _check_certificate(artifact, label),
-            f"exactly the {len(required_properties(artifact.spec))} properties certfsm distill proves, each "
+            lambda: _check_certificate(loaded, label),
+            f"exactly the {len(required_properties(loaded.stored_spec))} properties certfsm distill proves, each "
             "required and proved by an engine that can prove it",
         )
+    report_name = None if report is None else os.fspath(report)
     if report is not None:
         names.append("smt2 files")
         if artifact is not None:
@@ -200,16 +207,14 @@ def inspect_artifact(
                 checks.append(Check("smt2 files", False, str(error)))
             else:
                 bad = [f for f in files if not f.is_match]
-                text = (
-                    f"{len(files) - len(bad)} of {len(files)} .smt2 files in {os.fspath(report)} match the certificate"
-                )
+                text = f"{len(files) - len(bad)} of {len(files)} .smt2 files in {report_name} match the certificate"
                 checks.append(Check("smt2 files", not bad, text + (f"; {bad[0].describe()}" if bad else "")))
                 extra = [f"  {f.describe()}" for f in files]
     done = {check.name for check in checks}
     checks += [Check(name, None, "not run: an earlier check failed") for name in names if name not in done]
     lines = _summary(artifact, label, len(data)) if artifact is not None else [f"artifact: {label}"]
     if extra:
-        lines += [f"smt2 files in {os.fspath(report)}:"] + extra
+        lines += [f"smt2 files in {report_name}:"] + extra
     lines.append("checks:")
     marks = {True: "ok", False: "FAILED", None: "not run"}
     lines += [f"  {marks[check.passed]:<8}{check.name}: {check.detail}" for check in checks]
@@ -227,10 +232,10 @@ def _number(value: float) -> str:
 
 
 def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
-    spec, names = artifact.spec, artifact.token_names
+    spec, names = artifact.stored_spec, artifact.token_names
     lines = [
         f"artifact: {label} ({size} bytes, format {ARTIFACT_FORMAT_VERSION}, written by {artifact.created_by})",
-        f"controller: {spec['name']}, decision {spec.get('decision', 'not stated')}",
+        f"controller: {spec.name}, decision {spec.decision or 'not stated'}",
         f"model sha256: {artifact.model_sha256}",
         f"payload sha256: {artifact.sha256}",
         "signature: unsigned"
@@ -238,9 +243,7 @@ def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
         else f"signature: signed by {artifact.signature.key_id} ({artifact.signature.algorithm})",
         f"inputs ({artifact.n_inputs}):",
     ]
-    for i, (edges, bits) in enumerate(zip(artifact.edges, artifact.frac_bits)):
-        item = spec["inputs"][i]
-        name = item.get("name", f"X_{i}") if isinstance(item, Mapping) else f"X_{i}"
+    for name, edges, bits in zip(spec.input_names, artifact.edges, artifact.frac_bits):
         fixed = "" if bits is None else f", frac_bits {bits}"
         lines.append(f"  {name}: {len(edges) - 1} bins over [{_number(edges[0])}, {_number(edges[-1])}]{fixed}")
     n_cells, n_exact = artifact.n_cells, int(artifact.exact.sum())
@@ -249,7 +252,7 @@ def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
         f"({100 * n_exact / n_cells:.1f}%), {n_cells - n_exact} conservative"
     )
     proposed = np.bincount(artifact.proposal.reshape(-1), minlength=artifact.n_outputs)
-    legal = set(spec["legal_tokens"])
+    legal = set(spec.legal_tokens)
     lines.append("outputs (index: token = 4-bit code):")
     for k, name in enumerate(names):
         tags = [
@@ -274,7 +277,11 @@ def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
         f", {sum(e.required for e in artifact.certificate)} required):"
     )
     for j, entry in enumerate(artifact.certificate):
-        where = f", {entry.smt2} (sha256 {entry.smt2_sha256[:16]}...)" if entry.smt2 else ", no SMT-LIB file"
+        where = (
+            f", {entry.smt2} (sha256 {entry.smt2_sha256[:16]}...)"
+            if entry.smt2 and entry.smt2_sha256
+            else ", no SMT-LIB file"
+        )
         lines.append(
             f"  [{j}] {entry.property}: {entry.verdict} by {entry.engine}"
             f"{', required' if entry.required else ''}{where}"

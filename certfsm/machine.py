@@ -63,9 +63,13 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
 from ._decimal import decimal_value, float_at_least, float_at_most
 from ._errors import SpecError
+
+if TYPE_CHECKING:
+    from ._artifact import Artifact
 
 OUT_OF_ENVELOPE = -1
 """What `Machine.cell_of` returns for a reading outside [min, max] in some input, or with a NaN or inf."""
@@ -74,7 +78,7 @@ NO_CANDIDATE = -1
 _FLOATS = {float}
 
 
-def exact_reading_value(name: str, value, what: str):
+def exact_reading_value(name: str, value: Any, what: str) -> float | Fraction:
     """A reading value as a float (a float, or a number a float holds exactly) or an exact Fraction; NaN or an
     infinity of the same sign when it has no finite value. Never rounds: a longdouble, a Fraction or a
     400-digit int keeps its exact value. A number with no exact value is a TypeError naming the input."""
@@ -130,7 +134,7 @@ class MachineParams:
     cooldown_cycles: int
     overridable: frozenset[int]
     codes: tuple[int, ...]
-    legal: frozenset[int] = field(default=None)
+    legal: frozenset[int] = field(default=cast("frozenset[int]", None))  # None: every token (__post_init__)
 
     def __post_init__(self) -> None:
         legal = frozenset(range(self.n_tokens)) if self.legal is None else frozenset(int(t) for t in self.legal)
@@ -160,7 +164,8 @@ class MachineParams:
             raise SpecError(f"MachineParams: {problems[0]}; build the parameters with MachineParams.from_spec")
 
     @classmethod
-    def from_spec(cls, spec) -> "MachineParams":
+    def from_spec(cls, spec: Any) -> MachineParams:
+        """The parameters of a `certfsm.ControllerSpec` (not imported here: it needs jsonschema)."""
         return cls(
             n_tokens=spec.n_outputs,
             conservative=spec.conservative_index,
@@ -204,7 +209,13 @@ def initial_state(params: MachineParams) -> State:
 
 
 def step(
-    params: MachineParams, state: State, proposal, allowed_row, in_envelope: bool, sla_ok: bool, override=None
+    params: MachineParams,
+    state: State,
+    proposal: Any,
+    allowed_row: Any,
+    in_envelope: bool,
+    sla_ok: bool,
+    override: int | None = None,
 ) -> tuple[State, int, Reason]:
     """One cycle: (next state, emitted token index, reason). Pure and total.
 
@@ -260,7 +271,7 @@ def _table_path(params: MachineParams, state: State, proposal: int, counted_down
 # ------------------------------------------------------------- bins
 
 
-def c_order_strides(shape) -> tuple[int, ...]:
+def c_order_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """Per input of a grid of `shape` bins, how far one bin moves the flat C-order index (the last input varies
     fastest)."""
     strides, stride = [], 1
@@ -292,7 +303,7 @@ def uniform_edges(low: float, high: float, bins: int) -> tuple[float, ...]:
 # ------------------------------------------------------------- fixed point
 
 
-def reading_keys(edges) -> tuple[float, tuple[float, ...], float]:
+def reading_keys(edges: Sequence[float]) -> tuple[float, tuple[float, ...], float]:
     """(low, interior, high): the floats that bin a float reading exactly as the decimal edges say.
 
     Edges are the exact decimals of the spec (`decimal_value`). A float x
@@ -307,7 +318,7 @@ def reading_keys(edges) -> tuple[float, tuple[float, ...], float]:
     return float_at_least(exact[0]), tuple(float_at_least(e) for e in exact[1:-1]), float_at_most(exact[-1])
 
 
-def reading_thresholds(edges) -> tuple[float, ...]:
+def reading_thresholds(edges: Sequence[float]) -> tuple[float, ...]:
     """`reading_keys` as one increasing sequence (low, interior..., the float just above high): a float x lies in
     bin k exactly when thresholds[k] <= x < thresholds[k + 1], and outside the envelope below the first or from
     the last on."""
@@ -315,7 +326,7 @@ def reading_thresholds(edges) -> tuple[float, ...]:
     return (low, *interior, math.nextafter(high, math.inf))
 
 
-def off_grid_edge(edges, frac_bits: int) -> str | None:
+def off_grid_edge(edges: Iterable[float], frac_bits: int) -> str | None:
     """Why the edges cannot be binned on the 2^-f grid (None when every edge is a multiple of 2^-f).
 
     A reading reaches the fixed-point path as an integer v meaning
@@ -342,7 +353,7 @@ def _grid_value(integer: int, frac_bits: int) -> str:
     return repr(float(value)) if Fraction(float(value)) == value else str(value)
 
 
-def integer_thresholds(edges, frac_bits: int) -> tuple[int, ...]:
+def integer_thresholds(edges: Iterable[float], frac_bits: int) -> tuple[int, ...]:
     """ceil(e * 2^f) for every edge e, from the exact decimal of the edge.
 
     So an integer reading v (meaning v * 2^-f) satisfies v >= threshold
@@ -353,7 +364,7 @@ def integer_thresholds(edges, frac_bits: int) -> tuple[int, ...]:
     return tuple(math.ceil(decimal_value(edge) * scale) for edge in edges)
 
 
-def integer_envelope(edges, frac_bits: int) -> tuple[int, int]:
+def integer_envelope(edges: Sequence[float], frac_bits: int) -> tuple[int, int]:
     """(lo, hi) with v inside [min, max] exactly when lo <= v <= hi: ceil(min * 2^f), floor(max * 2^f)."""
     scale = 1 << frac_bits
     return math.ceil(decimal_value(edges[0]) * scale), math.floor(decimal_value(edges[-1]) * scale)
@@ -385,10 +396,9 @@ class Machine:
     artifact_sha256: str = ""
 
     @classmethod
-    def from_artifact(cls, artifact) -> "Machine":
+    def from_artifact(cls, artifact: Artifact) -> Machine:
         """Decode a loaded (checked) `Artifact`: the one place an artifact becomes a machine."""
-        spec = artifact.spec
-        legal = frozenset(spec["outputs"].index(t) for t in spec["legal_tokens"])
+        spec = artifact.stored_spec
         params = MachineParams(
             n_tokens=artifact.n_outputs,
             conservative=artifact.conservative,
@@ -396,13 +406,13 @@ class Machine:
             cooldown_cycles=artifact.cooldown_cycles,
             overridable=frozenset(artifact.overridable),
             codes=tuple(artifact.codes),
-            legal=legal,
+            legal=frozenset(spec.legal),
         )
         return cls(
-            names=tuple(item["name"] for item in spec["inputs"]),
+            names=spec.input_names,
             edges=tuple(tuple(float(e) for e in edges) for edges in artifact.edges),
             frac_bits=tuple(artifact.frac_bits),
-            tokens=tuple(spec["outputs"]),
+            tokens=spec.outputs,
             proposal=tuple(int(p) for p in artifact.proposal.reshape(-1)),
             exact=tuple(bool(e) for e in artifact.exact.reshape(-1)),
             allowed=tuple(int(a) for a in artifact.allowed.reshape(-1)),
@@ -427,7 +437,7 @@ class Machine:
         """Per input, how far one bin moves the flat cell index (C order: the last input varies fastest)."""
         return c_order_strides(self.shape)
 
-    def cell_of(self, reading) -> int:
+    def cell_of(self, reading: Any) -> int:
         """The flat cell of one reading (one real value per input, in input order), or OUT_OF_ENVELOPE.
 
         NaN, inf, None (a missing value) and values outside [min, max] are
@@ -470,7 +480,7 @@ class Machine:
             for e, stride in zip(self.edges, self.strides)
         )
 
-    def _cell_exactly(self, values) -> int:
+    def _cell_exactly(self, values: tuple[Any, ...]) -> int:
         """`cell_of` for checked values that include exact rationals: every comparison in rational arithmetic."""
         cell = 0
         for value, (low, high, interior, stride) in zip(values, self._exact_bins):
@@ -482,7 +492,7 @@ class Machine:
             cell += bisect.bisect_right(interior, exact) * stride
         return cell
 
-    def float_reading(self, reading) -> tuple[float, ...]:
+    def float_reading(self, reading: Iterable[Any]) -> tuple[float, ...]:
         """Floats that bin into the same cell as `reading`, input by input: what a log of float64 values keeps.
 
         A float (and a number a float holds exactly) stays as it is; any
@@ -513,7 +523,7 @@ class Machine:
                 result.append(min(max(nearest, keys[k]), math.nextafter(top, -math.inf)))
         return tuple(result)
 
-    def _checked(self, reading, what: str, integers: bool = False) -> tuple:
+    def _checked(self, reading: Iterable[Any], what: str, integers: bool = False) -> tuple[Any, ...]:
         """One value per input: floats or exact rationals (None, a missing probe value, and numbers that have no
         finite value become NaN) or, for the fixed-point path, integers. A wrong length or a value that is not a
         number is an error naming the input."""
@@ -528,7 +538,7 @@ class Machine:
                 f"{what} has {len(values)} values but the machine has {self.n_inputs} inputs "
                 f"({', '.join(self.names)}); give one value per input, in that order"
             )
-        checked = []
+        checked: list[float | Fraction | int] = []
         for name, value in zip(self.names, values):
             if value is None and not integers:
                 checked.append(math.nan)
@@ -561,7 +571,7 @@ class Machine:
             tables.append((integer_thresholds(edges, bits)[1:-1], *integer_envelope(edges, bits)))
         return tuple(tables)
 
-    def cell_of_fixed(self, values) -> int:
+    def cell_of_fixed(self, values: Iterable[Any]) -> int:
         """`cell_of` for fixed-point integers (v means v * 2^-frac_bits), by integer compares only."""
         integers = self._checked(values, "fixed-point reading", integers=True)
         cell = 0
@@ -610,7 +620,7 @@ class Machine:
 # ------------------------------------------------------------- legality rules against cells
 
 
-def bins_met(edges, low: float, high: float) -> range:
+def bins_met(edges: Sequence[float], low: float, high: float) -> range:
     """The bins of one input (edges e0 < ... < en) that the closed interval [low, high] meets.
 
     Bin k is [e_k, e_k+1), the last bin closed, so [low, high] meets it
@@ -623,7 +633,11 @@ def bins_met(edges, low: float, high: float) -> range:
     return range(met[0], met[-1] + 1) if met else range(0)
 
 
-def cell_allowed_masks(edges, legal_mask: int, rules) -> tuple[int, ...]:
+def cell_allowed_masks(
+    edges: Sequence[Sequence[float]],
+    legal_mask: int,
+    rules: Iterable[tuple[Sequence[float], Sequence[float], int]],
+) -> tuple[int, ...]:
     """Per cell (flat, C order) the bitmask of output indices that may be emitted there, from the legality rules.
 
     `edges` holds one edge sequence per input; `rules` yields

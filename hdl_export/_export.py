@@ -70,9 +70,9 @@ def export_source(artifact_path, module: str | None) -> ExportSource:
     """Load a certified artifact (as `certified_machine`) and build its hardware structure; a spec the hardware
     cannot take is a SpecError naming the artifact and the fix."""
     artifact, machine = certified_machine(artifact_path)
-    name = check_module_name(module or default_module_name(artifact.spec.get("name", "")))
+    name = check_module_name(module or default_module_name(artifact.stored_spec.name))
     try:
-        hw = hardware_of(machine, name, tuple(item.get("unit", "") for item in artifact.spec["inputs"]))
+        hw = hardware_of(machine, name, artifact.stored_spec.units)
     except SpecError as error:
         raise spec_error_of(artifact_path, error) from None
     return ExportSource(

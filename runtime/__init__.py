@@ -72,7 +72,7 @@ def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
 
     artifact = load_artifact(path, trusted_keys=trusted_keys)
     if sla is True:
-        sla = spec_sla_monitor(artifact.spec)
+        sla = spec_sla_monitor(artifact.stored_spec)
     return Controller(Machine.from_artifact(artifact), sla=sla or None, record=record)
 
 

@@ -538,8 +538,8 @@ def _verdict_of(sla) -> Callable:
 
 
 def spec_sla_monitor(spec):
-    """A fresh monitor of the SLA paths of a spec document as an artifact stores it; None when it has none."""
+    """A fresh monitor of the SLA paths of an artifact's spec (`Artifact.stored_spec`); None when it has none."""
     from certfsm.sla import SlaMonitor
 
-    monitor = SlaMonitor.from_document(spec)
+    monitor = SlaMonitor.from_spec(spec)
     return monitor if monitor.paths else None

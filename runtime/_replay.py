@@ -65,7 +65,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
 
     loaded = [a if isinstance(a, Artifact) else load_artifact(a) for a in artifacts]
     machines = {artifact.sha256: Machine.from_artifact(artifact) for artifact in loaded}
-    specs = {artifact.sha256: artifact.spec for artifact in loaded}
+    specs = {artifact.sha256: artifact.stored_spec for artifact in loaded}
     first = _machine(read_header(path).artifact_sha256, machines)
     controller = Controller(first, sla=spec_sla_monitor(specs[first.artifact_sha256]))
     replay_step = controller.replay_step
