@@ -3,7 +3,8 @@
 Exit codes: 0 when everything asked for is proved (or the check passed),
 1 when something is violated or unknown, 2 for bad usage or bad input
 (one line naming the file, field or node and the fix; a traceback only
-with --debug). Heavy modules are imported inside the commands so that
+with --debug), and for recheck alone 3 when no file is contradicted but
+some could not be confirmed (`EXIT_UNCONFIRMED`). Heavy modules are imported inside the commands so that
 `certfsm --help` is instant.
 """
 
@@ -16,6 +17,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -24,6 +26,10 @@ import typer
 from certfsm import ArtifactError, CertfsmError, EngineError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_UNCONFIRMED = 3
+"""recheck only: nothing contradicted, but some file not confirmed (its solver timed out, answered unknown or
+failed); distinct from 0 so that an auditor tells "all confirmed" from it by the exit code alone, and non-zero so
+that a CI step that only tests for success still stops."""
 ENGINE_HELP = "auto | marabou | z3 | both | bounds"
 """--engine's help, written out so that the CLI starts without importing the verifier; a test holds it to
 certfsm.verify.ENGINE_REGISTRY."""
@@ -85,17 +91,19 @@ def _flag_words(text: str, flags: dict[str, str]) -> str:
     The library names a parameter as Python does (see `certfsm._errors`):
     ``report=`` becomes ``--report``, ``probe='trace:a.csv'`` becomes
     ``--probe trace:a.csv`` (a string value as the shell takes it),
-    ``port=0`` becomes ``--metrics-port 0``.
+    ``port=0`` becomes ``--metrics-port 0``, and a switch's ``check=True`` becomes ``--check``.
     """
     if not flags:
         return text
     named = re.compile(
         r"(?<![\w.])(" + "|".join(map(re.escape, flags)) + r")="
-        r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")?"
+        r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|True\b)?"
     )
 
     def as_flag(match: re.Match) -> str:
         name, quoted = match.groups()
+        if quoted == "True":
+            return flags[name]
         if quoted is not None:
             return f"{flags[name]} {shlex.quote(ast.literal_eval(quoted))}"
         after = text[match.end() : match.end() + 1]
@@ -308,21 +316,32 @@ def vnnlib(
 def recheck(
     folder: Path = typer.Argument(..., help="A report folder written by certfsm verify or vnnlib."),
     solver: str = typer.Option("z3", help="z3 | cvc5"),
-    timeout: float = typer.Option(60.0, help="Seconds per file."),
+    timeout: float = typer.Option(60.0, help="Seconds per file (z3 takes whole seconds: at least 1)."),
 ) -> None:
-    """Re-run every .smt2 file of a report with a stock SMT solver and compare with the recorded status."""
-    from certfsm.verify import recheck_folder
+    """Re-run every .smt2 file of a report with a stock SMT solver and compare with the recorded status.
+
+    Each file is confirmed, unconfirmed (the solver timed out, answered unknown or failed: nothing contradicts the
+    file, nothing confirms it), MISMATCH (the solver answered sat where the file records unsat, or the reverse) or
+    INVALID (changed since the report was written, missing, unlisted, or without a status). Exit 0 when every file is
+    confirmed, 1 when any is MISMATCH or INVALID, 3 when some are unconfirmed and none is MISMATCH or INVALID.
+    """
+    from certfsm.verify import RECHECK_OUTCOMES, recheck_folder
 
     with _in_flags(solver="--solver", timeout="--timeout"):
         rows = recheck_folder(folder, solver=solver, timeout=_seconds("--timeout", timeout))
     for row in rows:
         typer.echo(
             f"{row.file:<48} recorded {row.recorded_status:<8} {solver} {row.answer:<8} "
-            f"{row.seconds:7.2f} s  {'ok' if row.ok else 'MISMATCH'}" + (f"  ({row.note})" if row.note else "")
+            f"{row.seconds:7.2f} s  {row.label}" + (f"  ({row.note})" if row.note else "")
         )
-    confirmed = sum(row.ok for row in rows)
-    typer.echo(f"{confirmed} of {len(rows)} files confirmed by {solver}")
-    raise typer.Exit(EXIT_OK if rows and confirmed == len(rows) else EXIT_FAILED)
+    counts = {outcome: sum(row.outcome == outcome for row in rows) for outcome in RECHECK_OUTCOMES}
+    typer.echo(
+        f"{counts['confirmed']} of {len(rows)} files confirmed by {solver}, {counts['unconfirmed']} unconfirmed, "
+        f"{counts['mismatch']} mismatched, {counts['invalid']} invalid"
+    )
+    if counts["mismatch"] or counts["invalid"]:
+        raise typer.Exit(EXIT_FAILED)
+    raise typer.Exit(EXIT_UNCONFIRMED if counts["unconfirmed"] else EXIT_OK)
 
 
 @app.command()
@@ -333,18 +352,27 @@ def distill(
     example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
     example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
-    timeout: float = typer.Option(
-        120.0,
-        help="Wall-clock guard per cell (work counts decide; when the guard fires "
-        "first the run stops and writes nothing).",
+    timeout: Optional[float] = typer.Option(
+        None,
+        help="Wall-clock guard per cell in seconds (default: none, the work budget alone ends each cell); "
+        "when it fires first the run stops, writes no artifact and keeps the checkpoint.",
     ),
-    checkpoint: Optional[Path] = typer.Option(None, help="Resume from and append to this checkpoint file."),
+    checkpoint: Optional[Path] = typer.Option(
+        None,
+        help="Resume from and append to this checkpoint file (default: OUT.checkpoint beside --out, "
+        "resumed by the same command and removed once the artifact is written).",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Exit 1 when cells are held back by the legality rules or undecided."
+    ),
     seed: int = typer.Option(0, help="Seed of the samples, the falsifiers and the cross-check."),
     samples: int = typer.Option(100_000, help="Random inputs of the cross-check (at least 100000)."),
     decision_map: Optional[list[str]] = typer.Option(
         None, "--map", metavar="X,Y", help="Draw the decision map over inputs X and Y (repeatable)."
     ),
-    progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
+    progress: bool = typer.Option(
+        True, help="Show a progress bar on a terminal, else a progress line on stderr every few seconds."
+    ),
     sign: Optional[Path] = typer.Option(
         None, "--sign", metavar="KEY", help="Sign the artifact with this private key (from certfsm keygen)."
     ),
@@ -359,7 +387,8 @@ def distill(
         from certfsm import load_private_key
 
         signer = load_private_key(sign)
-    jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
+    jobs = _jobs(jobs)
+    timeout = None if timeout is None else _seconds("--timeout", timeout)
     _distill_flags(out, samples)
     controller = load_spec(spec_path)
     pairs = tuple(_input_pair(text) for text in decision_map or ())
@@ -367,7 +396,7 @@ def distill(
         _in_flags(
             out="--out", report="--report", checkpoint="--checkpoint", per_cell_timeout="--timeout", samples="--samples"
         ),
-        _CellProgress(progress and sys.stderr.isatty()) as bar,
+        _CellProgress(progress and sys.stderr.isatty(), plain=progress and not sys.stderr.isatty()) as bar,
     ):
         run = distill_controller(
             controller,
@@ -381,12 +410,14 @@ def distill(
             maps=pairs or None,
             progress=bar.update,
             stage=bar.stage,
+            strict=strict,
         )
     fidelity, cross = run.summary["fidelity"], run.cross_check
     typer.echo(
         f"cells: {fidelity['cells']}; exact {fidelity['exact']} ({100 * fidelity['exact_share']:.1f}%), "
-        f"conservative {fidelity['cells'] - fidelity['exact']} (witnessed {fidelity['conservative_with_witness']}, "
-        f"undecided {fidelity['undecided']}); {run.distillation.seconds:.1f} s"
+        f"conservative {fidelity['conservative_with_witness']} (with a witness), "
+        f"held back {fidelity['held_back_by_rules']}, undecided {fidelity['undecided']}; "
+        f"{run.distillation.seconds:.1f} s"
     )
     typer.echo(f"cross-check: {cross['mismatches']} mismatches in {cross['samples']} random inputs")
     if fidelity["held_back_by_rules"]:
@@ -405,7 +436,9 @@ def distill(
 
         signed = f"; signed by {sign_artifact(out, signer).key_id}"
     typer.echo(f"{out}: {state}; sha256 {run.artifact_sha256}{signed}; report written to {report}/")
-    raise typer.Exit(EXIT_OK if run.certified else EXIT_FAILED)
+    if strict and run.shortfalls:
+        typer.echo(f"--strict: not the whole network: {'; '.join(run.shortfalls)}; exit code 1")
+    raise typer.Exit(EXIT_OK if run.succeeded else EXIT_FAILED)
 
 
 def _input_pair(text: str) -> tuple[str, str]:
@@ -418,10 +451,20 @@ def _input_pair(text: str) -> tuple[str, str]:
 
 
 class _CellProgress:
-    """A rich progress bar over cells on stderr, then one line per later step; silent when not `enabled`."""
+    """A rich progress bar over cells on stderr, then one line per later step; silent when not `enabled`.
 
-    def __init__(self, enabled: bool, label: str = "distilling"):
+    With `plain` (stderr is not a terminal: a pipe, a CI log) no bar but a
+    plain line on stderr every `PLAIN_SECONDS` and at each phase change (the
+    message's words before its first colon), then one line per later step:
+
+        distilling [5m52s] 99852/100000 cells; engines: 148 hard cells left, 61.3% exact so far, about 4 min left
+    """
+
+    PLAIN_SECONDS = 5.0
+
+    def __init__(self, enabled: bool, label: str = "distilling", *, plain: bool = False):
         self.enabled, self.label, self.bar, self.task = enabled, label, None, None
+        self.plain, self.started, self.shown, self.phase = plain and not enabled, time.monotonic(), None, None
 
     def __enter__(self):
         if self.enabled:
@@ -443,10 +486,21 @@ class _CellProgress:
     def update(self, done: int, total: int, message: str) -> None:
         if self.bar is not None:
             self.bar.update(self.task, completed=done, total=total, note=message)
+        if self.plain:
+            now, phase = time.monotonic(), message.split(":", 1)[0]
+            if self.shown is None or now - self.shown >= self.PLAIN_SECONDS or phase != self.phase or done == total:
+                self.shown, self.phase = now, phase
+                self._line(f"{done}/{total} cells; {message}")
 
     def stage(self, message: str) -> None:
         if self.bar is not None:
             self.bar.console.print(message)
+        if self.plain:
+            self._line(message)
+
+    def _line(self, text: str) -> None:
+        elapsed = int(time.monotonic() - self.started)
+        print(f"{self.label} [{elapsed // 60}m{elapsed % 60:02d}s] {text}", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
         if self.bar is not None:
@@ -666,7 +720,7 @@ def replay(
     raise typer.Exit(EXIT_FAILED)
 
 
-_EXPORT_FLAGS = {"out": "--out", "module": "--module", "random_steps": "--random-steps"}
+_EXPORT_FLAGS = {"out": "--out", "module": "--module", "random_steps": "--random-steps", "check": "--check"}
 """The flag of each parameter of export_verilog and export_c that a flag passes."""
 
 
@@ -689,8 +743,18 @@ def export_verilog(
     """Write the certified machine as synthesizable Verilog-2005; with --check, exit 0 only when every check passes."""
     from certfsm.hdl_export import export_verilog as export
 
+    def tell_fit(fit) -> None:
+        typer.echo(("" if fit.fits else "warning: ") + fit.line())
+
     with _in_flags(**_EXPORT_FLAGS):
-        result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
+        result = export(
+            artifact,
+            out,
+            check=check,
+            module=module,
+            random_steps=_random_steps(module, random_steps),
+            on_fit=tell_fit,
+        )
     summary = result.summary
     typer.echo(
         f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
@@ -782,16 +846,57 @@ def check_verilog(
 def spec_check(spec: Path = typer.Argument(..., help="Controller spec (JSON).")) -> None:
     """Validate a controller spec against the schema and its semantic rules."""
     from certfsm import load_onnx
-    from certfsm import describe_spec, load_spec
+    from certfsm import check_grid_size, describe_spec, load_spec
     from certfsm.verify import check_network_fits_spec
 
     controller = load_spec(_spec_argument(spec, False, ""))
-    lines = describe_spec(controller)
+    check_grid_size(controller)
     network = load_onnx(controller.model_path)
     check_network_fits_spec(network, controller)
-    for line in lines + network.describe():
+    for line in describe_spec(controller, network) + network.describe():
         typer.echo(line)
     typer.echo(f"{spec}: ok")
+
+
+@spec_app.command("init")
+def spec_init(
+    model: Path = typer.Option(..., "--model", help="The ONNX model to start the spec from."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="The spec file to write (default: the model's name with .spec.json); never overwritten."
+    ),
+) -> None:
+    """Write a starting spec for an ONNX model: inputs and tokens from the model, each input's envelope to fill in."""
+    import json
+
+    from certfsm import starting_spec
+
+    out = model.with_suffix(".spec.json") if out is None else out
+    in_the_way = f"--out {out} already exists; spec init never overwrites a file, give another --out or move it away"
+    if os.path.lexists(out):
+        raise UsageError(in_the_way)
+    document = starting_spec(model, spec_path=out)
+    try:
+        with open(out, "x", encoding="utf-8") as file:
+            file.write(json.dumps(document, indent=2) + "\n")
+    except FileExistsError:
+        raise UsageError(in_the_way) from None
+    except OSError as error:
+        raise UsageError(f"--out {out}: cannot write the spec ({error.strerror}); choose another --out") from None
+    inputs, tokens = document["inputs"], document["outputs"]
+    typer.echo(
+        f"{out}: a starting spec for {model}: {len(inputs)} inputs ({inputs[0]['name']}..{inputs[-1]['name']}), "
+        f"{len(tokens)} tokens ({tokens[0]}..{tokens[-1]}), not valid until each input's envelope is filled in"
+    )
+    for step in (
+        "fill in every input's min and max (now null): the physical range it takes in service, in the unit the "
+        "network reads, and its unit; every proof covers that range, so take it from the plant, not the model",
+        "rename the inputs and tokens (a token's name appears in tokens, legal_tokens and conservative_token too)",
+        f"choose legal_tokens (now all), the conservative fallback token (now {tokens[0]}), and any legality_rules",
+        f"choose the grid (now {inputs[0]['bins']} bins per input) and, for export-verilog or export-c, each input's "
+        "frac_bits",
+    ):
+        typer.echo(f"next: {step}")
+    typer.echo(f"then: certfsm spec check {out}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:

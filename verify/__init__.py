@@ -66,7 +66,7 @@ from ._exact import exact_decimal, exact_outputs, plain_decimal
 from ._falsify import falsify
 from ._pool import InlinePool, ProcessPool, limit_blas_threads, pool_for, single_threaded_blas
 from ._property import Conjunction, Property, chosen_conjunction
-from ._recheck import RecheckRow, recheck_folder
+from ._recheck import RECHECK_OUTCOMES, RecheckRow, recheck_folder
 from ._report import InputNaming, model_summary, spec_summary, write_report
 from ._result import PROVED, UNKNOWN, VERDICTS, VIOLATED, Result
 from ._run import VerifyRun, check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
@@ -79,6 +79,7 @@ from ._z3 import SharedPrefix, solve_text
 __all__ = [
     "ENGINES",
     "PROVED",
+    "RECHECK_OUTCOMES",
     "UNKNOWN",
     "VIOLATED",
     "Conjunction",

@@ -3,11 +3,25 @@
 For each file (sorted by name) the recorded ``(set-info :status ...)`` is
 compared with the answer of an independent solver process, and the file's
 SHA-256 with the one `summary.json` recorded when the report was written.
-A row is ``ok`` only when the check positively confirms the file: a
-timeout, a solver error, a changed file or a file the summary does not
-list is never reported as success. A file whose recorded status is
-``unknown`` claims nothing, so the solver is not run ("skipped"); its hash
-is still checked.
+Each row ends in one of four outcomes (`RecheckRow`), so that a solver
+that gave up is never confused with a proof that is wrong:
+
+- ``confirmed``: the solver gave the recorded status, and the file is the
+  one the report wrote;
+- ``unconfirmed``: the solver gave no definite answer (it timed out,
+  answered unknown, or failed or crashed; `RecheckRow.reason` says which):
+  nothing contradicts the file, but nothing confirms it either;
+- ``mismatch``: the solver answered sat where the file records unsat, or
+  the reverse: the proof, or the file, is wrong;
+- ``invalid``: the file is not what the report wrote or says two things
+  (its hash differs from summary.json, summary.json lists it but it is
+  missing or the reverse, its header and script disagree, it records no
+  status).
+
+A mismatch outranks invalid, which outranks unconfirmed: a row is never
+``confirmed`` unless the check positively confirms the file. A file whose
+recorded status is ``unknown`` claims nothing, so the solver is not run
+("skipped") and the row is confirmed when its hash checks out.
 
 Solvers run as child processes (a crash or hang cannot take the caller
 down, and the child is killed a little after the timeout):
@@ -39,20 +53,43 @@ from ._smtlib import read_header, read_status
 SOLVERS = ("z3", "cvc5")
 _GRACE_SECONDS = 5.0
 _ANSWERS = ("sat", "unsat", "unknown", "timeout")
+CONFIRMED, UNCONFIRMED, MISMATCH, INVALID = "confirmed", "unconfirmed", "mismatch", "invalid"
+RECHECK_OUTCOMES = (CONFIRMED, UNCONFIRMED, MISMATCH, INVALID)
 _STATUS_DISAGREEMENT = re.compile(r'^\(error "line \d+ column \d+: check annotation that says \w+"\)$')
 
 
 @dataclass(frozen=True)
 class RecheckRow:
-    """One file's re-check. `answer` is sat, unsat, unknown, timeout, error or skipped."""
+    """One file's re-check.
+
+    `answer` is what the solver said (sat, unsat, unknown, timeout, error),
+    or skipped (not run) or missing; `outcome` is one of `RECHECK_OUTCOMES` (the
+    module docstring says what each means); `reason` says why an
+    unconfirmed row is unconfirmed ("timeout after 60 s", "solver answered
+    unknown", "solver failed, exit status 1", "solver crashed, signal 11")
+    and is empty otherwise; `note` lists every finding.
+    """
 
     file: str
     recorded_status: str
     answer: str
     seconds: float
-    ok: bool
+    outcome: str
     note: str
     sha256: str = ""
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True only when the row is confirmed."""
+        return self.outcome == CONFIRMED
+
+    @property
+    def label(self) -> str:
+        """The outcome as a re-check listing shows it: a failing one in capitals, an unconfirmed one with its reason."""
+        if self.outcome == UNCONFIRMED:
+            return f"{UNCONFIRMED} ({self.reason})"
+        return self.outcome if self.outcome == CONFIRMED else self.outcome.upper()
 
 
 def recheck_folder(folder, solver: str = "z3", timeout: float = 60.0) -> list[RecheckRow]:
@@ -77,12 +114,20 @@ def recheck_folder(folder, solver: str = "z3", timeout: float = 60.0) -> list[Re
             "give the folder that certfsm verify wrote"
         )
     command = _solver_command(solver)
+    limit = _solver_limit(solver, timeout)
     recorded_hashes = _summary_hashes(folder)
-    rows = [_recheck_file(path, command, timeout, recorded_hashes) for path in files]
+    rows = [_recheck_file(path, command, limit, recorded_hashes) for path in files]
     present = {path.name for path in files}
     for name in sorted(set(recorded_hashes or ()) - present):
-        rows.append(RecheckRow(name, "", "missing", 0.0, False, "listed in summary.json but not in the folder"))
+        rows.append(RecheckRow(name, "", "missing", 0.0, INVALID, "listed in summary.json but not in the folder"))
     return rows
+
+
+def _solver_limit(solver: str, timeout: float) -> float:
+    """The time limit the solver is actually given: z3's -T takes whole seconds, cvc5's --tlimit milliseconds."""
+    if solver == "z3":
+        return float(max(1, math.ceil(timeout)))
+    return max(1, math.ceil(timeout * 1000)) / 1000
 
 
 def _summary_hashes(folder: Path) -> dict[str, str] | None:
@@ -109,28 +154,48 @@ def _summary_hashes(folder: Path) -> dict[str, str] | None:
     return hashes
 
 
-def _recheck_file(path: Path, command, timeout: float, recorded_hashes: dict[str, str] | None) -> RecheckRow:
+def _recheck_file(path: Path, command, limit: float, recorded_hashes: dict[str, str] | None) -> RecheckRow:
     try:
         data = path.read_bytes()
     except OSError as error:
-        return RecheckRow(path.name, "", "error", 0.0, False, f"cannot read the file ({error.strerror or error})")
+        reason = f"cannot read the file ({error.strerror or error})"
+        return RecheckRow(path.name, "", "skipped", 0.0, UNCONFIRMED, reason, reason=reason)
     sha256 = hashlib.sha256(data).hexdigest()
     text = data.decode("utf-8", errors="replace")
     status = read_status(text) or ""
     problems = _file_problems(path.name, text, status, sha256, recorded_hashes)
     if status == "unknown":
         note = "; ".join(problems) or "recorded status unknown: nothing to confirm"
-        return RecheckRow(path.name, status, "skipped", 0.0, not problems, note, sha256)
+        return RecheckRow(path.name, status, "skipped", 0.0, INVALID if problems else CONFIRMED, note, sha256)
     if status not in ("sat", "unsat"):
         problems.append("no (set-info :status sat|unsat|unknown) in the file")
-        return RecheckRow(path.name, status, "skipped", 0.0, False, "; ".join(problems), sha256)
-    answer, seconds, detail = _run_solver(command, path, timeout)
+        return RecheckRow(path.name, status, "skipped", 0.0, INVALID, "; ".join(problems), sha256)
+    answer, seconds, detail = _run_solver(command, path, limit)
+    if answer in ("sat", "unsat") and answer != status:
+        problems.insert(0, f"solver answered {answer} but the file records {status}")
+        return RecheckRow(path.name, status, answer, seconds, MISMATCH, "; ".join(problems), sha256)
+    if answer == status:
+        outcome = INVALID if problems else CONFIRMED
+        return RecheckRow(
+            path.name, status, answer, seconds, outcome, "; ".join(problems) or f"solver confirms {status}", sha256
+        )
+    reason = (
+        f"timeout after {limit:g} s"
+        if answer == "timeout"
+        else "solver answered unknown"
+        if answer == "unknown"
+        else detail
+    )
+    if problems:
+        return RecheckRow(path.name, status, answer, seconds, INVALID, "; ".join([*problems, reason]), sha256)
     if answer == "timeout":
-        problems.append(f"solver timed out after {timeout:g} s")
-    elif answer != status:
-        problems.append(f"solver answered {answer}{detail} but the file records {status}")
-    note = "; ".join(problems) or f"solver confirms {status}"
-    return RecheckRow(path.name, status, answer, seconds, not problems, note, sha256)
+        note = f"nothing contradicts the recorded {status}, but the solver did not finish; give it more time"
+    elif answer == "unknown":
+        note = f"nothing contradicts the recorded {status}, but the solver could not decide; try the other solver"
+    else:
+        reason, _, message = reason.partition(": ")
+        note = f"nothing contradicts the recorded {status}, but the solver stopped without an answer: {message}"
+    return RecheckRow(path.name, status, answer, seconds, UNCONFIRMED, note, sha256, reason)
 
 
 def _file_problems(name: str, text: str, status: str, sha256: str, recorded_hashes) -> list[str]:
@@ -167,21 +232,22 @@ def _solver_command(solver: str):
     )
 
 
-def _run_solver(command, path: Path, timeout: float) -> tuple[str, float, str]:
-    """(answer, seconds, detail): answer is sat/unsat/unknown/timeout/error, detail explains an error."""
+def _run_solver(command, path: Path, limit: float) -> tuple[str, float, str]:
+    """(answer, seconds, detail): answer is sat/unsat/unknown/timeout/error; for an error, detail says whether the
+    solver could not start, failed (with its exit status and first message) or crashed (with its signal)."""
     started = time.monotonic()
     try:
         completed = subprocess.run(
-            command(path, timeout),
+            command(path, limit),
             capture_output=True,
             text=True,
-            timeout=timeout + _GRACE_SECONDS,
+            timeout=limit + _GRACE_SECONDS,
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - started, ""
     except OSError as error:
-        return "error", time.monotonic() - started, f" ({error.strerror or error})"
+        return "error", time.monotonic() - started, f"solver could not start: {error.strerror or error}"
     seconds = time.monotonic() - started
     lines = [line.strip() for line in completed.stdout.splitlines() if line.strip()]
     # z3 checks the answer against :status itself and then fails with
@@ -194,7 +260,9 @@ def _run_solver(command, path: Path, timeout: float) -> tuple[str, float, str]:
         message = (errors or completed.stderr.strip().splitlines() or lines or ["no output"])[0]
         if "timeout" in message.lower() or "interrupted" in message.lower():
             return "timeout", seconds, ""
-        return "error", seconds, f" (exit status {completed.returncode}: {message[:200]})"
+        if completed.returncode < 0:
+            return "error", seconds, f"solver crashed, signal {-completed.returncode}: {message[:200]}"
+        return "error", seconds, f"solver failed, exit status {completed.returncode}: {message[:200]}"
     return answers[0], seconds, ""
 
 

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from cli_in_process import run_main
+from recheck_files import EASY_UNSAT, UNDECIDED, pigeonhole, write_files
 
 from certfsm._errors import EngineError, ReportError
 from certfsm import AffineLayer, Network
@@ -373,10 +374,10 @@ def report_folder(folder: Path, *, with_summary: bool = True) -> Path:
 @needs_z3_command
 def test_recheck_confirms_an_untouched_folder(tmp_path):
     rows = recheck_folder(report_folder(tmp_path / "r"), timeout=30)
-    assert [(r.file, r.recorded_status, r.answer, r.ok) for r in rows] == [
-        ("00_abs_negative.smt2", "unsat", "unsat", True),
-        ("01_abs_large.smt2", "sat", "sat", True),
-        ("02_abs_large.smt2", "unknown", "skipped", True),
+    assert [(r.file, r.recorded_status, r.answer, r.outcome, r.label, r.ok) for r in rows] == [
+        ("00_abs_negative.smt2", "unsat", "unsat", "confirmed", "confirmed", True),
+        ("01_abs_large.smt2", "sat", "sat", "confirmed", "confirmed", True),
+        ("02_abs_large.smt2", "unknown", "skipped", "confirmed", "confirmed", True),
     ]
     assert rows[0].note == "solver confirms unsat"
     assert rows[2].note == "recorded status unknown: nothing to confirm"
@@ -396,7 +397,13 @@ def test_recheck_flags_a_flipped_status(tmp_path, solver):
     path = folder / "01_abs_large.smt2"
     path.write_text(path.read_text().replace("(set-info :status sat)", "(set-info :status unsat)"))
     row = _recheck_or_skip(folder, solver)[1]
-    assert (row.recorded_status, row.answer, row.ok) == ("unsat", "sat", False)
+    assert (row.recorded_status, row.answer, row.outcome, row.label, row.ok) == (
+        "unsat",
+        "sat",
+        "mismatch",
+        "MISMATCH",
+        False,
+    )
     assert "sha256 differs from summary.json" in row.note
     assert "header says status sat but the script says unsat" in row.note
     assert "solver answered sat but the file records unsat" in row.note
@@ -411,7 +418,7 @@ def test_recheck_without_summary_still_catches_a_wrong_answer(tmp_path):
     assert changed != path.read_text()
     path.write_text(changed)
     rows = recheck_folder(folder, timeout=30)
-    assert (rows[0].answer, rows[0].ok) == ("sat", False)
+    assert (rows[0].answer, rows[0].outcome, rows[0].ok) == ("sat", "mismatch", False)
     assert rows[0].note == "solver answered sat but the file records unsat"
     assert all(row.ok for row in rows[1:])
 
@@ -423,7 +430,7 @@ def test_recheck_flags_a_changed_weight_by_its_hash(tmp_path):
     path.write_text(path.read_text().replace("(assert (= Z_0_0 X_0))", "(assert (= Z_0_0 (* 0.5 X_0)))"))
     row = recheck_folder(folder, timeout=30)[0]
     assert row.answer == "unsat"  # still unsat, but not the network that was verified
-    assert not row.ok
+    assert (row.outcome, row.label, row.ok) == ("invalid", "INVALID", False)
     assert row.note == "sha256 differs from summary.json: the file changed after the report was written"
 
 
@@ -434,9 +441,9 @@ def test_recheck_flags_missing_and_unlisted_files(tmp_path):
     shutil.copy(folder / "00_abs_negative.smt2", folder / "03_extra.smt2")
     rows = recheck_folder(folder, timeout=30)
     by_file = {row.file: row for row in rows}
-    assert by_file["02_abs_large.smt2"].answer == "missing" and not by_file["02_abs_large.smt2"].ok
+    assert (by_file["02_abs_large.smt2"].answer, by_file["02_abs_large.smt2"].outcome) == ("missing", "invalid")
     assert by_file["03_extra.smt2"].note.startswith("not listed in summary.json")
-    assert not by_file["03_extra.smt2"].ok
+    assert by_file["03_extra.smt2"].outcome == "invalid" and not by_file["03_extra.smt2"].ok
 
 
 @needs_z3_command
@@ -445,8 +452,12 @@ def test_recheck_reports_a_solver_error(tmp_path):
     path = folder / "00_abs_negative.smt2"
     path.write_text(path.read_text().replace("(assert (= Z_0_0 X_0))", "(assert (= Z_0_0 X_9))"))
     row = recheck_folder(folder, timeout=30)[0]
-    assert (row.answer, row.ok) == ("error", False)
-    assert re.match(r"^solver answered error \(exit status \d+: \(error .*X_9", row.note)
+    assert (row.answer, row.outcome, row.ok) == ("error", "unconfirmed", False)
+    assert re.fullmatch(r"solver failed, exit status \d+", row.reason), row.reason
+    assert row.label == f"unconfirmed ({row.reason})"
+    assert re.match(
+        r"^nothing contradicts the recorded unsat, but the solver stopped without an answer: \(error .*X_9", row.note
+    )
 
 
 @needs_z3_command
@@ -455,8 +466,43 @@ def test_recheck_without_status_is_not_ok(tmp_path):
     path = folder / "00_abs_negative.smt2"
     path.write_text(path.read_text().replace("(set-info :status unsat)\n", ""))
     row = recheck_folder(folder, timeout=30)[0]
-    assert not row.ok
+    assert (row.outcome, row.ok) == ("invalid", False)
     assert "no (set-info :status sat|unsat|unknown) in the file" in row.note
+
+
+@needs_z3_command
+@pytest.mark.slow
+@pytest.mark.parametrize("timeout", [1, 0.2])
+def test_recheck_calls_a_solver_timeout_unconfirmed_not_a_mismatch(tmp_path, timeout):
+    """A query no solver finishes in 1 s (z3 takes whole seconds, so 0.2 s is 1 s) next to an easy one."""
+    folder = write_files(tmp_path / "r", a_easy=EASY_UNSAT, b_hard=pigeonhole())
+    easy, hard = recheck_folder(folder, timeout=timeout)
+    assert (easy.outcome, easy.label) == ("confirmed", "confirmed")
+    assert (hard.recorded_status, hard.answer, hard.outcome, hard.ok) == ("unsat", "timeout", "unconfirmed", False)
+    assert hard.reason == "timeout after 1 s"
+    assert hard.label == "unconfirmed (timeout after 1 s)"
+    assert hard.note == "nothing contradicts the recorded unsat, but the solver did not finish; give it more time"
+    assert hard.seconds < 1 + _recheck._GRACE_SECONDS + 5
+
+
+@needs_z3_command
+def test_recheck_calls_an_unknown_answer_unconfirmed(tmp_path):
+    row = recheck_folder(write_files(tmp_path / "r", undecided=UNDECIDED), timeout=30)[0]
+    assert (row.recorded_status, row.answer, row.outcome) == ("sat", "unknown", "unconfirmed")
+    assert row.label == "unconfirmed (solver answered unknown)"
+    assert row.note == "nothing contradicts the recorded sat, but the solver could not decide; try the other solver"
+
+
+@needs_z3_command
+def test_a_changed_file_whose_solver_times_out_is_invalid_not_unconfirmed(tmp_path):
+    """Unconfirmed means nothing contradicts the file: a hash that differs from summary.json does."""
+    folder = write_files(tmp_path / "r", hard=pigeonhole())
+    (folder / "summary.json").write_text(json.dumps({"properties": [{"smt2": "hard.smt2", "smt2_sha256": "0" * 64}]}))
+    row = recheck_folder(folder, timeout=1)[0]
+    assert (row.answer, row.outcome, row.label) == ("timeout", "invalid", "INVALID")
+    assert row.note == (
+        "sha256 differs from summary.json: the file changed after the report was written; timeout after 1 s"
+    )
 
 
 @pytest.mark.slow
@@ -548,7 +594,7 @@ def test_acasxu_script_is_linear_exact_and_parses_in_z3(acasxu):
 
 @pytest.mark.slow
 @needs_z3_command
-def test_recheck_reports_a_timeout_as_not_ok(tmp_path, acasxu):
+def test_recheck_calls_an_acasxu_timeout_unconfirmed(tmp_path, acasxu):
     root = acasxu
     network = _acasxu_network(root)
     folder = tmp_path / "r"
@@ -557,5 +603,5 @@ def test_recheck_reports_a_timeout_as_not_ok(tmp_path, acasxu):
         folder / "acas.smt2", network, _acasxu_property(root, network), verdict="proved", engine="marabou", seconds=1.0
     )
     [row] = recheck_folder(folder, timeout=1)
-    assert (row.answer, row.ok) == ("timeout", False)
-    assert row.note == "solver timed out after 1 s"
+    assert (row.answer, row.outcome, row.ok) == ("timeout", "unconfirmed", False)
+    assert row.label == "unconfirmed (timeout after 1 s)"
