@@ -51,7 +51,7 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from certfsm import SpecError, TableSize
+from certfsm import SpecError
 from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
 from ._netlist import (
@@ -210,16 +210,14 @@ class _Widths:
 
     @classmethod
     def of(cls, machine: Machine) -> "_Widths":
-        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters; the
-        ROM words are as `certfsm.TableSize` lays them out (the one home of that layout)."""
+        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters."""
         params = machine.params
-        rom = TableSize(machine.shape, params.n_tokens)
         return cls(
-            rom.token_bits,
+            _width(params.n_tokens - 1),
             _width(machine.n_cells),
             _width(params.confirm_cycles),
             _width(params.cooldown_cycles),
-            rom.mask_bits,
+            params.n_tokens,
         )
 
 
