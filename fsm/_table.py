@@ -183,7 +183,7 @@ def allowed_masks(spec, grid: Grid | None = None) -> np.ndarray:
 
     The vectorised twin of `certfsm.machine.cell_allowed_masks`, the
     standard-library statement the artifact loader re-derives masks with;
-    tests/core/test_artifact_trust.py holds the two equal on random grids
+    tests/fsm/test_table_masks.py holds the two equal on random grids
     and rule boxes that touch cell edges exactly.
     """
     grid = Grid.from_spec(spec) if grid is None else grid

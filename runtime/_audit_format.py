@@ -59,9 +59,12 @@ import math
 import struct
 from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from certfsm import AuditLogError
+
+if TYPE_CHECKING:
+    import mmap
 
 MAGIC = b"CFSMAUDT"
 FORMAT_VERSION = 2
@@ -260,7 +263,7 @@ def encode_header(
     return body + hashlib.sha256(body).digest()
 
 
-def decode_header(data: bytes, where: str) -> LogHeader | None:
+def decode_header(data: bytes | mmap.mmap, where: str) -> LogHeader | None:
     """The header at the start of `data`, or None when `data` ends inside it (a torn header).
 
     Raises AuditLogError, naming `where`, when the bytes are not an audit
@@ -353,24 +356,34 @@ class FrameLayout:
                 fixed,
             )
         if kind == KIND_SWAP:
-            _, _, _, old, new, *state = _SWAP.unpack(body)
-            return SwapRecord(index, time, old.hex(), new.hex(), LoggedState(*state), chain.hex())
+            return self.decode_swap(body, chain)
         if kind == KIND_OVERRIDE:
             _, _, _, flags, token, cycles = _OVERRIDE.unpack(body)
             return OverrideRecord(
                 index, time, token if flags & FLAG_TOKEN else None, cycles if flags & FLAG_CYCLES else None, chain.hex()
             )
         if kind == KIND_REFUSAL:
-            _, _, _, in_force, refused, length, text = _REFUSAL.unpack(body)
-            return RefusalRecord(
-                index,
-                time,
-                in_force.hex(),
-                refused.hex() if any(refused) else None,
-                text[:length].decode("utf-8", "replace"),
-                chain.hex(),
-            )
+            return self.decode_refusal(body, chain)
         return CloseRecord(index, time, bool(_CLOSE.unpack(body)[3]), chain.hex())
+
+    @staticmethod
+    def decode_swap(body: bytes, chain: bytes) -> SwapRecord:
+        """`decode` of a frame body known to be a swap."""
+        _, index, time, old, new, *state = _SWAP.unpack(body)
+        return SwapRecord(index, time, old.hex(), new.hex(), LoggedState(*state), chain.hex())
+
+    @staticmethod
+    def decode_refusal(body: bytes, chain: bytes) -> RefusalRecord:
+        """`decode` of a frame body known to be a refusal."""
+        _, index, time, in_force, refused, length, text = _REFUSAL.unpack(body)
+        return RefusalRecord(
+            index,
+            time,
+            in_force.hex(),
+            refused.hex() if any(refused) else None,
+            text[:length].decode("utf-8", "replace"),
+            chain.hex(),
+        )
 
 
 def swap_body(index: int, time: float, old: bytes, new: bytes, state: Registers) -> bytes:

@@ -19,9 +19,10 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from certfsm import AuditLogError
 
@@ -35,6 +36,7 @@ from ._audit_format import (
     MAGIC,
     FrameLayout,
     LogHeader,
+    OverrideRecord,
     Record,
     RefusalRecord,
     StepRecord,
@@ -45,6 +47,11 @@ from ._audit_format import (
 
 _KIND_AND_INDEX = struct.Struct("<BQ")
 _ROTATED = re.compile(r"\.[0-9]+$")
+
+_Data = bytes | mmap.mmap
+"""A log file's bytes: memory-mapped (`_mapped`), or b"" for an empty file."""
+Frames = Generator[tuple[FrameLayout, bytes, bytes], None, bool]
+"""A file's verified frames as (layout, body, chain hash); returns whether the whole file verified."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ class LogVerification:
         return f"{where}: record {self.first_bad} is bad: {self.reason}; the {self.records} records before it verify"
 
 
-def log_files(path) -> list[Path]:
+def log_files(path: str | os.PathLike[str]) -> list[Path]:
     """The files of the log at `path` (its first file, or a folder holding one log), in rotation order."""
     path = Path(path)
     if path.is_dir():
@@ -108,7 +115,7 @@ def _is_log(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _mapped(path: Path):
+def _mapped(path: Path) -> Iterator[_Data]:
     """The file's bytes, memory-mapped read-only (an empty file, which mmap refuses, as b"")."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
@@ -118,7 +125,7 @@ def _mapped(path: Path):
             yield data
 
 
-def read_header(path) -> LogHeader:
+def read_header(path: str | os.PathLike[str]) -> LogHeader:
     """The header of the log's first file (names, artifact, version); AuditLogError if unreadable or torn."""
     first = log_files(path)[0]
     header = decode_header(first.read_bytes(), str(first))
@@ -136,12 +143,22 @@ class _Walk:
     proportion to it.
     """
 
-    def __init__(self, path, on_header=None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], on_header: Callable[[Path, LogHeader], None] | None = None
+    ) -> None:
         self.files = log_files(path)
         self.on_header = on_header
         self.verification: LogVerification | None = None
-        self._index, self._chain, self._artifact, self._continues = 0, GENESIS, None, None
+        self._index, self._chain = 0, GENESIS
+        self._artifact: str | None = None  # the artifact in force, from the first header on
+        self._continues: bool | None = None  # the last close record's flag; None before one
         self._first: LogHeader | None = None
+
+    def verdict(self) -> LogVerification:
+        """The verification, once `frames()` has run out (every way out of it records one)."""
+        if self.verification is None:
+            raise AuditLogError(f"{self.files[0]}: the verification was asked for before the walk ended")
+        return self.verification
 
     def frames(self) -> Iterator[tuple[FrameLayout, bytes, bytes]]:
         """Yield (layout, body, chain hash) for each frame that verifies, in log order."""
@@ -172,7 +189,7 @@ class _Walk:
         else:
             self._finish("", closed=self._continues is False)
 
-    def _enter(self, path: Path, data, number: int) -> LogHeader | None:
+    def _enter(self, path: Path, data: _Data, number: int) -> LogHeader | None:
         """Check file `number`'s header and its link to the log so far; the header, or None after _finish."""
         try:
             header = decode_header(data, str(path))
@@ -187,14 +204,15 @@ class _Walk:
                 torn=number == len(self.files) - 1,
             )
             return None
-        if number == 0:
+        first = self._first
+        if first is None:  # file 0 (a later file is read only after file 0's header)
             if header.file_number != 0:
                 raise AuditLogError(
                     f"{path}: this is file {header.file_number} of a rotated log; give the path of its first file"
                 )
             self._first, self._artifact = header, header.artifact_sha256
         else:
-            problem = self._link_problem(path, header, number)
+            problem = self._link_problem(path, header, number, first)
             if problem:
                 self._finish(problem)
                 return None
@@ -203,7 +221,7 @@ class _Walk:
         self._chain, self._continues = bytes.fromhex(header.chain_start), None
         return header
 
-    def _file_frames(self, path: Path, data, layout: FrameLayout, pos: int, number: int):
+    def _file_frames(self, path: Path, data: _Data, layout: FrameLayout, pos: int, number: int) -> Frames:
         """Yield one file's verified frames from byte `pos` on; return True when the whole file verified."""
         is_last, sha256 = number == len(self.files) - 1, hashlib.sha256
         sizes, end = layout.frame_sizes, len(data)
@@ -238,7 +256,7 @@ class _Walk:
                 self._finish(f"the {KIND_NAMES[kind]} record does not match its chain hash: its bytes were changed")
                 return False
             if kind == KIND_SWAP:
-                record = layout.decode(body, stored)
+                record = layout.decode_swap(body, stored)
                 if record.old_sha256 != self._artifact:
                     self._finish(
                         f"the swap record replaces artifact {record.old_sha256}, but {self._artifact} was in force"
@@ -248,10 +266,10 @@ class _Walk:
             elif kind == KIND_CLOSE:
                 self._continues = bool(body[-1])
             elif kind == KIND_REFUSAL:
-                record = layout.decode(body, stored)
-                if record.artifact_sha256 != self._artifact:
+                refusal = layout.decode_refusal(body, stored)
+                if refusal.artifact_sha256 != self._artifact:
                     self._finish(
-                        f"the refusal record says artifact {record.artifact_sha256} was in force, but "
+                        f"the refusal record says artifact {refusal.artifact_sha256} was in force, but "
                         f"{self._artifact} was"
                     )
                     return False
@@ -259,9 +277,10 @@ class _Walk:
             self._chain, self._index, pos = stored, self._index + 1, pos + size
         return True
 
-    def _link_problem(self, path: Path, header: LogHeader, number: int) -> str:
-        """Why file `number`'s header does not continue the log so far ('' when it does)."""
-        index, chain, first, artifact = self._index, self._chain, self._first, self._artifact
+    def _link_problem(self, path: Path, header: LogHeader, number: int, first: LogHeader) -> str:
+        """Why file `number`'s header does not continue the log so far, whose first file's header is `first`
+        ('' when it does)."""
+        index, chain, artifact = self._index, self._chain, self._artifact
         if header.file_number != number:
             return f"{path}: the header says file {header.file_number}, expected file {number} of the rotation"
         if header.first_index != index:
@@ -297,7 +316,7 @@ class _Walk:
         )
 
 
-def verify_log(path) -> LogVerification:
+def verify_log(path: str | os.PathLike[str]) -> LogVerification:
     """Verify the whole log at `path` (first file or folder), following its rotation.
 
     Never raises for what it finds in the records: the verdict says where
@@ -308,10 +327,10 @@ def verify_log(path) -> LogVerification:
     walk = _Walk(path)
     for _ in walk.frames():
         pass
-    return walk.verification
+    return walk.verdict()
 
 
-def read_log(path) -> Iterator[Record]:
+def read_log(path: str | os.PathLike[str]) -> Iterator[Record]:
     """Yield the log's records in order (StepRecord, SwapRecord, OverrideRecord, CloseRecord, RefusalRecord),
     verifying as it goes.
 
@@ -323,11 +342,12 @@ def read_log(path) -> Iterator[Record]:
     walk = _Walk(path)
     for layout, body, chain in walk.frames():
         yield layout.decode(body, chain)
-    if not walk.verification.ok and not walk.verification.torn:
-        raise AuditLogError(walk.verification.describe())
+    verification = walk.verdict()
+    if not verification.ok and not verification.torn:
+        raise AuditLogError(verification.describe())
 
 
-def export_jsonl(path, out) -> LogVerification:
+def export_jsonl(path: str | os.PathLike[str], out: str | Path | TextIO) -> LogVerification:
     """Write the log as JSON Lines to `out` (a path or a text stream) and return its verification.
 
     Lines: a `header` object at each file, one object per verified record
@@ -342,7 +362,7 @@ def export_jsonl(path, out) -> LogVerification:
             return export_jsonl(path, stream)
     write = out.write
 
-    def header_line(file, header: LogHeader) -> None:
+    def header_line(file: Path, header: LogHeader) -> None:
         write(
             json.dumps(
                 {
@@ -363,7 +383,7 @@ def export_jsonl(path, out) -> LogVerification:
     walk = _Walk(path, on_header=header_line)
     for layout, body, chain in walk.frames():
         write(json.dumps(_jsonable(layout.decode(body, chain), layout)) + "\n")
-    verification = walk.verification
+    verification = walk.verdict()
     write(
         json.dumps(
             {
@@ -382,9 +402,9 @@ def export_jsonl(path, out) -> LogVerification:
     return verification
 
 
-def _jsonable(record: Record, layout: FrameLayout) -> dict:
+def _jsonable(record: Record, layout: FrameLayout) -> dict[str, Any]:
     kind = type(record).__name__.removesuffix("Record").lower()
-    line = {"kind": kind, "index": record.index, "time": json_float(record.time)}
+    line: dict[str, Any] = {"kind": kind, "index": record.index, "time": json_float(record.time)}
     if isinstance(record, StepRecord):
         line.update(
             reading={n: json_float(v) for n, v in zip(layout.input_names, record.reading)},
@@ -400,7 +420,7 @@ def _jsonable(record: Record, layout: FrameLayout) -> dict:
         )
     elif isinstance(record, SwapRecord):
         line.update(old_sha256=record.old_sha256, new_sha256=record.new_sha256, state=record.state._asdict())
-    elif kind == "override":
+    elif isinstance(record, OverrideRecord):
         line.update(token=record.token, cycles=record.cycles)
     elif isinstance(record, RefusalRecord):
         line.update(artifact_sha256=record.artifact_sha256, refused_sha256=record.refused_sha256, reason=record.reason)

@@ -21,14 +21,29 @@ is a test and a routine audit, and takes a few seconds this way.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from certfsm import AuditLogError
 from certfsm.machine import Machine
 
-from ._audit_format import FLAG_OVERRIDE, FLAG_SLA_OK, KIND_STEP, KIND_STEP_FIXED, KIND_SWAP, step_body
-from ._audit_read import _Walk, read_header, verify_log
+from ._audit_format import (
+    FLAG_OVERRIDE,
+    FLAG_SLA_OK,
+    KIND_STEP,
+    KIND_STEP_FIXED,
+    KIND_SWAP,
+    FrameLayout,
+    Registers,
+    step_body,
+)
+from ._audit_read import LogVerification, _Walk, read_header, verify_log
 from ._controller import Controller, spec_sla_monitor
+
+if TYPE_CHECKING:
+    from certfsm import Artifact
 
 _COMPARED = (
     "cell",
@@ -54,7 +69,7 @@ class ReplayOutcome:
     reason: str = ""
 
 
-def replay_log(path, artifacts) -> ReplayOutcome:
+def replay_log(path: str | os.PathLike[str], artifacts: Iterable[str | os.PathLike[str] | Artifact]) -> ReplayOutcome:
     """Replay the log at `path` with the given artifacts (paths or loaded `Artifact`s), each loaded once.
 
     The replay starts on the artifact the log's header names, monitoring
@@ -70,7 +85,9 @@ def replay_log(path, artifacts) -> ReplayOutcome:
     controller = Controller(first, sla=spec_sla_monitor(specs[first.artifact_sha256]))
     replay_step = controller.replay_step
     walk = _Walk(path)
-    steps, layout, unpackers = 0, None, {}
+    steps = 0
+    layout: FrameLayout | None = None
+    unpackers: dict[int, Callable[[bytes], tuple[Any, ...]]] = {}
     for frame_layout, body, chain in walk.frames():
         kind = body[0]
         if kind == KIND_STEP or kind == KIND_STEP_FIXED:
@@ -112,7 +129,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
                 )
             steps += 1
         elif kind == KIND_SWAP:
-            record = frame_layout.decode(body, chain)
+            record = frame_layout.decode_swap(body, chain)
             if record.old_sha256 != controller.machine.artifact_sha256:
                 return _diverged(
                     path,
@@ -130,7 +147,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
                     f"after the swap the replay is in state "
                     f"{_registers(controller.state)}, the log says {_registers(record.state)}",
                 )
-    verification = walk.verification
+    verification = walk.verdict()
     if not verification.ok and not verification.torn:
         return _unverified(verification, steps)
     if verification.torn:
@@ -140,7 +157,7 @@ def replay_log(path, artifacts) -> ReplayOutcome:
     return ReplayOutcome(True, steps)
 
 
-def _diverged(path, steps: int, index: int, reason: str) -> ReplayOutcome:
+def _diverged(path: str | os.PathLike[str], steps: int, index: int, reason: str) -> ReplayOutcome:
     """A divergence at record `index`, unless the log does not verify: then that is the finding."""
     verification = verify_log(path)
     if not verification.ok and not verification.torn:
@@ -148,7 +165,7 @@ def _diverged(path, steps: int, index: int, reason: str) -> ReplayOutcome:
     return ReplayOutcome(False, steps, index, reason)
 
 
-def _unverified(verification, steps: int) -> ReplayOutcome:
+def _unverified(verification: LogVerification, steps: int) -> ReplayOutcome:
     """The outcome of a log that does not verify (neither intact nor only torn): its first bad record."""
     return ReplayOutcome(False, steps, verification.first_bad, f"the log does not verify: {verification.describe()}")
 
@@ -159,5 +176,5 @@ def _machine(sha256: str, machines: dict[str, Machine]) -> Machine:
     return machines[sha256]
 
 
-def _registers(state) -> tuple[int, int, int, int]:
+def _registers(state: Registers) -> tuple[int, int, int, int]:
     return state.current, state.candidate, state.count, state.cooldown

@@ -28,15 +28,27 @@ import io
 import math
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from certfsm import AuditLogError, UsageError, staged_folder
 from certfsm.fast_binning import RowBinning
-from certfsm.machine import Reason
+from certfsm.machine import Machine, Reason
 
-from ._audit_format import StepRecord, SwapRecord
-from ._audit_read import read_header, read_log, verify_log
+from ._audit_format import LogHeader, StepRecord, SwapRecord
+from ._audit_read import LogVerification, read_header, read_log, verify_log
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from matplotlib.figure import Figure
+
+    Floats = npt.NDArray[np.float64]
+    """A column of readings, or the readings (steps, inputs), or one input's bin edges."""
+    Ints = npt.NDArray[np.int64]
+    """Decided tokens per step, or bin indices per reading."""
 
 FIGURES = {
     "timeline.png": "token timeline",
@@ -53,24 +65,30 @@ class AuditReport:
     """What `write_audit_report` wrote: the folder, the log's verification, step and token counts, the figures' names."""
 
     folder: Path
-    verification: object
+    verification: LogVerification
     steps: int
-    token_counts: dict
-    reason_counts: dict
+    token_counts: dict[str, int]
+    reason_counts: dict[str, int]
     sla_attainment: float
     axes: tuple[str, str]
     figures: tuple[str, ...]
 
 
 def write_audit_report(
-    log, out, *, artifact=None, x_input: str | None = None, y_input: str | None = None
+    log: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    artifact: str | os.PathLike[str] | None = None,
+    x_input: str | None = None,
+    y_input: str | None = None,
 ) -> AuditReport:
     """Write the report of the audit log `log` into the folder `out`; see the module docstring."""
     import numpy as np
 
     verification = verify_log(log)
     header = read_header(log)
-    steps, swaps = [], []
+    steps: list[StepRecord] = []
+    swaps: list[SwapRecord] = []
     try:
         for record in read_log(log):
             if isinstance(record, StepRecord):
@@ -133,17 +151,20 @@ def write_audit_report(
     )
 
 
-def _real_reading(step, machine) -> tuple[float, ...]:
+def _real_reading(step: StepRecord, machine: Machine | None) -> tuple[float, ...]:
     """A logged reading as real values: a fixed-point step's integers v as v * 2^-frac_bits (with the artifact;
     without it their scale is unknown, so they are left out of the pictures as NaN)."""
     if not step.fixed:
         return step.reading
-    if machine is None or None in machine.frac_bits:
+    scales = [] if machine is None else [bits for bits in machine.frac_bits if bits is not None]
+    if machine is None or len(scales) < len(machine.frac_bits):  # no artifact, or an input without frac_bits
         return (math.nan,) * len(step.reading)
-    return tuple(math.ldexp(v, -bits) for v, bits in zip(step.reading, machine.frac_bits))
+    return tuple(math.ldexp(v, -bits) for v, bits in zip(step.reading, scales))
 
 
-def _machine_of(artifact, header, swaps):
+def _machine_of(
+    artifact: str | os.PathLike[str] | None, header: LogHeader, swaps: Sequence[SwapRecord]
+) -> Machine | None:
     if artifact is None:
         return None
     from . import load_machine
@@ -158,7 +179,7 @@ def _machine_of(artifact, header, swaps):
     return machine
 
 
-def _bin_edges(machine, readings, names):
+def _bin_edges(machine: Machine | None, readings: Floats, names: Sequence[str]) -> list[Floats]:
     """Per input, the bin edges of the heat map: the certified grid's, else equal bins over the logged range."""
     import numpy as np
 
@@ -172,12 +193,14 @@ def _bin_edges(machine, readings, names):
     return edges
 
 
-def _bins(column, edges):
+def _bins(column: Floats, edges: Floats) -> Ints:
     """Bin index per value (-1 for NaN, inf or outside the edges), by the machine's own binning rule."""
-    return RowBinning([edges], (len(edges) - 1,)).cells(column.reshape(-1, 1))
+    return RowBinning([edges.tolist()], (len(edges) - 1,)).cells(column.reshape(-1, 1))
 
 
-def _axes(names, readings, edges, x_input, y_input) -> tuple[int, int]:
+def _axes(
+    names: Sequence[str], readings: Floats, edges: Sequence[Floats], x_input: str | None, y_input: str | None
+) -> tuple[int, int]:
     import numpy as np
 
     if len(names) < 2:
@@ -197,7 +220,7 @@ def _axes(names, readings, edges, x_input, y_input) -> tuple[int, int]:
 # ----------------------------------------------------------------- drawing
 
 
-def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
+def _figure(width: float, height: float, rows: int = 1, columns: int = 1) -> tuple[Figure, Any]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -206,19 +229,20 @@ def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
     return figure, figure.subplots(rows, columns, squeeze=False)
 
 
-def _png(figure) -> bytes:
+def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
 
 
-def _colours(n: int):
+def _colours(n: int) -> npt.NDArray[np.float64]:
     from certfsm import token_colours
 
-    return token_colours(max(n, 1))
+    colours: npt.NDArray[np.float64] = token_colours(max(n, 1))
+    return colours
 
 
-def _token_legend(figure, tokens, colours) -> None:
+def _token_legend(figure: Figure, tokens: Sequence[str], colours: npt.NDArray[np.float64]) -> None:
     from matplotlib.patches import Patch
 
     handles = [Patch(facecolor=colours[k], edgecolor="0.3", label=token) for k, token in enumerate(tokens)]
@@ -230,7 +254,7 @@ def _token_legend(figure, tokens, colours) -> None:
     )
 
 
-def _timeline(decided, tokens, swap_steps) -> bytes:
+def _timeline(decided: Ints, tokens: Sequence[str], swap_steps: Sequence[int]) -> bytes:
     import numpy as np
 
     colours = _colours(len(tokens))
@@ -252,7 +276,7 @@ def _timeline(decided, tokens, swap_steps) -> bytes:
     return _png(figure)
 
 
-def _probes(readings, names) -> bytes:
+def _probes(readings: Floats, names: Sequence[str]) -> bytes:
     import numpy as np
 
     figure, axes = _figure(12.0, 1.6 * len(names) + 0.8, rows=len(names))
@@ -268,7 +292,7 @@ def _probes(readings, names) -> bytes:
     return _png(figure)
 
 
-def _reasons(reasons: Counter, sla_ok) -> bytes:
+def _reasons(reasons: Counter[str], sla_ok: npt.NDArray[np.bool_]) -> bytes:
     import numpy as np
 
     figure, axes = _figure(12.0, 4.5, columns=2)
@@ -295,7 +319,15 @@ def _reasons(reasons: Counter, sla_ok) -> bytes:
     return _png(figure)
 
 
-def _decision_map(readings, decided, tokens, edges, names, x: int, y: int) -> bytes:
+def _decision_map(
+    readings: Floats,
+    decided: Ints,
+    tokens: Sequence[str],
+    edges: Sequence[Floats],
+    names: Sequence[str],
+    x: int,
+    y: int,
+) -> bytes:
     import numpy as np
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
@@ -326,7 +358,17 @@ def _decision_map(readings, decided, tokens, edges, names, x: int, y: int) -> by
 
 
 def _markdown(
-    log, header, verification, steps: int, token_counts, reasons, attainment, swaps, x_name, y_name, named: bool
+    log: str | os.PathLike[str],
+    header: LogHeader,
+    verification: LogVerification,
+    steps: int,
+    token_counts: dict[str, int],
+    reasons: Counter[str],
+    attainment: float,
+    swaps: Sequence[SwapRecord],
+    x_name: str,
+    y_name: str,
+    named: bool,
 ) -> str:
     verdict = "verifies" if verification.ok else "DOES NOT VERIFY"
     lines = [

@@ -161,7 +161,7 @@ def test_a_fold_that_rounds_keeps_the_layers_exact_rational_weights(tmp_path):
     """
     from fractions import Fraction
 
-    from certfsm.verify._exact import exact_outputs
+    from certfsm.verify import exact_outputs
 
     mean, std = [0.5, -1.0], [3.0, 0.25]
     W1, b1 = _f32([[0.7, -1.3], [2.1, 0.4]]), _f32([0.1, -0.2])

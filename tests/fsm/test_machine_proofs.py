@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,10 +44,29 @@ from certfsm.fsm import (
     transition_violations,
 )
 from certfsm.fsm._explicit import PROPERTY_DESCRIPTIONS, initial_node, is_well_formed, next_since
-from certfsm.verify._smtlib import read_header, read_status
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"
 ALL_QUERIES = INVARIANT_QUERIES + MACHINE_PROPERTIES
+
+
+def read_header(text: str) -> dict[str, str]:
+    """The ``; key: value`` comment lines before a query file's first command (the first of a key wins).
+
+    Read here, not by verify's own reader, so that this test states the header format the files must keep.
+    """
+    header: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith(";") and line.strip():
+            break
+        if match := re.fullmatch(r"; ([A-Za-z0-9_-]+): (.*)", line):
+            header.setdefault(match.group(1), match.group(2))
+    return header
+
+
+def read_status(text: str) -> str | None:
+    """The query's ``(set-info :status ...)``, or None without one."""
+    match = re.search(r"^\(set-info :status (\w+)\)\s*$", text, re.MULTILINE)
+    return match.group(1) if match else None
 
 
 @pytest.fixture(scope="module")
