@@ -43,6 +43,9 @@ library only.
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING, Any
+
 from certfsm.machine import Machine, Reason, State
 
 from ._audit import AuditWriter
@@ -54,8 +57,20 @@ from ._replay import ReplayOutcome, replay_log
 from ._report import AuditReport, write_audit_report
 from ._run import ArtifactRun, RunSummary, open_probe, run, run_artifact
 
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
-def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
+    from ._controller import Recorder, SlaSource
+    from ._run import TrustedKeys
+
+
+def load(
+    path: str | os.PathLike[str],
+    *,
+    trusted_keys: TrustedKeys | None = None,
+    sla: SlaSource | bool = True,
+    record: Recorder | None = None,
+) -> Controller:
     """A controller for the certified artifact at `path`; ArtifactError (one line) for anything the loader refuses.
 
     `trusted_keys`: public key files (KEY.pub of certfsm keygen) or
@@ -71,12 +86,11 @@ def load(path, *, trusted_keys=None, sla=True, record=None) -> Controller:
     from certfsm import load_artifact
 
     artifact = load_artifact(path, trusted_keys=trusted_keys)
-    if sla is True:
-        sla = spec_sla_monitor(artifact.stored_spec)
-    return Controller(Machine.from_artifact(artifact), sla=sla or None, record=record)
+    monitor = spec_sla_monitor(artifact.stored_spec) if sla is True else sla or None
+    return Controller(Machine.from_artifact(artifact), sla=monitor, record=record)
 
 
-def load_machine(path, *, trusted_keys=None) -> Machine:
+def load_machine(path: str | os.PathLike[str], *, trusted_keys: TrustedKeys | None = None) -> Machine:
     """The machine of the certified artifact at `path`, through the core loader (which refuses uncertified files).
 
     `trusted_keys` as for `load`: when given, only a trusted key's valid signature lets the artifact load.
@@ -86,7 +100,7 @@ def load_machine(path, *, trusted_keys=None) -> Machine:
     return Machine.from_artifact(load_artifact(path, trusted_keys=trusted_keys))
 
 
-def open_audit(controller: Controller, path, **options) -> AuditWriter:
+def open_audit(controller: Controller, path: str | os.PathLike[str], **options: Any) -> AuditWriter:
     """Start an audit log at `path` for `controller` (its artifact, inputs and SLA metrics) and attach it."""
     writer = AuditWriter(
         path, controller.machine.artifact_sha256, controller.machine.names, controller.metric_names, **options
@@ -95,7 +109,7 @@ def open_audit(controller: Controller, path, **options) -> AuditWriter:
     return writer
 
 
-def serve_metrics(counters: RuntimeCounters, port: int):
+def serve_metrics(counters: RuntimeCounters, port: int) -> WSGIServer:
     """Serve `counters` for Prometheus at http://127.0.0.1:`port`/metrics (needs the metrics extra); returns the server."""
     from ._metrics_export import serve_metrics as serve
 

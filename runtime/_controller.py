@@ -20,41 +20,103 @@ naming the input, raised before anything changes.
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from time import perf_counter_ns
-from typing import Callable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol, cast
 
 from certfsm import ArtifactError, SpecError
 from certfsm.fast_binning import RowBinning, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
 from ._step_table import StepTable
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-_QUEUED = object()  # take the override from the operator's queue (`Controller.override`)
+    from certfsm.sla import SlaMonitor, SpecWithSla
+
+    from ._audit import AuditWriter
+    from ._observe import RuntimeCounters
+
+
+class _Queued(enum.Enum):
+    QUEUED = enum.auto()
+
+
+_QUEUED: Final = _Queued.QUEUED  # take the override from the operator's queue (`Controller.override`)
 _new_tuple = tuple.__new__  # builds a Decision without NamedTuple.__new__'s Python-level call
 
 
-class _FixedReading(tuple):
+Reading = Iterable[object]
+"""One cycle's reading: a real value per input in input order (None: missing), or a mapping by input name."""
+Metrics = Mapping[str, float | None]
+"""One cycle's SLA metrics by name (None: not measured)."""
+Verdict = Callable[[Metrics | None, str], bool]
+"""`sla_ok` of a cycle from its metrics and the token they were measured on (`_verdict_of`)."""
+
+
+class SlaStatusLike(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+
+class SlaSource(Protocol):
+    """What the controller needs of an SLA monitor (`certfsm.sla.SlaMonitor` has it; its lean `update_ok`,
+    optional here, is used when present)."""
+
+    def update(self, metrics: Metrics, token: str) -> SlaStatusLike: ...
+
+
+class _FixedReading(tuple[object, ...]):
     """The last reading, when it was fixed-point integers: a swap re-bins it by the new machine's integer path."""
 
     __slots__ = ()
+
+
+_AnyCellOf = Callable[[Reading], "int | None"]
+"""A compiled binning, as the controller calls it: on any reading, None off its fast path (a list or tuple of
+floats, or of ints for the fixed-point one); `certfsm.fast_binning.CellOf` names only the sequences it bins."""
 
 
 class _Compiled(NamedTuple):
     """A machine with its twins, swapped as one value so a cycle never mixes two machines' grids and tables."""
 
     machine: Machine
-    cell_of: Callable
-    cell_of_fixed: Callable
+    cell_of: _AnyCellOf
+    cell_of_fixed: _AnyCellOf
     table: StepTable
 
     @classmethod
     def of(cls, machine: Machine) -> "_Compiled":
-        return cls(machine, compile_cell_of(machine), compile_cell_of_fixed(machine), StepTable(machine))
+        return cls(
+            machine,
+            cast(_AnyCellOf, compile_cell_of(machine)),
+            cast(_AnyCellOf, compile_cell_of_fixed(machine)),
+            StepTable(machine),
+        )
 
 
-class Decision(NamedTuple):
+# The fields in NamedTuple's call form: mypy refuses a field named `index` (tuple.index) in the class form.
+_DecisionFields = NamedTuple(
+    "_DecisionFields",
+    [
+        ("token", str),
+        ("index", int),
+        ("code", int),
+        ("reason", Reason),
+        ("cell", int),
+        ("state", State),
+        ("sla_ok", bool),
+        ("time", float | None),
+    ],
+)
+_DecisionFields.__new__.__defaults__ = (None,)  # time
+
+
+class Decision(_DecisionFields):
     """One cycle's outcome: the token (name, output index, 4-bit code), why, where, and the state after.
 
     A named tuple rather than a frozen dataclass: one is built per control
@@ -63,18 +125,15 @@ class Decision(NamedTuple):
     Python-level `__new__`, which costs as much again as the tuple).
     """
 
-    token: str
-    index: int
-    code: int
-    reason: Reason
-    cell: int
-    state: State
-    sla_ok: bool
-    time: float | None = None
+    __slots__ = ()
 
     @property
     def in_envelope(self) -> bool:
         return self.cell != OUT_OF_ENVELOPE
+
+
+Recorder = Callable[[Decision, Reading, "Metrics | None", "int | None"], object]
+"""`record(decision, reading, metrics, override)`: told of every decision, under the controller's lock."""
 
 
 class Controller:
@@ -97,11 +156,11 @@ class Controller:
         self,
         machine: Machine,
         *,
-        sla=None,
-        record: Callable | None = None,
-        audit=None,
+        sla: SlaSource | None = None,
+        record: Recorder | None = None,
+        audit: AuditWriter | None = None,
         clock: Callable[[], float] = time.time,
-        counters=None,
+        counters: RuntimeCounters | None = None,
     ) -> None:
         self._compiled = _Compiled.of(machine)
         self._counters = counters
@@ -112,9 +171,12 @@ class Controller:
         self._record = record
         self._override: int | None = None
         self._override_cycles: int | None = None
-        self._last_reading = None  # the last cycle's reading (a `_FixedReading` for step_fixed); None before any
+        # the last cycle's reading (a `_FixedReading` for step_fixed); None before any
+        self._last_reading: Reading | None = None
         self._lock = threading.Lock()
-        self._batch = None  # decide_many's arrays, made on first use
+        self._batch: tuple[_Compiled, npt.NDArray[np.int64], RowBinning] | None = (
+            None  # decide_many's, made on first use
+        )
         self._enter(machine.initial_state())
 
     def _enter(self, state: State) -> None:
@@ -134,20 +196,20 @@ class Controller:
         paths = getattr(self._sla, "paths", ())
         return tuple(dict.fromkeys(path.metric for path in paths))
 
-    def attach_audit(self, writer) -> None:
+    def attach_audit(self, writer: AuditWriter) -> None:
         """Append every later step, swap and override request to `writer` (an `AuditWriter`)."""
         with self._lock:
             self._audit = writer
             self._bind_step()
 
-    def attach_counters(self, counters) -> None:
+    def attach_counters(self, counters: RuntimeCounters) -> None:
         """Count every later decision, swap and override request in `counters` (a `RuntimeCounters`)."""
         with self._lock:
             self._counters = counters
             self._bind_step()
 
     @property
-    def counters(self):
+    def counters(self) -> RuntimeCounters | None:
         """The attached `RuntimeCounters`, or None."""
         return self._counters
 
@@ -155,9 +217,9 @@ class Controller:
     def state(self) -> State:
         return self._state
 
-    def reading_of(self, values) -> tuple:
+    def reading_of(self, values: Reading) -> Sequence[object]:
         """A reading in input order, from a sequence or from a mapping by input name (every input named)."""
-        if type(values) in (list, tuple):
+        if type(values) is list or type(values) is tuple:  # `type() in (list, tuple)`, spelled so that mypy narrows
             return values
         machine = self._compiled.machine
         if isinstance(values, Mapping):
@@ -173,24 +235,29 @@ class Controller:
     """``step(reading, metrics=None, now=None) -> Decision``: decide one cycle from real-valued readings (a sequence
     in input order, or a mapping by name). An attribute of each controller, not a method (`_bind_step` says why)."""
 
-    def _step_observed(
-        self, reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-    ) -> Decision:
+    def _step_observed(self, reading: Reading, metrics: Metrics | None = None, now: float | None = None) -> Decision:
         """`step` while observers are attached: every cycle through `_cycle`, which tells them."""
         return self._cycle(reading, False, metrics, now, _QUEUED)
 
-    def step_fixed(
-        self, values, metrics: Mapping[str, float | None] | None = None, now: float | None = None
-    ) -> Decision:
+    def step_fixed(self, values: Reading, metrics: Metrics | None = None, now: float | None = None) -> Decision:
         """Decide one cycle from fixed-point integers (v means v * 2^-frac_bits), as the hardware does."""
         return self._cycle(values, True, metrics, now, _QUEUED)
 
-    def replay_step(self, reading, metrics, now, override: int | None, fixed: bool = False) -> Decision:
+    def replay_step(
+        self, reading: Reading, metrics: Metrics | None, now: float | None, override: int | None, fixed: bool = False
+    ) -> Decision:
         """One cycle with the override given as logged (an output index or None), for `replay`; `fixed` bins the
         reading as fixed-point integers, as `step_fixed` did."""
         return self._cycle(reading, fixed, metrics, now, override)
 
-    def _cycle(self, reading, fixed: bool, metrics, now, logged_override) -> Decision:
+    def _cycle(
+        self,
+        reading: Reading,
+        fixed: bool,
+        metrics: Metrics | None,
+        now: float | None,
+        logged_override: int | None | _Queued,
+    ) -> Decision:
         """One cycle, every case: fixed point, readings off the compiled binning, a queued or logged override,
         observers, a hot swap between binning and lock.
 
@@ -203,7 +270,7 @@ class Controller:
         compiled = self._compiled
         cell = compiled.cell_of_fixed(reading) if fixed else compiled.cell_of(reading)
         off_fast_path = cell is None  # not a list or tuple of floats (or of ints, fixed point)
-        if off_fast_path:
+        if cell is None:
             reading, cell = self._cell(compiled, reading, fixed)
         lock = self._lock
         lock.acquire()  # acquire/release: a `with` block costs twice as much here, every cycle
@@ -245,13 +312,20 @@ class Controller:
         self._observed = self._record is not None or self._audit is not None or self._counters is not None
         self.step = self._step_observed if self._observed else quick_step(self, self._compiled)
 
-    def _cell(self, compiled: _Compiled, reading, fixed: bool):
+    def _cell(self, compiled: _Compiled, reading: Reading, fixed: bool) -> tuple[Sequence[object], int]:
         """(reading in input order, cell) through the plain binning: readings off the compiled fast path."""
         values = self.reading_of(reading)
         return values, (compiled.machine.cell_of_fixed(values) if fixed else compiled.machine.cell_of(values))
 
     def _observe(
-        self, decision: Decision, reading, metrics, override, started: int, fixed: bool, off_fast_path: bool
+        self,
+        decision: Decision,
+        reading: Reading,
+        metrics: Metrics | None,
+        override: int | None,
+        started: int,
+        fixed: bool,
+        off_fast_path: bool,
     ) -> None:
         """Hand a decision to the recorder, the audit log and the counters that are attached (under the lock).
 
@@ -375,7 +449,7 @@ class Controller:
         if self._audit is not None:
             self._audit.append_refusal(self._clock(), reason, refused_sha256)
 
-    def decide_many(self, readings):
+    def decide_many(self, readings: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Table decisions for a batch of readings (rows in input order): no state, no SLA, no override.
 
         Each row gets its cell's proposal, or the conservative token out of
@@ -388,16 +462,18 @@ class Controller:
         import numpy as np
 
         machine = self._compiled.machine
-        rows = _batch_rows(np, readings, machine)
+        rows = _batch_rows(readings, machine)
         if rows.dtype != np.float64:
-            lookup = [*machine.proposal, machine.params.conservative]
-            return np.array([lookup[machine.cell_of(list(row))] for row in rows], dtype=np.int64).reshape(-1)
-        lookup, binning = self._batch_tables(np)
+            tokens = [*machine.proposal, machine.params.conservative]
+            return np.array([tokens[machine.cell_of(list(row))] for row in rows], dtype=np.int64).reshape(-1)
+        lookup, binning = self._batch_tables()
         return lookup.take(binning.cells(rows))
 
-    def _batch_tables(self, np):
+    def _batch_tables(self) -> tuple[npt.NDArray[np.int64], RowBinning]:
         """The proposals with the conservative token appended at index -1 (OUT_OF_ENVELOPE), and the vectorised
         binning (`certfsm.fast_binning.RowBinning`); made once per machine."""
+        import numpy as np
+
         compiled = self._compiled
         cached = self._batch
         if cached is None or cached[0] is not compiled:
@@ -407,9 +483,11 @@ class Controller:
         return cached[1], cached[2]
 
 
-def _batch_rows(np, readings, machine: Machine):
+def _batch_rows(readings: npt.ArrayLike, machine: Machine) -> npt.NDArray[Any]:
     """`readings` as a (rows, inputs) float64 array where float64 holds every value exactly, else as an object
     array for the exact row-by-row path; a bool or a string anywhere is refused as `Machine.cell_of` refuses it."""
+    import numpy as np
+
     rows = readings if isinstance(readings, np.ndarray) else np.asarray(readings, dtype=object)
     if rows.ndim != 2 or rows.shape[1] != machine.n_inputs:
         raise ValueError(
@@ -462,7 +540,7 @@ def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Dec
     verdict = controller._sla_ok
     cycle = controller._cycle
 
-    def step(reading, metrics: Mapping[str, float | None] | None = None, now: float | None = None) -> Decision:
+    def step(reading: Reading, metrics: Metrics | None = None, now: float | None = None) -> Decision:
         """Decide one cycle from real-valued readings (a sequence in input order, or a mapping by name)."""
         cell = cell_of(reading)
         if cell is None:
@@ -518,7 +596,7 @@ def _fixed_point_problem(machine: Machine) -> str:
     return ""
 
 
-def _cell_again(machine: Machine, reading) -> int:
+def _cell_again(machine: Machine, reading: Reading | None) -> int:
     """The cell of the last reading in `machine`'s grid; OUT_OF_ENVELOPE before any reading, or for a reading
     the caller has since refilled with something that is not a number."""
     if reading is None:
@@ -529,15 +607,15 @@ def _cell_again(machine: Machine, reading) -> int:
         return OUT_OF_ENVELOPE
 
 
-def _verdict_of(sla) -> Callable:
+def _verdict_of(sla: SlaSource) -> Verdict:
     """`sla_ok` of a cycle from a monitor: its lean `update_ok` when it has one, else `update(...).ok`."""
-    lean = getattr(sla, "update_ok", None)
+    lean: Verdict | None = getattr(sla, "update_ok", None)
     if lean is not None:
         return lean
     return lambda metrics, token: bool(sla.update(metrics or {}, token).ok)
 
 
-def spec_sla_monitor(spec):
+def spec_sla_monitor(spec: SpecWithSla) -> SlaMonitor | None:
     """A fresh monitor of the SLA paths of an artifact's spec (`Artifact.stored_spec`); None when it has none."""
     from certfsm.sla import SlaMonitor
 

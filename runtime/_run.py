@@ -22,19 +22,34 @@ on disk never stops a running controller.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, TypeAlias
 
 from certfsm import ArtifactError, CertfsmError, UsageError
 from certfsm.machine import Machine
 
 from ._calibration import Calibration
 from ._controller import Controller
+from ._probes import HardwareProbe
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from certfsm import PublicKey
+
+    from ._audit import AuditWriter
+    from ._observe import RuntimeCounters
+
+    KeySource: TypeAlias = str | os.PathLike[str] | PublicKey
+    TrustedKeys: TypeAlias = KeySource | Iterable[KeySource]
+    """Public key files (KEY.pub of certfsm keygen) or `certfsm.PublicKey` values, one or several."""
 
 
 @dataclass
@@ -42,13 +57,13 @@ class RunSummary:
     """What a run did: cycles, tokens and reasons counted, swaps (old, new hashes) and refused reloads."""
 
     steps: int = 0
-    tokens: Counter = field(default_factory=Counter)
-    reasons: Counter = field(default_factory=Counter)
-    swaps: list = field(default_factory=list)
-    refused_reloads: list = field(default_factory=list)
+    tokens: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    swaps: list[tuple[str, str]] = field(default_factory=list)
+    refused_reloads: list[str] = field(default_factory=list)
 
 
-def open_probe(probe: str, input_names):
+def open_probe(probe: str, input_names: Iterable[str]) -> HardwareProbe:
     """The probe `probe` names: ``linux``, ``trace:FILE.csv``, or ``example-trace`` (the shipped one)."""
     if probe == "linux":
         from ._probes_linux import LinuxProbe
@@ -75,7 +90,7 @@ def print_refusal(message: str) -> None:
 
 def run(
     controller: Controller,
-    probe,
+    probe: HardwareProbe,
     *,
     steps: int | None = None,
     period_ms: float = 0.0,
@@ -83,9 +98,9 @@ def run(
     should_stop: Callable[[], bool] = lambda: False,
     should_reload: Callable[[], bool] = lambda: False,
     reload: Callable[[], object] | None = None,
-    on_swap: Callable | None = None,
+    on_swap: Callable[[str, str], object] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    counters=None,
+    counters: RuntimeCounters | None = None,
     reload_source: str | None = None,
     on_refused: Callable[[str], None] | None = print_refusal,
 ) -> RunSummary:
@@ -142,16 +157,16 @@ class ArtifactRun:
 
 
 def run_artifact(
-    artifact,
+    artifact: str | os.PathLike[str],
     probe: str,
     *,
     steps: int | None = None,
     period_ms: float = 0.0,
-    calibration=None,
-    audit=None,
+    calibration: str | os.PathLike[str] | None = None,
+    audit: str | os.PathLike[str] | None = None,
     fsync_every: int = 1000,
     metrics_port: int | None = None,
-    trusted_keys=None,
+    trusted_keys: TrustedKeys | None = None,
 ) -> ArtifactRun:
     """`certfsm run` as one call: load `artifact`, open `probe`, the audit log and the metrics server, run, close.
 
@@ -175,7 +190,9 @@ def run_artifact(
     controller = load(artifact, trusted_keys=trusted_keys)
     names = controller.machine.names
     calibrated = Calibration.load(calibration, names) if calibration is not None else Calibration.identity(names)
-    counters = server = writer = None
+    counters: RuntimeCounters | None = None
+    server: WSGIServer | None = None
+    writer: AuditWriter | None = None
     flags = {"stop": False, "reload": False}
 
     def take_reload() -> bool:

@@ -55,7 +55,7 @@ Standard library only: this package imports neither numpy, solvers nor
 so the runtime can embed it anywhere.
 """
 
-from ._monitor import SlaMonitor
+from ._monitor import SlaMonitor, SpecWithSla
 from ._sample import read_metric
 from ._snapshot import SNAPSHOT_FORMAT, SnapshotError
 from ._status import PathStatus, SlaStatus
@@ -67,6 +67,7 @@ __all__ = [
     "SlaMonitor",
     "SlaStatus",
     "SnapshotError",
+    "SpecWithSla",
     "nearest_rank",
     "read_metric",
 ]
