@@ -124,17 +124,20 @@ def _top_level(tree: ast.Module) -> list[ast.stmt]:
     return statements
 
 
-def private_reaches(source: str, module_name: str, *, is_package: bool = False) -> list[tuple[int, str]]:
+def private_reaches(
+    source: str, module_name: str, *, is_package: bool = False, closed: set[str] | None = None
+) -> list[tuple[int, str]]:
     """(line, what) for every import in `source` of another package's underscore module or underscore name.
 
     `module_name` is the dotted name of the module the source belongs to
-    (`certfsm.fsm._grid`); `is_package` says it is a package's `__init__`.
+    (`certfsm.fsm._grid`); `is_package` says it is a package's `__init__`;
+    `closed`, when given, the packages whose private rooms count (default: every package).
     """
     home = owner(module_name)[0]
     found: list[tuple[int, str]] = []
     for line, module, names in imports_in(source, module_name, is_package=is_package):
         owned = owner(module)
-        if owned is None or owned[0] == home:
+        if owned is None or owned[0] == home or (closed is not None and owned[0] not in closed):
             continue
         package, below = owned
         if any(_is_private(part) for part in below):
@@ -309,3 +312,80 @@ ALLOWED = [
 @pytest.mark.parametrize("source, module_name", ALLOWED, ids=[row[1] for row in ALLOWED])
 def test_imports_inside_a_package_and_of_public_names_pass(source, module_name):
     assert private_reaches(source, module_name, is_package=module_name == "certfsm.examples") == []
+
+
+# ---------------------------------------------------------------- tests
+
+TEST_FOLDERS = {
+    "core": "certfsm",
+    "verify": "certfsm.verify",
+    "fsm": "certfsm.fsm",
+    "runtime": "certfsm.runtime",
+    "sla": "certfsm.sla",
+    "hdl_export": "certfsm.hdl_export",
+    "cli": "certfsm.cli",
+}
+"""Each package's test folder under tests/ and the package whose private modules its tests may import. The
+modules at the top of tests/ (the twin registry of test_decoders.py, the seams, the fixtures) check several
+packages' private twins against each other on purpose and belong to no package."""
+
+SUB_PACKAGE_NAMES = {f"certfsm.{name}" for name in SUB_PACKAGES}
+
+
+def test_reaches(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, what) for every import in a test of `package` of another sub-package's underscore module or name.
+
+    A package's own tests may open its underscore modules, knowingly: they test what the public names are made
+    of. Another package's rooms stay as closed to them as to its code, so that a package can rework its insides
+    under its own tests alone. (The core's underscore modules are not closed to tests yet: tests of every folder
+    still import `certfsm._errors`, `certfsm._artifact` and a few others directly.)
+    """
+    return private_reaches(source, f"{package}.test_module", closed=SUB_PACKAGE_NAMES)
+
+
+test_reaches.__test__ = False  # a helper, not a test
+
+
+def package_test_files() -> list[tuple[Path, str]]:
+    """(path, the package it tests) of every module in a package's test folder."""
+    return [
+        (path, package)
+        for folder, package in TEST_FOLDERS.items()
+        for path in sorted((ROOT / "tests" / folder).rglob("*.py"))
+    ]
+
+
+@pytest.mark.slow
+def test_no_test_imports_another_sub_packages_private_modules_or_names():
+    files = package_test_files()
+    assert len(files) > 50, "the test folders were not found"
+    offences = [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path, package in files
+        for line, what in test_reaches(path.read_text(), package)
+    ]
+    assert not offences, (
+        "a test imports its own package's private modules only; use the other package's public names:\n"
+        + "\n".join(offences)
+    )
+
+
+TEST_REACHES = [
+    ("from certfsm.verify._smtlib import read_header\n", "certfsm.fsm", "certfsm.verify._smtlib"),
+    ("def t():\n    from certfsm.cli import _flag_words\n", "certfsm", "_flag_words from certfsm.cli"),
+    ("import certfsm.fsm._table\n", "certfsm.hdl_export", "certfsm.fsm._table"),
+    ("from certfsm.runtime import _blob\n", "certfsm.sla", "_blob from certfsm.runtime"),
+]
+
+
+@pytest.mark.parametrize("source, package, expected", TEST_REACHES, ids=[row[2] for row in TEST_REACHES])
+def test_a_planted_reach_in_a_test_is_found_with_its_line(source, package, expected):
+    found = test_reaches(source, package)
+    assert found and expected in found[-1][1], found
+    assert found[-1][0] == source.count("\n")
+
+
+def test_a_test_may_open_its_own_packages_private_modules():
+    assert test_reaches("from certfsm.fsm._grid import Grid\nfrom certfsm.fsm import _table\n", "certfsm.fsm") == []
+    assert test_reaches("from certfsm.verify import check\nimport certfsm.machine\n", "certfsm.fsm") == []
+    assert test_reaches("from certfsm.cli import _flag_words\n", "certfsm.cli") == []
