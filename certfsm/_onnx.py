@@ -25,10 +25,11 @@ import numpy as np
 import onnx
 import onnx.checker
 from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import uses_external_data
 
 from ._errors import ModelError
 from ._network import Network
-from ._onnx_graph import network_from_graph
+from ._onnx_graph import external_data_message, network_from_graph
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -181,6 +182,9 @@ def _parse_model(data: bytes, where: str) -> onnx.ModelProto:
             f"{where}: is not an ONNX model ({_first_line(error)}); "
             "the file is truncated, corrupt or in another format, re-export it"
         ) from None
+    for tensor in model.graph.initializer:
+        if uses_external_data(tensor):  # before the checker, which fails on it with a message about file paths
+            raise ModelError(external_data_message(where, tensor.name))
     try:
         onnx.checker.check_model(model)
     except Exception as error:  # ValidationError and friends

@@ -215,14 +215,25 @@ def _declared_shape(value: onnx.ValueInfoProto, where: str) -> tuple[int, ...]:
     return shape
 
 
+def external_data_message(where: str, tensor_name: str) -> str:
+    """Why a model whose weights live in a second file is refused, and the two ways to fix it.
+
+    certfsm names a network by the SHA-256 of its model file (the report,
+    the artifact and `inspect --deep` all check it), so the weights must be
+    inside that file. PyTorch's exporter writes them beside the model
+    (`model.onnx.data`) unless asked not to.
+    """
+    return (
+        f"{where}: tensor '{tensor_name}' keeps its data in an external file, and certfsm hashes the model file "
+        "alone, so the weights must be inside it; export with torch.onnx.export(..., external_data=False), or "
+        "re-save with onnx.save_model(onnx.load(path), path, save_as_external_data=False)"
+    )
+
+
 def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
     """The tensor's values, once its data type is one certfsm reads and its data fills its dims exactly."""
     if uses_external_data(tensor):
-        raise ModelError(
-            f"{where}: initializer '{tensor.name}' keeps its data in an external file; "
-            "certfsm needs a self-contained model, "
-            "re-save it with onnx.save_model(model, path, save_as_external_data=False)"
-        )
+        raise ModelError(external_data_message(where, tensor.name))
     if tensor.data_type not in _READABLE_TYPES:
         names = ", ".join(TensorProto.DataType.Name(t) for t in _READABLE_TYPES)
         raise ModelError(

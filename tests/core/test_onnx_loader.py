@@ -590,3 +590,19 @@ def test_run_onnxruntime_refuses_a_file_changed_since_loading(tmp_path):
         match=rf"^{re.escape(str(path.resolve()))}: changed since the network was loaded \(sha256 is now [0-9a-f]{{64}}, was {network.sha256}\); reload it with load_onnx$",
     ):
         run_onnxruntime(network, np.zeros((1, 3)))
+
+
+def test_weights_in_an_external_file_are_refused_with_both_fixes_before_the_checker(tmp_path):
+    """PyTorch's exporter writes weights beside the model by default; certfsm hashes the model file alone."""
+    model = onnx.load_model_from_string(_tiny([_dense()]))
+    path = tmp_path / "controller.onnx"
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, size_threshold=0)
+    assert len(list(tmp_path.iterdir())) == 2  # the model and the file that holds its weights
+    with pytest.raises(ModelError) as caught:
+        load_onnx(path)
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}: tensor 'W' keeps its data in an external file, and certfsm hashes the model file "
+        r"alone, so the weights must be inside it; export with torch\.onnx\.export\(\.\.\., external_data=False\), "
+        r"or re-save with onnx\.save_model\(onnx\.load\(path\), path, save_as_external_data=False\)",
+        str(caught.value),
+    )
