@@ -94,7 +94,7 @@ def export_machine_c(machine, name: str, folder: Path) -> Path:
     """Print one machine as C into `folder`; the source file."""
     from certfsm.hdl_export import hardware_of, print_c
 
-    header, source = print_c(hardware_of(machine, name, ("normalised",) * machine.n_inputs).module)
+    header, source = print_c(hardware_of(machine, name, ("normalised",) * machine.n_inputs))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.h").write_text(header)
     (folder / f"{name}.c").write_text(source)

@@ -13,6 +13,13 @@ the buses are the fixed-point integers of the port contract, every other
 value an ``uint32_t`` masked to its width where an operator could carry
 past it; no floating point, no heap, no library beyond <stdint.h>.
 
+The header names every code the interface carries: ``CERTFSM_TOKEN_<NAME>``
+for each token's 4-bit code (``token_code``, ``override_code``) and
+``CERTFSM_REASON_<NAME>`` for each value of `certfsm.machine.Reason`
+(``reason_code``), read from the machine and from the enum itself (no
+second list), each with what it means; the source uses the reason
+constants of the header in its rule chain.
+
 The text follows MISRA C:2012 (`_Printer` says how) but for the rules of
 `MISRA_DEVIATIONS`, which both files' header comments list with their
 reasons and which the ``misra`` check of `certfsm export-c --check`
@@ -21,16 +28,49 @@ reasons and which the ``misra`` check of `certfsm export-c --check`
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
-from ._hardware import STATE_REGISTERS
+from certfsm import SpecError
+from certfsm.machine import Machine, Reason
+
+from ._hardware import STATE_REGISTERS, Hardware
 from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
 
 _INDENT = "    "
 _C_DOCS = {
     "out_valid": "1 when this call decided (in_valid was 1), else 0",
     "in_valid": "1: this is a reading, decide; 0: leave the state and the outputs",
+    "override_code": "the 4-bit code of the requested token (CERTFSM_TOKEN_* above); any other code is refused",
+    "token_code": "the emitted token's code (the new current token): one of the CERTFSM_TOKEN_* codes above",
+    "reason_code": "why this call emitted token_code: one of the CERTFSM_REASON_* codes above",
 }
+_TOKEN_CODE_SELECTORS = frozenset(("override_code_q",))
+"""Lookups selected by these signals have token codes as keys: the source writes them as CERTFSM_TOKEN_*."""
+_TOKEN_CODE_SIGNALS = frozenset(("next_token_code", "token_code"))
+"""Lookups and registers whose values are token codes: the source writes them as CERTFSM_TOKEN_*, so that every
+macro of the header is used (MISRA C:2012 Rule 2.5) and the C says which token, not which number."""
+_C_NAME_LENGTH = 63
+"""Significant characters of a macro name in C99 (and for MISRA C:2012 Rule 5.4): names equal this far collide."""
+
+REASON_MEANINGS: dict[Reason, str] = {
+    Reason.KEEP_CURRENT: "kept the current token: the table proposes it",
+    Reason.SWITCH: "switched to the table's proposal: proposed confirm_cycles calls in a row, cooldown expired",
+    Reason.HOLD_CONFIRMING: "kept the current token: the table proposes another, not yet confirm_cycles calls in a row",
+    Reason.HOLD_COOLDOWN: "kept the current token: the table's proposal is confirmed but the cooldown runs",
+    Reason.MOVE_DOWN: "moved to the conservative token at once: the table proposes it",
+    Reason.LEGALITY_PREEMPT: "moved to the conservative token at once: the current token is not allowed in the cell",
+    Reason.FALLBACK_ENVELOPE: "the conservative token: the reading is out of the envelope (cell_index all ones)",
+    Reason.FALLBACK_SLA: "the conservative token: sla_ok was 0 for a reading in the envelope",
+    Reason.OVERRIDE: "the override was obeyed: token_code is the requested token",
+    Reason.OVERRIDE_WAITING: "an override to be obeyed waits for the cooldown: the current token is kept meanwhile",
+    Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE: "the override was refused (override_code is no overridable token's "
+    "code); the table decided token_code",
+    Reason.OVERRIDE_REFUSED_FORBIDDEN: "the override was refused (its token is not allowed in the cell); the table "
+    "decided token_code",
+}
+"""What each reason code means, in the header's words (docs/semantics.md, "State machine"); the values and names
+come from `Reason` itself, and a test holds the keys to it."""
 _COMPARISONS = frozenset(("==", "!=", ">=", "<=", "<", ">"))
 _BOOLEAN = _COMPARISONS | {"&&", "||", "!"}
 
@@ -91,6 +131,51 @@ def _doc(module: Module) -> list[str]:
     ]
 
 
+def reason_macro(reason: Reason) -> str:
+    """The header's name of a reason code: ``CERTFSM_REASON_`` and the `Reason` member's name."""
+    return f"CERTFSM_REASON_{reason.name}"
+
+
+def token_macros(machine: Machine) -> tuple[str, ...]:
+    """The header's name of each token's code, by output index: ``CERTFSM_TOKEN_`` and the name in capitals,
+    every character that C does not allow in a name made ``_``.
+
+    Raises SpecError naming both tokens when two names give the same C name (or names equal in their first 63
+    characters, all that C99 promises to tell apart).
+    """
+    names = tuple("CERTFSM_TOKEN_" + re.sub(r"[^0-9A-Za-z_]", "_", token).upper() for token in machine.tokens)
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        other = seen.setdefault(name[:_C_NAME_LENGTH], index)
+        if other != index:
+            raise SpecError(
+                f"tokens {machine.tokens[other]!r} and {machine.tokens[index]!r} both become the C name "
+                f"{name[:_C_NAME_LENGTH]} in the exported header; rename one of them in the spec's outputs"
+            )
+    return names
+
+
+def _code_lines(machine: Machine) -> list[str]:
+    """The header's token and reason constants, each with what it means."""
+    params = machine.params
+    lines = [
+        "/* Token codes: token_code and override_code carry these 4-bit codes (the artifact's codes). */",
+    ]
+    for index, (macro, code) in enumerate(zip(token_macros(machine), params.codes)):
+        facts = [f"token {machine.tokens[index]}, output index {index}"]
+        facts += ["the conservative token"] if index == params.conservative else []
+        facts += ["overridable"] if index in params.overridable else []
+        lines.append(f"#define {macro} {code}u  {_comment('; '.join(facts))}")
+    lines += [
+        "",
+        "/* Reason codes: reason_code says why a call emitted token_code (certfsm.machine.Reason): the first rule "
+        "that applies decides, in the order fallback, legality, override, table. After a reset it is 0 with "
+        "out_valid 0. */",
+    ]
+    lines += [f"#define {reason_macro(r)} {int(r)}u  {_comment(REASON_MEANINGS[r])}" for r in Reason]
+    return lines
+
+
 def _word_type(width: int) -> str:
     return "uint8_t" if width <= 8 else "uint16_t" if width <= 16 else "uint32_t"
 
@@ -105,8 +190,12 @@ class _Printer:
     every body its braces, every ``if ... else if`` chain its ``else``.
     """
 
-    def __init__(self, module: Module) -> None:
-        self.module = module
+    def __init__(self, hardware: Hardware) -> None:
+        self.machine = hardware.machine
+        self.module = module = hardware.module
+        # The module's reason constants: the source reads them from the header, under these names.
+        self.header_names = {f"REASON_{r.name}": reason_macro(r) for r in Reason}
+        self.token_code_names = dict(zip(self.machine.params.codes, token_macros(self.machine)))
         self.outputs = {p.name for p in module.ports if p.direction == "output"}
         self.inputs = [p for p in module.ports if p.direction == "input" and p.name not in ("clk", "rst")]
         self.buses = {bank.bus.name for bank in module.body if isinstance(bank, ComparatorBank)}
@@ -116,7 +205,7 @@ class _Printer:
         if isinstance(expr, Const):
             return f"{expr.value}u"
         if isinstance(expr, Ref):
-            return expr.name
+            return self.header_names.get(expr.name, expr.name)
         if not isinstance(expr, Op):
             raise TypeError(f"not an expression: {expr!r}")
         if expr.op in _BOOLEAN:
@@ -169,6 +258,8 @@ class _Printer:
             "",
             "#include <stdint.h>",
             "",
+            *_code_lines(self.machine),
+            "",
             "/* The machine's state registers (certfsm.machine.State; candidate is 0 when candidate_valid is 0). */",
             "typedef struct {",
             *state,
@@ -200,13 +291,15 @@ class _Printer:
         name = self.module.name
         lines = [*_doc(self.module), f'#include "{name}.h"', ""]
         for constant in self.module.constants:
+            if constant.name in self.header_names:
+                continue
             doc = f"  {_comment(constant.doc)}" if constant.doc else ""
             lines.append(f"#define {constant.name} {constant.value}u{doc}")
         resets = [
             n for n in self.module.body if isinstance(n, Register) and n.name in (*STATE_REGISTERS, *self.outputs)
         ]
         lines += ["", f"void {name}_reset({name}_state *state, {name}_output *out)", "{"]
-        lines += [f"{_INDENT}{self._target(r)} = {r.reset}u;" for r in resets]
+        lines += [f"{_INDENT}{self._target(r)} = {self._value(r.name, r.reset)};" for r in resets]
         lines += ["}", "", f"void {name}_step({name}_state *state, const {name}_input *in, {name}_output *out)", "{"]
         body = []
         for node in self.module.body:
@@ -295,11 +388,19 @@ class _Printer:
             lines.append(f"{bank.bin.name} = 0u;  {_comment(_interval(bank.edges, 0))}")
         return lines
 
+    def _value(self, signal: str, value: int) -> str:
+        """A constant that `signal` takes: a token code by its header name, any other value as a number."""
+        if signal in _TOKEN_CODE_SIGNALS and value in self.token_code_names:
+            return self.token_code_names[value]
+        return f"{value}u"
+
     def _lookup(self, lookup: Lookup) -> list[str]:
-        lines = [_comment(lookup.doc), f"uint32_t {lookup.name};", f"switch ({lookup.selector.name}) {{"]
+        selector = lookup.selector.name
+        lines = [_comment(lookup.doc), f"uint32_t {lookup.name};", f"switch ({selector}) {{"]
         for key, value, comment in lookup.cases:
-            lines.append(f"case {key}u: {lookup.name} = {value}u; break;  {_comment(comment)}")
-        lines += [f"default: {lookup.name} = {lookup.default}u; break;", "}"]
+            case = self.token_code_names[key] if selector in _TOKEN_CODE_SELECTORS else f"{key}u"
+            lines.append(f"case {case}: {lookup.name} = {self._value(lookup.name, value)}; break;  {_comment(comment)}")
+        lines += [f"default: {lookup.name} = {self._value(lookup.name, lookup.default)}; break;", "}"]
         return lines
 
     def _decision(self, decision: Decision) -> list[str]:
@@ -314,7 +415,8 @@ class _Printer:
         return lines
 
 
-def print_c(module: Module) -> tuple[str, str]:
-    """(header, source) of the module as dependency-free C99, each ending in a newline."""
-    printer = _Printer(module)
+def print_c(hardware: Hardware) -> tuple[str, str]:
+    """(header, source) of the hardware's module as dependency-free C99, each ending in a newline; the header's
+    token constants come from its machine. Raises SpecError when two token names give one C name."""
+    printer = _Printer(hardware)
     return printer.header(), printer.source()

@@ -88,9 +88,9 @@ def export_c(
     """Export a certified artifact (refused as `load_artifact` refuses it) as C99 into folder `out`."""
     check_random_steps(random_steps)
     hw, artifact = export_source(artifact_path, module)
+    header_text, source_text = print_c(hw)  # before the folder: a token name C cannot take leaves nothing behind
     folder = output_folder(out, "export folder", "out")
     name = hw.module.name
-    header_text, source_text = print_c(hw.module)
     header, source = folder / f"{name}.h", folder / f"{name}.c"
     header.write_text(header_text)
     source.write_text(source_text)

@@ -31,7 +31,7 @@ import pytest
 
 from certfsm import ProbeError
 from certfsm.fast_binning import compile_cell_of, compile_cell_of_fixed
-from certfsm.fsm import Grid
+from certfsm.fsm._grid import Grid
 from certfsm.hdl_export._checks import has_simulator
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, MachineParams
 from certfsm.runtime import Controller
@@ -371,7 +371,7 @@ def test_the_c_export_bins_as_the_decimals_say(tmp_path):
     from certfsm.hdl_export._c_export import _DRIVER, GCC_FLAGS
 
     hw = hardware_of(GRID_EDGES, "certfsm_decoders")
-    header, source = print_c(hw.module)
+    header, source = print_c(hw)
     (tmp_path / "certfsm_decoders.h").write_text(header)
     (tmp_path / "certfsm_decoders.c").write_text(source)
     buses = [bank.bus.name for bank in hw.banks]

@@ -12,18 +12,6 @@
 #define COOLDOWN_CYCLES 3u  /* cycles between switches */
 #define OVERRIDABLE 5u  /* bit t: output index t may be forced by an override (HOLD, SLOW) */
 #define NO_CELL 15u  /* the cell output out of envelope */
-#define REASON_KEEP_CURRENT 0u
-#define REASON_SWITCH 1u
-#define REASON_HOLD_CONFIRMING 2u
-#define REASON_HOLD_COOLDOWN 3u
-#define REASON_MOVE_DOWN 4u
-#define REASON_LEGALITY_PREEMPT 5u
-#define REASON_FALLBACK_ENVELOPE 6u
-#define REASON_FALLBACK_SLA 7u
-#define REASON_OVERRIDE 8u
-#define REASON_OVERRIDE_WAITING 9u
-#define REASON_OVERRIDE_REFUSED_NOT_OVERRIDABLE 10u
-#define REASON_OVERRIDE_REFUSED_FORBIDDEN 11u
 
 void certfsm_tiny_reset(certfsm_tiny_state *state, certfsm_tiny_output *out)
 {
@@ -32,7 +20,7 @@ void certfsm_tiny_reset(certfsm_tiny_state *state, certfsm_tiny_output *out)
     state->candidate = 0u;
     state->count = 0u;
     state->cooldown = 0u;
-    out->token_code = 0u;
+    out->token_code = CERTFSM_TOKEN_HOLD;
     out->reason_code = 0u;
     out->cell_index = 15u;
     out->out_valid = 0u;
@@ -120,17 +108,17 @@ void certfsm_tiny_step(certfsm_tiny_state *state, const certfsm_tiny_input *in, 
     /* the output index whose code was requested */
     uint32_t override_token;
     switch (override_code_q) {
-    case 0u: override_token = 0u; break;  /* HOLD */
-    case 5u: override_token = 1u; break;  /* FAST */
-    case 9u: override_token = 2u; break;  /* SLOW */
+    case CERTFSM_TOKEN_HOLD: override_token = 0u; break;  /* HOLD */
+    case CERTFSM_TOKEN_FAST: override_token = 1u; break;  /* FAST */
+    case CERTFSM_TOKEN_SLOW: override_token = 2u; break;  /* SLOW */
     default: override_token = 0u; break;
     }
     /* the requested code is some token's code */
     uint32_t override_is_token;
     switch (override_code_q) {
-    case 0u: override_is_token = 1u; break;  /* HOLD */
-    case 5u: override_is_token = 1u; break;  /* FAST */
-    case 9u: override_is_token = 1u; break;  /* SLOW */
+    case CERTFSM_TOKEN_HOLD: override_is_token = 1u; break;  /* HOLD */
+    case CERTFSM_TOKEN_FAST: override_is_token = 1u; break;  /* FAST */
+    case CERTFSM_TOKEN_SLOW: override_is_token = 1u; break;  /* SLOW */
     default: override_is_token = 0u; break;
     }
     /* the cooldown counted down by one, never below 0 */
@@ -142,7 +130,7 @@ void certfsm_tiny_step(certfsm_tiny_state *state, const certfsm_tiny_input *in, 
     /* an override of an overridable token allowed in the cell */
     const uint32_t override_obeyable = ((((override_request_q != 0u) && ((override_is_token != 0u) && (((OVERRIDABLE >> override_token) & 1u) != 0u))) && (((allowed_q >> override_token) & 1u) != 0u)) ? 1u : 0u);
     /* the reason reported when a requested override is not obeyed */
-    const uint32_t override_refusal = (((override_is_token != 0u) && (((OVERRIDABLE >> override_token) & 1u) != 0u)) ? REASON_OVERRIDE_REFUSED_FORBIDDEN : REASON_OVERRIDE_REFUSED_NOT_OVERRIDABLE);
+    const uint32_t override_refusal = (((override_is_token != 0u) && (((OVERRIDABLE >> override_token) & 1u) != 0u)) ? CERTFSM_REASON_OVERRIDE_REFUSED_FORBIDDEN : CERTFSM_REASON_OVERRIDE_REFUSED_NOT_OVERRIDABLE);
     /* how many consecutive cycles the proposal has been seen, saturating at CONFIRM_CYCLES */
     const uint32_t proposal_count = (((candidate_valid != 0u) && (candidate == proposal_q)) ? ((count >= CONFIRM_CYCLES) ? CONFIRM_CYCLES : ((count + 1u) & 0x3u)) : 1u);
     /* the proposal is confirmed */
@@ -160,85 +148,85 @@ void certfsm_tiny_step(certfsm_tiny_state *state, const certfsm_tiny_input *in, 
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = COOLDOWN_CYCLES;
-        next_reason = REASON_FALLBACK_ENVELOPE;
+        next_reason = CERTFSM_REASON_FALLBACK_ENVELOPE;
     } else if (sla_ok_q == 0u) {  /* 1. SLA violated: the conservative token, cooldown restarts */
         next_current = CONSERVATIVE;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = COOLDOWN_CYCLES;
-        next_reason = REASON_FALLBACK_SLA;
+        next_reason = CERTFSM_REASON_FALLBACK_SLA;
     } else if (current_allowed == 0u) {  /* 2. current token forbidden in this cell: pre-empt to the conservative token */
         next_current = CONSERVATIVE;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = COOLDOWN_CYCLES;
-        next_reason = REASON_LEGALITY_PREEMPT;
+        next_reason = CERTFSM_REASON_LEGALITY_PREEMPT;
     } else if ((override_obeyable != 0u) && (override_token == current)) {  /* 3. override of the current token: keep it */
         next_current = current;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = counted_down;
-        next_reason = REASON_OVERRIDE;
+        next_reason = CERTFSM_REASON_OVERRIDE;
     } else if ((override_obeyable != 0u) && ((override_token == CONSERVATIVE) || (cooldown_expired != 0u))) {  /* 3. override to the conservative token, or with the cooldown expired: obey */
         next_current = override_token;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = COOLDOWN_CYCLES;
-        next_reason = REASON_OVERRIDE;
+        next_reason = CERTFSM_REASON_OVERRIDE;
     } else if (override_obeyable != 0u) {  /* 3. override waits for the cooldown */
         next_current = current;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = counted_down;
-        next_reason = REASON_OVERRIDE_WAITING;
+        next_reason = CERTFSM_REASON_OVERRIDE_WAITING;
     } else if (proposal_q == current) {  /* 6. the table proposes the current token: keep it */
         next_current = current;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = counted_down;
-        next_reason = ((override_request_q != 0u) ? override_refusal : REASON_KEEP_CURRENT);
+        next_reason = ((override_request_q != 0u) ? override_refusal : CERTFSM_REASON_KEEP_CURRENT);
     } else if (proposal_q == CONSERVATIVE) {  /* 4. the table proposes the conservative token: move down at once */
         next_current = CONSERVATIVE;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = COOLDOWN_CYCLES;
-        next_reason = ((override_request_q != 0u) ? override_refusal : REASON_MOVE_DOWN);
+        next_reason = ((override_request_q != 0u) ? override_refusal : CERTFSM_REASON_MOVE_DOWN);
     } else if ((confirmed != 0u) && (cooldown_expired != 0u)) {  /* 5. proposal confirmed and cooldown expired: switch */
         next_current = proposal_q;
         next_candidate_valid = 0u;
         next_candidate = 0u;
         next_count = 0u;
         next_cooldown = COOLDOWN_CYCLES;
-        next_reason = ((override_request_q != 0u) ? override_refusal : REASON_SWITCH);
+        next_reason = ((override_request_q != 0u) ? override_refusal : CERTFSM_REASON_SWITCH);
     } else if (confirmed == 0u) {  /* 5. proposal not yet confirmed: hold and count */
         next_current = current;
         next_candidate_valid = 1u;
         next_candidate = proposal_q;
         next_count = proposal_count;
         next_cooldown = counted_down;
-        next_reason = ((override_request_q != 0u) ? override_refusal : REASON_HOLD_CONFIRMING);
+        next_reason = ((override_request_q != 0u) ? override_refusal : CERTFSM_REASON_HOLD_CONFIRMING);
     } else {  /* 5. confirmed, cooldown running: hold */
         next_current = current;
         next_candidate_valid = 1u;
         next_candidate = proposal_q;
         next_count = proposal_count;
         next_cooldown = counted_down;
-        next_reason = ((override_request_q != 0u) ? override_refusal : REASON_HOLD_COOLDOWN);
+        next_reason = ((override_request_q != 0u) ? override_refusal : CERTFSM_REASON_HOLD_COOLDOWN);
     }
     /* the code of the token emitted this cycle */
     uint32_t next_token_code;
     switch (next_current) {
-    case 0u: next_token_code = 0u; break;  /* HOLD */
-    case 1u: next_token_code = 5u; break;  /* FAST */
-    case 2u: next_token_code = 9u; break;  /* SLOW */
-    default: next_token_code = 0u; break;
+    case 0u: next_token_code = CERTFSM_TOKEN_HOLD; break;  /* HOLD */
+    case 1u: next_token_code = CERTFSM_TOKEN_FAST; break;  /* FAST */
+    case 2u: next_token_code = CERTFSM_TOKEN_SLOW; break;  /* SLOW */
+    default: next_token_code = CERTFSM_TOKEN_HOLD; break;
     }
     /* the registers load: the state and the outputs */
     if (valid_q != 0u) {
