@@ -14,7 +14,9 @@ by the public name given here, never from the underscore module:
 - the controller spec: `load_spec`, `spec_from_dict` (`_spec_reading`), `describe_spec` (its summary lines; `_spec`,
   `_spec_rules`, `_spec_schema`; import jsonschema when called),
   `SlaPath` (one SLA path of a spec) and `SLA_STATISTICS` (what a path may
-  compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`);
+  compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`); what a grid
+  costs: `TableSize` (its table as the hardware ROMs lay it out), `MAX_CELLS` and `check_grid_size`
+  (`_table_size`);
 - the network IR: `Network`, `AffineLayer` (`_network`); `load_onnx` and
   `run_onnxruntime` (`_onnx`, `_onnx_graph`, `_onnx_fold`; import onnx and
   onnxruntime when called);
@@ -129,6 +131,9 @@ _LAZY = {
     "token_colours": "_palette",
     "certfsm_version": "_version",
     "describe_spec": "_spec",
+    "MAX_CELLS": "_table_size",
+    "TableSize": "_table_size",
+    "check_grid_size": "_table_size",
     "sign_artifact": "_artifact",
     "inspect_artifact": "_inspect",
     "generate_key_pair": "_signing",
@@ -217,6 +222,7 @@ __all__ = [
     "EngineError",
     "INVARIANT_QUERIES",
     "MACHINE_PROPERTIES",
+    "MAX_CELLS",
     "ModelError",
     "Network",
     "PROVED",
@@ -230,6 +236,7 @@ __all__ = [
     "SpecError",
     "StoredSpec",
     "TABLE_PROPERTIES",
+    "TableSize",
     "UNKNOWN",
     "UsageError",
     "VERDICTS",
@@ -239,6 +246,7 @@ __all__ = [
     "allowed_bitmasks",
     "artifact_payload",
     "certfsm_version",
+    "check_grid_size",
     "decide",
     "decimal_value",
     "decision_margin",

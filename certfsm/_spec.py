@@ -30,12 +30,11 @@ onnx, maraboupy nor z3, so the runtime can load specs on a bare target.
 from __future__ import annotations
 
 import functools
-import math
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +44,10 @@ from ._errors import SpecError
 from ._readonly import ReadOnlyDict
 from ._sla_path import SlaPath
 from ._spec_schema import show_number
+from ._table_size import size_lines
+
+if TYPE_CHECKING:
+    from ._network import Network
 
 
 SPEC_FORMAT_VERSION = 1
@@ -249,8 +252,12 @@ def _sla_json(path: SlaPath) -> dict[str, Any]:
     return document
 
 
-def describe_spec(spec: ControllerSpec) -> list[str]:
-    """Human-readable summary lines of a loaded spec."""
+def describe_spec(spec: ControllerSpec, network: Network | None = None) -> list[str]:
+    """Human-readable summary lines of a loaded spec; with its `network`, an estimate of the distill's cost too.
+
+    The last lines say what the grid costs (`certfsm._table_size.size_lines`): cells, the table's ROM bits,
+    the distill cost class, and the inputs the fixed-point exports still need frac_bits for.
+    """
     lines = [f"spec {spec.name!r}: {spec.path}", f"model: {spec.model_path}", f"inputs ({spec.n_inputs}):"]
     for item in spec.inputs:
         unit = f" [{item.unit}]" if item.unit else ""
@@ -291,6 +298,5 @@ def describe_spec(spec: ControllerSpec) -> list[str]:
             f"per {sla.window} cycles, recovery {sla.recovery_cycles} cycles{scope}"
         )
     lines.append(f"overridable: {', '.join(spec.overridable) or 'none'}")
-    cells = math.prod(item.n_bins for item in spec.inputs)
-    lines.append(f"grid: {' x '.join(str(item.n_bins) for item in spec.inputs)} = {cells} cells")
+    lines += size_lines(spec, network)
     return lines

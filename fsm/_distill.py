@@ -60,7 +60,7 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm import EngineError, Network, SpecError, frozen_array
+from certfsm import MAX_CELLS, EngineError, Network, SpecError, frozen_array
 from certfsm.verify import WorkBudget, single_threaded_blas
 
 from ._cell_engines import _Task
@@ -70,9 +70,6 @@ from ._cell_workers import _BoundTask, _Outcome, _run_tasks
 from ._checkpoint import _Checkpoint, _fingerprints, _trusted_part
 from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table, allowed_masks
 
-MAX_CELLS = 1 << 22
-"""The largest grid distilled: beyond about four million cells the per-cell arrays and the table in the
-artifact stop being small, and no hardware ROM holds such a table."""
 
 CELL_BUDGET = WorkBudget(boxes=20_000, engine_queries=8, z3_rlimit=20_000_000)
 """Phase 3's work per cell: about 10 s for an ACAS Xu cell on this project's 2-core machine (branch and bound

@@ -51,7 +51,7 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from certfsm import SpecError
+from certfsm import SpecError, TableSize
 from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
 from ._netlist import (
@@ -210,14 +210,16 @@ class _Widths:
 
     @classmethod
     def of(cls, machine: Machine) -> "_Widths":
-        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters."""
+        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters; the
+        ROM words are as `certfsm.TableSize` lays them out (the one home of that layout)."""
         params = machine.params
+        rom = TableSize(machine.shape, params.n_tokens)
         return cls(
-            _width(params.n_tokens - 1),
+            rom.token_bits,
             _width(machine.n_cells),
             _width(params.confirm_cycles),
             _width(params.cooldown_cycles),
-            params.n_tokens,
+            rom.mask_bits,
         )
 
 
