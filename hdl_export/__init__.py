@@ -13,7 +13,9 @@ reference (`_vectors.py`: `Machine.cell_of_fixed` and `Machine.step`
 behind the port contract's clocking), and with ``check`` the real tool
 runs of `_checks.py` (Verilator lint, Icarus simulation, yosys generic and
 iCE40 synthesis, nextpnr-ice40) and the formal equivalence, all recorded
-in ``summary.json``.
+in ``summary.json``. Before anything is built or written, `table_fit`
+(`_targets.py`) says which FPGAs of `TARGETS` have the block RAM for the
+table, and with ``check`` a table the iCE40 HX8K cannot hold is refused.
 
 `prove_equivalence(machine, verilog_file)` (`_equivalence.py`) proves a
 Verilog module equal to the certified machine for every register state

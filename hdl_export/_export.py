@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from certfsm import SpecError
 from certfsm.machine import Machine
@@ -22,6 +22,7 @@ from ._checks import Check, lint, place_and_route, simulate, synth_generic, synt
 from ._equivalence import equivalence_check
 from ._files import certified_machine, file_sha256, output_folder, spec_error_of
 from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
+from ._targets import TableFit, check_fit_for_check, table_fit
 from ._vectors import expected_layout, stimulus, stimulus_layout, write_vectors
 from ._verilog import print_testbench, print_verilog
 
@@ -66,10 +67,14 @@ class ExportSource(NamedTuple):
     artifact: dict
 
 
-def export_source(artifact_path, module: str | None) -> ExportSource:
+def export_source(
+    artifact_path, module: str | None, before_hardware: Callable[[Machine], object] | None = None
+) -> ExportSource:
     """Load a certified artifact (as `certified_machine`) and build its hardware structure; a spec the hardware
-    cannot take is a SpecError naming the artifact and the fix."""
+    cannot take is a SpecError naming the artifact and the fix. `before_hardware` sees the machine first."""
     artifact, machine = certified_machine(artifact_path)
+    if before_hardware is not None:
+        before_hardware(machine)
     name = check_module_name(module or default_module_name(artifact.stored_spec.name))
     try:
         hw = hardware_of(machine, name, artifact.stored_spec.units)
@@ -99,10 +104,15 @@ def export_verilog(
     module: str | None = None,
     random_steps: int = DEFAULT_RANDOM_STEPS,
     seed: int = 0,
+    on_fit: Callable[[TableFit], object] | None = None,
 ) -> Export:
-    """Export a certified artifact (refused as `load_artifact` refuses it) as Verilog into folder `out`."""
+    """Export a certified artifact (refused as `load_artifact` refuses it) as Verilog into folder `out`.
+
+    Before the hardware is built or anything written, `on_fit` gets where the table fits (`table_fit`), and with
+    `check` a table the iCE40 HX8K cannot hold is refused (`check_fit_for_check`).
+    """
     check_random_steps(random_steps)
-    source = export_source(artifact_path, module)
+    source = export_source(artifact_path, module, lambda machine: fit_before_export(machine, check, on_fit))
     return _export(source.hardware, out, check, random_steps, seed, source.artifact)
 
 
@@ -116,10 +126,22 @@ def export_machine(
     random_steps: int = DEFAULT_RANDOM_STEPS,
     seed: int = 0,
     artifact: dict | None = None,
+    on_fit: Callable[[TableFit], object] | None = None,
 ) -> Export:
     """Export one `Machine` (normally decoded by `Machine.from_artifact`); `export_verilog` for a machine in hand."""
     check_random_steps(random_steps)
+    fit_before_export(machine, check, on_fit)
     return _export(hardware_of(machine, module_name, units), out, check, random_steps, seed, artifact)
+
+
+def fit_before_export(machine: Machine, check: bool, on_fit: Callable[[TableFit], object] | None) -> TableFit:
+    """Where `machine`'s table fits, refused first when `check` would place what cannot be placed, then told."""
+    fit = table_fit(machine)
+    if check:
+        check_fit_for_check(fit)
+    if on_fit is not None:
+        on_fit(fit)
+    return fit
 
 
 def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifact: dict | None) -> Export:
@@ -164,6 +186,7 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
             "decisions_per_clock": 1,
             "cells": machine.n_cells,
             "grid": list(machine.shape),
+            "table": table_fit(machine).as_json(),
             "ports": [
                 {"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
                 for p in hw.module.ports

@@ -1,0 +1,120 @@
+"""Which FPGAs a table fits, said before anything is written; `--check` refuses what its iCE40 cannot hold."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from certfsm import SpecError, TableSize
+from certfsm.hdl_export import hardware_of
+from certfsm.hdl_export._checks import ICE40_DEVICE
+from certfsm.hdl_export._export import export_machine
+from certfsm.hdl_export._netlist import Rom
+from certfsm.hdl_export._targets import CHECK_TARGET, TARGETS, table_fit
+from cli_in_process import run_main
+from tiny_machine import tiny_machine
+
+
+def big_machine(rows: int, columns: int, *, masks=(0b111,)) -> object:
+    """A machine of rows x columns cells (integer edges, frac_bits 0) whose proposals cycle through the 3 tokens
+    and whose masks cycle through `masks`: built in a fraction of a second, no distill."""
+    cells = rows * columns
+    return tiny_machine(
+        edges=(tuple(float(e) for e in range(rows + 1)), tuple(float(e) for e in range(columns + 1))),
+        frac_bits=(0, 0),
+        proposal=tuple(c % 3 for c in range(cells)),
+        exact=(True,) * cells,
+        allowed=tuple(masks[c % len(masks)] for c in range(cells)),
+    )
+
+
+def test_the_device_table_holds_the_data_sheet_numbers():
+    assert [(t.name, t.block_ram_bits // 1024) for t in TARGETS] == [
+        ("iCE40 HX8K", 128),
+        ("ECP5 LFE5U-25F", 1008),
+        ("ECP5 LFE5U-45F", 1944),
+        ("ECP5 LFE5U-85F", 3744),
+    ]
+    assert CHECK_TARGET.name == "iCE40 HX8K" and ICE40_DEVICE[0] == "hx8k", "--check places on the HX8K"
+
+
+def test_the_hardware_roms_are_laid_out_as_table_size_says():
+    machine = tiny_machine()
+    roms = {node.name: node for node in hardware_of(machine, "certfsm_tiny").module.body if isinstance(node, Rom)}
+    size = TableSize(machine.shape, machine.params.n_tokens)
+    assert (roms["table_rom"].width, roms["mask_rom"].width) == (size.token_bits, size.mask_bits) == (2, 3)
+    assert len(roms["table_rom"].entries) == len(roms["mask_rom"].entries) == size.n_cells
+
+
+def test_a_small_table_fits_every_target_and_the_line_counts_the_bits_that_vary():
+    fit = table_fit(tiny_machine())
+    assert fit.fits == TARGETS and fit.varying_bits == 8 * (2 + 2)  # the masks' bit 0 is set in every cell
+    assert fit.line() == (
+        "table: 8 cells x (2 token bits + 3 mask bits) = 40 bits of ROM, 32 of them vary between cells and need "
+        "block RAM: fits iCE40 HX8K (128 kbit), ECP5 LFE5U-25F (1,008 kbit), ECP5 LFE5U-45F (1,944 kbit), "
+        "ECP5 LFE5U-85F (3,744 kbit)"
+    )
+
+
+def test_the_fit_is_told_before_anything_is_written(tmp_path):
+    seen = []
+    export_machine(
+        tiny_machine(),
+        tmp_path / "hdl",
+        "certfsm_tiny",
+        random_steps=0,
+        on_fit=lambda fit: seen.append((fit.line(), (tmp_path / "hdl").exists())),
+    )
+    assert len(seen) == 1 and seen[0][1] is False
+    assert seen[0][0].startswith("table: 8 cells")
+
+
+def test_check_refuses_a_table_the_ice40_cannot_hold_before_writing(tmp_path):
+    machine = big_machine(1000, 100)  # 100 000 cells, 2 varying bits each: 200 000 bits > 131 072
+    fit = table_fit(machine)
+    assert [t.name for t in fit.fits] == ["ECP5 LFE5U-25F", "ECP5 LFE5U-45F", "ECP5 LFE5U-85F"]
+    assert fit.line().endswith("; not iCE40 HX8K")
+    with pytest.raises(SpecError) as refusal:
+        export_machine(machine, tmp_path / "hdl", "certfsm_big", check=True, random_steps=0)
+    assert re.match(
+        r"^the table needs 200,000 bits of block RAM \(100,000 cells\), more than the iCE40 HX8K \(32 x 4 kbit = 128 "
+        r"kbit\) that check=True places and routes on, so place and route cannot pass \(it fits ECP5 LFE5U-25F, "
+        r"ECP5 LFE5U-45F, ECP5 LFE5U-85F\); export without check=True for a larger device, or distil a grid with "
+        r"fewer bins$",
+        str(refusal.value),
+    ), refusal.value
+    assert not (tmp_path / "hdl").exists()
+
+
+def test_a_table_that_fits_no_target_names_the_largest(tmp_path):
+    machine = big_machine(1000, 1000, masks=(0b111, 0b001, 0b011))  # 1 000 000 cells x 4 varying bits
+    fit = table_fit(machine)
+    assert fit.fits == () and fit.varying_bits == 4_000_000
+    assert fit.line().endswith(
+        ": fits none of the targets (the largest, ECP5 LFE5U-85F (208 x 18 kbit = 3,744 kbit)); the Verilog needs a "
+        "larger device, or fewer bins"
+    )
+    with pytest.raises(SpecError, match=r"\(it fits none of the targets, the largest being ECP5 LFE5U-85F \(208 x 18"):
+        export_machine(machine, tmp_path / "hdl", "certfsm_big", check=True, random_steps=0)
+    assert not (tmp_path / "hdl").exists()
+
+
+def test_the_cli_names_the_check_flag_in_the_refusal():
+    from certfsm.cli import _flag_words
+
+    text = "more than the iCE40 HX8K that check=True places and routes on; export without check=True for more"
+    assert _flag_words(text, {"check": "--check"}) == (
+        "more than the iCE40 HX8K that --check places and routes on; export without --check for more"
+    )
+
+
+@pytest.mark.slow
+def test_export_verilog_says_where_the_examples_table_fits_first(distilled_example, tmp_path):
+    code, out, err = run_main("export-verilog", distilled_example[2], "--out", tmp_path / "hdl", "--random-steps", "0")
+    assert code == 0, err
+    assert out.splitlines()[0] == (
+        "table: 7,200 cells x (3 token bits + 5 mask bits) = 57,600 bits (56.2 kbit) of ROM, 28,800 of them vary "
+        "between cells and need block RAM: fits iCE40 HX8K (128 kbit), ECP5 LFE5U-25F (1,008 kbit), ECP5 LFE5U-45F "
+        "(1,944 kbit), ECP5 LFE5U-85F (3,744 kbit)"
+    )
