@@ -14,9 +14,9 @@ by the public name given here, never from the underscore module:
 - the controller spec: `load_spec`, `spec_from_dict` (`_spec_reading`), `describe_spec` (its summary lines; `_spec`,
   `_spec_rules`, `_spec_schema`; import jsonschema when called),
   `SlaPath` (one SLA path of a spec) and `SLA_STATISTICS` (what a path may
-  compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`); what a grid
-  costs: `TableSize` (its table as the hardware ROMs lay it out), `MAX_CELLS` and `check_grid_size`
-  (`_table_size`);
+  compare with its limit; the spec schema and `certfsm.sla` follow it, `_sla_path`); `starting_spec`
+  (a spec document to fill in, from an ONNX model, `_spec_init`); what a grid costs: `TableSize` (its
+  table as the hardware ROMs lay it out), `MAX_CELLS` and `check_grid_size` (`_table_size`);
 - the network IR: `Network`, `AffineLayer` (`_network`); `load_onnx` and
   `run_onnxruntime` (`_onnx`, `_onnx_graph`, `_onnx_fold`; import onnx and
   onnxruntime when called);
@@ -134,6 +134,7 @@ _LAZY = {
     "MAX_CELLS": "_table_size",
     "TableSize": "_table_size",
     "check_grid_size": "_table_size",
+    "starting_spec": "_spec_init",
     "sign_artifact": "_artifact",
     "inspect_artifact": "_inspect",
     "generate_key_pair": "_signing",
@@ -272,6 +273,7 @@ __all__ = [
     "sign_artifact",
     "spec_from_dict",
     "staged_folder",
+    "starting_spec",
     "token_colours",
     "write_artifact",
     "write_atomically",

@@ -289,6 +289,8 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
             f"gives both {' and '.join(map(repr, given))}" if given else f"gives none of {', '.join(map(repr, names))}"
         )
         return f"{json_path(parts, 'top level')}: {what}; give exactly one of {' or '.join(map(repr, names))}"
+    if instance is None and error.validator in ("type", "enum", "const"):
+        return _unfilled_message(json_path(parts, "top level"), parts, schema)
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
         return f"{json_path(parts, 'top level')}: {show_value(instance)} is not of type {wanted!r}; {expected}"
@@ -304,6 +306,27 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
         return f"{json_path(parts, 'top level')}: {show_value(instance)} is not supported; {expected}"
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
     return f"{json_path(parts, 'top level')}: {message}; {expected}"
+
+
+_UNFILLED_ENVELOPE = {
+    "min": "the lowest value this input takes in service",
+    "max": "the highest value this input takes in service",
+}
+
+
+def _unfilled_message(where: str, parts: list[str | int], schema: dict[str, Any]) -> str:
+    """A null where a value belongs (as `certfsm spec init` leaves each envelope) read as what to fill in.
+
+    Why a message of its own: the envelope is what every proof covers, so it must come from the plant the
+    controller runs in; the schema's description alone would read as a type error.
+    """
+    if len(parts) == 3 and parts[0] == "inputs" and parts[2] in _UNFILLED_ENVELOPE:
+        return (
+            f"{where} is not filled in (null); write {_UNFILLED_ENVELOPE[str(parts[2])]}, in the physical unit "
+            f"the network reads (name it in inputs[{parts[1]}].unit): every proof covers [min, max], so take the "
+            "range from the plant, not from the model"
+        )
+    return f"{where} is not filled in (null); write it: {schema.get('description', 'see certfsm/spec.schema.json')}"
 
 
 def _first_repeat(items: list[object]) -> object:
