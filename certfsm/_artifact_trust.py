@@ -263,7 +263,12 @@ class SpecDerivation:
                     c.number(side[bound], f"{side_at}.{bound}")
                 a, b = float(side.get("min", low[i])), float(side.get("max", high[i]))
                 if a > b:
-                    raise c.fail(f"{side_at}.min={_show(side['min'])} is above {side_at}.max={_show(side['max'])}")
+                    envelope = f"payload.spec.inputs[{i}]"
+                    given_min = f"{side_at}.min={_show(side['min'])}" if "min" in side else f"{envelope}.min={low[i]!r}"
+                    given_max = (
+                        f"{side_at}.max={_show(side['max'])}" if "max" in side else f"{envelope}.max={high[i]!r}"
+                    )
+                    raise c.fail(f"{given_min} is above {given_max} (a bound the rule leaves out is the envelope's)")
                 if b < low[i] or a > high[i]:
                     raise c.fail(
                         f"{side_at}={_show(side)} misses the envelope [{low[i]:g}, {high[i]:g}] of "

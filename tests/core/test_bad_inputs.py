@@ -5,13 +5,14 @@ traceback, within a few seconds, and leave what was already written
 untouched. The folder is read in place ($CERTFSM_BAD_INPUTS, else
 ../shared/benchmarks/bad-inputs beside the checkout); the tests are skipped
 with the reason when it is absent. Its bad inputs are the files named
-vnn_*, spec_* and onnx_*; coadapt.onnx is the model the specs name.
+vnn_*, spec_*, onnx_* and artifact_*; coadapt.onnx is the model the specs name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from certfsm._errors import ModelError, SpecError, VnnlibError
+from certfsm._errors import ArtifactError, ModelError, SpecError, VnnlibError
 from cli_in_process import run_main
 from parse_contract import Parser
 
@@ -35,6 +36,7 @@ PARSERS = {
     "vnn_": ("certfsm.verify._vnnlib.parse_vnnlib", VnnlibError),
     "spec_": ("certfsm._spec_reading.load_spec", SpecError),
     "onnx_": ("certfsm._onnx.load_onnx", ModelError),
+    "artifact_": ("certfsm._artifact.load_artifact", ArtifactError),
 }
 
 FILES = sorted(path.name for path in BAD_INPUTS.glob("*") if path.name.startswith(tuple(PARSERS))) or [
@@ -52,7 +54,12 @@ PROPERTY = (
 )
 
 
-ONE_PER_KIND = {"vnn_deep_and_or.vnnlib", "spec_deep_nesting_3000.json", "onnx_node_name_not_utf8.onnx"}
+ONE_PER_KIND = {
+    "vnn_deep_and_or.vnnlib",
+    "spec_deep_nesting_3000.json",
+    "onnx_node_name_not_utf8.onnx",
+    "artifact_rule_missing_max.cfsm",
+}
 """The files that also run through a fresh interpreter: the deepest nesting of each parser, where a recursion
 limit or a stack would differ first between the test process and a shell's."""
 
@@ -99,6 +106,11 @@ def _commands(name: str, tmp_path: Path) -> list[list[str]]:
                 str(report),
                 "--no-progress",
             ]
+        ]
+    if name.startswith("artifact_"):
+        return [
+            ["run", str(path), "--probe", "example-trace", "--steps", "1", "--audit", str(tmp_path / "run.log")],
+            ["export-verilog", str(path), "--out", str(report)],
         ]
     prop = tmp_path / "property.vnnlib"
     prop.write_text(PROPERTY)
@@ -174,3 +186,12 @@ def test_the_cli_answers_in_one_line_with_exit_2(name, tmp_path):
 def test_the_installed_command_answers_the_same_in_its_own_process(name, tmp_path):
     """One file per parser through a fresh interpreter: the exit status and stderr as a shell sees them."""
     _answers_in_one_line_with_exit_2(name, tmp_path, _run_in_a_process)
+
+
+@pytest.mark.parametrize("name", [name for name in FILES if isinstance(name, str) and name.startswith("artifact_")])
+def test_inspect_names_the_failing_structure_check_of_a_bad_artifact(name):
+    """inspect reports every check it ran and exits 1 when one fails (README), naming the field, never a traceback."""
+    code, out, err = run_main("inspect", BAD_INPUTS / name)
+    assert code == 1 and not err, err
+    assert re.search(rf"^  FAILED  structure: {re.escape(str(BAD_INPUTS / name))}: payload\.spec\.", out, re.M), out
+    assert out.splitlines()[-1].startswith("verdict: FAILED")
