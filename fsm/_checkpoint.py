@@ -9,6 +9,12 @@ expensive witness searches are what a resume saves), and decides every
 exact cell of the checkpoint again (sampling and bound propagation are
 cheap; the engines run again only for what bounds leave open).
 
+A checkpoint of another spec, model or grid is refused, except where the
+caller chose the file itself (`restart_other`: `distill_controller`'s
+default checkpoint beside `out=`, which a run of another spec or model
+starts afresh). The default checkpoint is removed once the artifact is
+written.
+
 Invariant: the checkpoint saves searches, never proofs, so no edit of
 the file can put an unproved token into the table.
 """
@@ -53,10 +59,11 @@ def _fingerprints(spec, problem: _Problem) -> dict:
 class _Checkpoint:
     """An append-only JSON-lines file of decided cells, bound by its first line to spec, model and grid."""
 
-    def __init__(self, path, header: dict, problem: _Problem) -> None:
+    def __init__(self, path, header: dict, problem: _Problem, *, restart_other: bool = False) -> None:
         self.path = Path(path)
         self.header = header
         self.problem = problem
+        self.restart_other = restart_other
 
     def load(self) -> dict[int, _Decision]:
         """Decided cells recorded so far (the last record of a cell wins); creates the file when absent.
@@ -84,6 +91,12 @@ class _Checkpoint:
                 "header); give another checkpoint= path or delete the file"
             )
         for key, what in (("spec_sha256", "spec"), ("model_sha256", "model"), ("grid_sha256", "grid")):
+            if header.get(key) != self.header[key] and self.restart_other:
+                try:
+                    self._write("w", json.dumps(self.header, sort_keys=True) + "\n")
+                except OSError as error:
+                    raise self._unwritable(error) from None
+                return {}
             if header.get(key) != self.header[key]:
                 raise SpecError(
                     f"{self.path}: checkpoint belongs to another {what} ({key} "

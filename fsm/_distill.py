@@ -31,18 +31,23 @@ are EXACT, with which token and engine, depends only on the spec, the
 model, the seed and the work counts, never on the clock: phase 1 and 2
 count samples, splits and open boxes, and phase 3 gives each cell a
 `verify.WorkBudget` (`CELL_BUDGET`: boxes, Z3 queries, Z3's resource
-count). `per_cell_timeout` is only a guard against a runaway cell: when
-it fires before the budget is spent, the verdict would depend on the
-machine, so `distill` stops with an EngineError naming the cell instead
-of writing a different table. (What time still decides is only which
-conservative cells carry a witness and which a reason: both hold the
-conservative token.)
+count). The budget is the only limit by default: every cell ends once
+its boxes or its Z3 queries (each under Z3's resource count) are spent,
+on a quiet or a loaded machine alike, so a default run never stops for
+the clock. `per_cell_timeout`, when given, is an extra guard against a
+runaway cell: when it fires before the budget is spent, the verdict
+would depend on the machine, so `distill` stops with an EngineError
+naming the cell and the checkpoint to resume from, instead of writing a
+different table. (What time still decides is only which conservative
+cells carry a witness and which a reason, both holding the conservative
+token, and the words of `progress`.)
 
 Phases 2 and 3 run as tasks (chunks of cells, single cells) on verify's
 one worker pool (`verify.pool_for`): `jobs` worker processes, or inline
 for one job (`_cell_workers`); a chunk's open cells become cell tasks as
 soon as the chunk is done. Only this process writes the checkpoint and
-calls `progress`.
+calls `progress` (`_distill_progress`: phase, hard cells left, exact
+share so far, an estimate of the time left).
 
 Resume (`_checkpoint`): each decided cell is appended to a JSON-lines
 file as soon as its batch is done; a rerun keeps only the conservative
@@ -52,6 +57,7 @@ again: the checkpoint saves searches, never proofs.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import Counter
@@ -68,15 +74,16 @@ from ._cell_problem import ENGINES, _Decision, _Problem, _problem
 from ._cell_sampling import _sampling_phase
 from ._cell_workers import _BoundTask, _Outcome, _run_tasks
 from ._checkpoint import _Checkpoint, _fingerprints, _trusted_part
+from ._distill_progress import PHASES, _Tally
 from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table, allowed_masks
 
 
 CELL_BUDGET = WorkBudget(boxes=20_000, engine_queries=8, z3_rlimit=20_000_000)
 """Phase 3's work per cell: about 10 s for an ACAS Xu cell on this project's 2-core machine (branch and bound
 bounds a few thousand boxes a second; 20 M of Z3's resource count is about 2 s)."""
-CELL_GUARD_SECONDS = 120.0
-"""The default wall-clock guard per cell: far above what `CELL_BUDGET` takes, so only a runaway cell or a machine
-many times slower than usual reaches it."""
+UNGUARDED_SECONDS = 7 * 24 * 3600.0
+"""What `verify.check` gets as its timeout when `per_cell_timeout` is None: `check` needs a finite number, and
+`CELL_BUDGET` ends every cell long before (a random 2x32 controller's hardest cells take minutes on 2 cores)."""
 
 Progress = Callable[[int, int, str], None]
 
@@ -112,23 +119,27 @@ def distill(
     network: Network,
     *,
     jobs: int | None = None,
-    per_cell_timeout: float = CELL_GUARD_SECONDS,
+    per_cell_timeout: float | None = None,
     checkpoint=None,
     progress: Progress | None = None,
     seed: int = 0,
     budget: WorkBudget = CELL_BUDGET,
+    restart_other_checkpoint: bool = False,
 ) -> Distillation:
     """Decide every cell of the spec's grid (see the module docstring) and return the certified table.
 
     `jobs` worker processes for phases 2 and 3 (default: the number of
-    CPUs); `budget` the work `verify.check` may spend on one cell and
-    `per_cell_timeout` the wall-clock guard around it (see the module
-    docstring: when it fires, EngineError, and the checkpoint keeps only
-    what was decided before);
-    `checkpoint` a JSON-lines file to resume from and append to;
-    `progress(done_cells, total_cells, message)` after every batch (an
-    exception raised there stops the run; the checkpoint keeps what was
-    decided); `seed` fixes the samples and the falsifiers.
+    CPUs); `budget` the work `verify.check` may spend on one cell, the
+    only limit unless `per_cell_timeout` sets a wall-clock guard around it
+    (see the module docstring: when it fires, EngineError, and the
+    checkpoint keeps what was decided before);
+    `checkpoint` a JSON-lines file to resume from and append to (one of
+    another spec, model or grid is refused, or started afresh with
+    `restart_other_checkpoint`);
+    `progress(done_cells, total_cells, message)` after every batch, the
+    message as `_distill_progress` writes it (an exception raised there
+    stops the run; the checkpoint keeps what was decided); `seed` fixes
+    the samples and the falsifiers.
 
     Stats: counts by status and by engine (`ENGINES`), exact share by
     count and by volume, bounds shares, Marabou queries, seconds per phase
@@ -140,10 +151,17 @@ def distill(
     fires.
     """
     started = time.monotonic()
-    if not (isinstance(per_cell_timeout, (int, float)) and per_cell_timeout > 0):
+    if per_cell_timeout is not None and not (
+        isinstance(per_cell_timeout, (int, float))
+        and not isinstance(per_cell_timeout, bool)
+        and math.isfinite(per_cell_timeout)
+        and per_cell_timeout > 0
+    ):
         raise SpecError(
-            f"per_cell_timeout={per_cell_timeout!r} is not a positive number of seconds; give e.g. per_cell_timeout=120"
+            f"per_cell_timeout={per_cell_timeout!r} is not a positive number of seconds; give e.g. "
+            "per_cell_timeout=600, or None to let the work budget alone end each cell"
         )
+    guard = UNGUARDED_SECONDS if per_cell_timeout is None else float(per_cell_timeout)
     if not isinstance(budget, WorkBudget):
         raise SpecError(f"budget={budget!r} is not a certfsm.verify.WorkBudget; give e.g. budget=WorkBudget()")
     if jobs is not None and not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):
@@ -156,37 +174,36 @@ def distill(
             f"{spec.path}: the grid has {total:,} cells ({' x '.join(map(str, problem.grid.shape))}); "
             f"a table holds at most {MAX_CELLS:,}; give fewer bins or edges"
         )
-    store = _Checkpoint(checkpoint, _fingerprints(spec, problem), problem) if checkpoint is not None else None
+    store = None
+    if checkpoint is not None:
+        store = _Checkpoint(checkpoint, _fingerprints(spec, problem), problem, restart_other=restart_other_checkpoint)
     recorded = store.load() if store is not None else {}
     decided = _trusted_part(problem, recorded)
     resumed = len(decided)
     reproved = sum(d.status == EXACT for d in recorded.values())
     seconds: dict[str, float] = {"bounds_in_workers": 0.0, "engines_in_workers": 0.0}
     engine_tasks = [0]
+    tally = _Tally(total, jobs)
+    tally.count(list(decided.values()), EXACT)
 
-    def on_batch(batch: list[_Decision], message: str) -> None:
+    def on_batch(batch: list[_Decision]) -> None:
         for item in batch:
             if item.cell in decided:
                 raise AssertionError(f"internal error: cell {item.cell} was decided twice; refusing to go on")
             if item.wall_clock_guard:
-                raise EngineError(
-                    f"cell {item.cell}: the wall-clock guard of {per_cell_timeout:g} s per cell fired "
-                    f"before the work budget ({budget.boxes} boxes, {budget.engine_queries} z3 "
-                    f"queries, z3 rlimit {budget.z3_rlimit}) was spent, so this cell's verdict would "
-                    "depend on the machine's speed; nothing was written; re-run with a larger "
-                    "per_cell_timeout= or on a less loaded machine"
-                )
+                raise EngineError(_guard_fired(item.cell, per_cell_timeout, budget, store, len(decided)))
         if store is not None:
             store.append(batch)
         for item in batch:
             decided[item.cell] = item
+        tally.count(batch, EXACT)
         if progress is not None:
-            progress(len(decided), total, message)
+            progress(len(decided), total, tally.message())
 
     with single_threaded_blas():
         clock = time.monotonic()
         todo = np.array(sorted(set(range(total)) - set(decided)), dtype=np.int64)
-        sampled = _sampling_phase(problem, todo, seed, lambda b: on_batch(b, "sampling"))
+        sampled = _sampling_phase(problem, todo, seed, on_batch)
         seconds["sampling"] = time.monotonic() - clock
         clock = time.monotonic()
         unanimous = sampled["candidate"] >= 0
@@ -197,7 +214,10 @@ def distill(
             if cell not in decided:
                 hints = np.array([sampled["hint"][k], sampled["other"][k]])
                 candidate = int(problem.decisions(hints[:1])[0])
-                tasks.append(_Task(cell, "witness", candidate, hints, float(per_cell_timeout), seed + cell))
+                tasks.append(_Task(cell, "witness", candidate, hints, guard, seed + cell))
+        tally.chunks = sum(isinstance(task, _BoundTask) for task in tasks)
+        tally.hard = len(tasks) - tally.chunks
+        tally.phase = PHASES[1] if tally.chunks else PHASES[2]
 
         def follow_up(outcome: _Outcome) -> list:
             return [
@@ -206,7 +226,7 @@ def distill(
                     "prove",
                     int(sampled["candidate"][position[cell]]),
                     sampled["hint"][position[cell]][None],
-                    float(per_cell_timeout),
+                    guard,
                     seed + cell,
                     budget,
                 )
@@ -216,7 +236,11 @@ def distill(
         def on_outcome(outcome: _Outcome) -> None:
             seconds[f"{outcome.kind}_in_workers"] += outcome.seconds
             engine_tasks[0] += outcome.kind == "engines"
-            on_batch(outcome.decisions, "bound propagation" if outcome.kind == "bounds" else "engines")
+            if outcome.kind == "bounds":
+                tally.bounded(outcome.seconds, len(outcome.left_open))
+            else:
+                tally.engine_done(outcome.seconds)
+            on_batch(outcome.decisions)
 
         _run_tasks(problem, tasks, follow_up, jobs, on_outcome)
         seconds["bounds_and_engines"] = time.monotonic() - clock
@@ -233,6 +257,23 @@ def distill(
         per_cell_timeout,
         seed,
         budget,
+    )
+
+
+def _guard_fired(cell: int, per_cell_timeout, budget: WorkBudget, store, decided: int) -> str:
+    """The one line when the wall-clock guard ends a cell: which cell, why it stops, what is kept, how to go on."""
+    kept = (
+        f"the {decided:,} cells decided so far are kept in the checkpoint {store.path} (running the same "
+        "distill again resumes from it)"
+        if store is not None
+        else "nothing was kept (give checkpoint= to keep the cells decided)"
+    )
+    return (
+        f"cell {cell}: the wall-clock guard of {per_cell_timeout:g} s per cell fired before the work budget "
+        f"({budget.boxes} boxes, {budget.engine_queries} z3 queries, z3 rlimit {budget.z3_rlimit}) was spent, "
+        f"so this cell's verdict would depend on the machine's speed; no artifact was written; {kept}; "
+        "give a larger per_cell_timeout= or leave it out (the work budget alone then ends each cell), or re-run "
+        "on a less loaded machine"
     )
 
 
@@ -257,7 +298,7 @@ def _result(
     seconds: dict,
     elapsed: float,
     jobs: int,
-    per_cell_timeout: float,
+    per_cell_timeout: float | None,
     seed: int,
     budget: WorkBudget,
 ) -> Distillation:

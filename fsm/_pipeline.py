@@ -28,11 +28,21 @@ the loader that reads it) and holds no run facts; times, jobs and the
 other facts of the run go to summary.json.
 
 An uncertified artifact is still written, so that `certfsm inspect` can
-show why the runtime refuses it.
+show why the runtime refuses it. So is an artifact that `strict=True`
+does not accept (cells held back by the legality rules or undecided):
+it is safe, only not the whole controller that was asked for, and the
+report names its cells; `DistillRun.succeeded` says False.
+
+Unless `checkpoint=` names a file, decided cells go to a checkpoint
+beside the artifact (`default_checkpoint`: ``C.cfsm.checkpoint``), so a
+run that stops (the guard, an interrupt, a crash) loses no searches: the
+same call again resumes from it, and it is removed once the artifact is
+written. A checkpoint never carries a proof (`_checkpoint`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,7 +53,7 @@ import numpy as np
 from certfsm import CELLS_EXACT, EngineError, SpecError, VerdictRecord, certfsm_version, is_certified, staged_folder
 from certfsm.verify import WALL_CLOCK_GUARD
 
-from ._distill import CELL_GUARD_SECONDS, Distillation, distill, sampled_cross_check
+from ._distill import Distillation, distill, sampled_cross_check
 from ._distill_report import write_summary
 from ._explicit import alphabet, check_explicit, table_rows
 from ._machine import MachineParams, Proof
@@ -77,6 +87,36 @@ class DistillRun:
     summary: dict
     certified: bool
     """The core's one rule (`certfsm.is_certified`), the loader's: the runtime loads the artifact written."""
+    shortfalls: tuple[str, ...] = ()
+    """What keeps the table from being the whole network: cells held back by the legality rules, undecided cells
+    (`shortfalls_of`); empty when every conservative cell has a witness."""
+    strict: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        """Certified and, with `strict`, without shortfalls: what `certfsm distill` exits 0 for."""
+        return self.certified and not (self.strict and self.shortfalls)
+
+
+def default_checkpoint(out) -> Path:
+    """The checkpoint beside the artifact `out` when the caller names none: ``C.cfsm`` -> ``C.cfsm.checkpoint``."""
+    out = Path(out)
+    return out.with_name(out.name + ".checkpoint")
+
+
+def shortfalls_of(distillation: Distillation) -> tuple[str, ...]:
+    """Why the table is not the whole network, one phrase each: held-back cells (by token), undecided cells."""
+    stats = distillation.stats
+    found = []
+    if stats["held_back_by_rules"]:
+        tokens = ", ".join(f"{t} in {n}" for t, n in stats["held_back_by_token"].items())
+        found.append(
+            f"{stats['held_back_by_rules']} cells held back to the conservative token, where the network's proved "
+            f"token is illegal or forbidden by a rule ({tokens})"
+        )
+    if stats["undecided"]:
+        found.append(f"{stats['undecided']} cells undecided within the work budget (they hold the conservative token)")
+    return tuple(found)
 
 
 def distill_controller(
@@ -86,13 +126,14 @@ def distill_controller(
     report,
     network=None,
     jobs: int | None = None,
-    per_cell_timeout: float = CELL_GUARD_SECONDS,
+    per_cell_timeout: float | None = None,
     checkpoint=None,
     seed: int = 0,
     samples: int = CROSS_CHECK_SAMPLES,
     maps: tuple[tuple[str, str], ...] | None = None,
     progress=None,
     stage: Stage | None = None,
+    strict: bool = False,
 ) -> DistillRun:
     """Distil `spec`'s network into a certified table and machine; write `out` (.cfsm) and the `report` folder.
 
@@ -100,8 +141,14 @@ def distill_controller(
     pairs of the decision-map pictures (default: one pair chosen from the
     rules), each drawn through the slice of the other inputs that shows
     the most tokens. `progress(done, total, message)` follows the distillation,
-    `stage(message)` the steps after it. Raises SpecError for bad
-    arguments and ReportError/ArtifactError when a file cannot be written.
+    `stage(message)` the steps after it. `per_cell_timeout` is an optional
+    wall-clock guard per cell (default None: the work budget alone ends
+    each cell; see `_distill`). `checkpoint` defaults to
+    `default_checkpoint(out)` (see the module docstring). With `strict`,
+    the run succeeds only when no cell is held back or undecided
+    (`DistillRun.succeeded`; the artifact and report are written either
+    way). Raises SpecError for bad arguments, ReportError/ArtifactError
+    when a file cannot be written, EngineError when the guard fires.
     """
     from certfsm import ARTIFACT_SUFFIX
 
@@ -125,10 +172,23 @@ def distill_controller(
     pairs = tuple(maps) if maps else (default_axes(spec),)
     for x, y in pairs:
         check_axes(spec, x, y)
+    if not isinstance(strict, bool):
+        raise SpecError(f"strict={strict!r} is not True or False; give strict=True or strict=False")
     tell = stage or (lambda message: None)
+    resume_file = Path(checkpoint) if checkpoint is not None else default_checkpoint(out)
+    if checkpoint is None:  # the artifact's folder is made for it anyway; a failure is the checkpoint's to name
+        with contextlib.suppress(OSError):
+            resume_file.parent.mkdir(parents=True, exist_ok=True)
 
     distillation = distill(
-        spec, network, jobs=jobs, per_cell_timeout=per_cell_timeout, checkpoint=checkpoint, progress=progress, seed=seed
+        spec,
+        network,
+        jobs=jobs,
+        per_cell_timeout=per_cell_timeout,
+        checkpoint=resume_file,
+        progress=progress,
+        seed=seed,
+        restart_other_checkpoint=checkpoint is None,
     )
     tell(f"cross-checking {samples} random inputs")
     cross = sampled_cross_check(distillation, spec, network, n=samples, seed=seed, check_onnxruntime=True)
@@ -174,7 +234,11 @@ def distill_controller(
             pictures=pictures,
             artifact=out,
             artifact_sha256=artifact_sha256,
+            strict=strict,
+            shortfalls=shortfalls_of(distillation),
         )
+    if checkpoint is None:
+        resume_file.unlink(missing_ok=True)
     return DistillRun(
         distillation,
         cross,
@@ -188,6 +252,8 @@ def distill_controller(
         report,
         summary,
         certified,
+        shortfalls_of(distillation),
+        strict,
     )
 
 
