@@ -17,6 +17,14 @@ row into the next:
   inspect`; its row is read from the report's summary.json. Takes 15 to
   25 minutes on 2 cores (the table does not depend on the machine's load:
   cells are decided within work budgets, the timeout is only a guard).
+- random5, random7 (with --random): the seeded random 2x32 ReLU
+  controllers of `bench/controllers.py` (5 inputs x 10 bins = 100 000
+  cells, 7 inputs x 6 bins = 279 936 cells), each through the whole
+  `certfsm distill` with its default settings (all cores, no --timeout,
+  the default checkpoint), stderr piped so that the progress lines show;
+  the row adds the peak memory (the largest resident set of the whole
+  process tree, sampled every second) and the number of progress lines.
+  Several minutes each on 2 cores.
 
 Prints a Markdown table (wall seconds of `distill` itself, cells per
 second, exact and conservative shares, undecided cells, the shares decided
@@ -26,8 +34,9 @@ speed-up of 1 job over 2 jobs per case, whether both runs built the same
 table, and a second table of where the time went (seconds per phase, cells
 per engine).
 
-    python bench/distill.py [--timeout 120] [--skip-acas]
+    python bench/distill.py [--timeout S] [--skip-acas]
     python bench/distill.py --acas-full --only acasxu-full --out-dir /tmp/bench_distill
+    python bench/distill.py --random --only random5,random7 --out-dir /tmp/bench_random
 
 The ACAS Xu folder is read in place: $CERTFSM_ACASXU, else
 ../shared/benchmarks/acasxu beside the repository.
@@ -76,6 +85,8 @@ ROWS = (
     ("acasxu-small", 2),
 )
 FULL_ROW = ("acasxu-full", 2)
+RANDOM_ROWS = (("random5", 0), ("random7", 0))
+"""Through `certfsm distill` with its defaults: jobs 0 stands for "all cores" (no --jobs)."""
 CROSS_CHECK_SAMPLES = 100_000
 
 
@@ -133,7 +144,7 @@ def write_spec(case: str, folder: Path) -> Path:
 # ----------------------------------------------------------------- one row, in its own process
 
 
-def run_row(case: str, jobs: int, timeout: float) -> dict:
+def run_row(case: str, jobs: int, timeout: float | None) -> dict:
     """Distil `case` with `jobs` workers in this process; the stats that the table shows, as a dict."""
     from certfsm import load_onnx, load_spec
     from certfsm.fsm import distill, sampled_cross_check
@@ -156,7 +167,90 @@ def run_row(case: str, jobs: int, timeout: float) -> dict:
     }
 
 
-def run_cli_row(timeout: float, out_dir: Path) -> tuple[dict, list[str]]:
+def tree_rss_bytes(root: int) -> int:
+    """The resident set of process `root` and all its descendants, in bytes (Linux /proc; 0 elsewhere)."""
+    parents, rss = {}, {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            parents[int(entry.name)] = int(fields[1])
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier += children
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+def run_random_row(case: str, out_dir: Path) -> tuple[dict, list[str]]:
+    """`certfsm distill` with its default settings on a random controller, stderr piped; row and lines to show."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from controllers import write_case
+
+    spec = write_case(case, out_dir / case)
+    artifact, report = out_dir / case / f"{case}.cfsm", out_dir / case / "report"
+    command = [
+        sys.executable,
+        "-m",
+        "certfsm.cli",
+        "distill",
+        str(spec),
+        "--out",
+        str(artifact),
+        "--report",
+        str(report),
+    ]
+    log = out_dir / case / "stderr.log"
+    started, peak = time.perf_counter(), 0
+    with open(log, "w", encoding="utf-8") as stderr:
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        while child.poll() is None:
+            peak = max(peak, tree_rss_bytes(child.pid))
+            time.sleep(1.0)
+        stdout = child.stdout.read()
+    seconds = time.perf_counter() - started
+    progress = log.read_text(encoding="utf-8").splitlines()
+    lines = ["$ certfsm " + " ".join(command[3:])] + stdout.splitlines()
+    lines += [f"exit code {child.returncode}", f"{len(progress)} progress lines on stderr, e.g.:"]
+    lines += [f"stderr: {line}" for line in progress[:2] + progress[len(progress) // 2 : len(progress) // 2 + 2]]
+    lines += [f"stderr: {line}" for line in progress[-3:]]
+    summary_path = report / "summary.json"
+    if not summary_path.exists():
+        return {"error": f"no {summary_path} (certfsm distill exit code {child.returncode})"}, lines
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    row = {
+        **summary["fidelity"],
+        **summary["engines"],
+        **summary["run"],
+        "wall": summary["run"]["seconds"]["total"],
+        "command_seconds": seconds,
+        "peak_rss_mb": peak / 2**20,
+        "progress_lines": len(progress),
+        "grid": [item["bins"] for item in summary["grid"]["inputs"]],
+        "mismatches": summary["cross_check"]["mismatches"],
+        "table_sha256": "",
+        "overall": summary["overall"],
+        "distill_exit": child.returncode,
+        "inspect_exit": 0,
+    }
+    lines.append(
+        f"whole command {seconds:.0f} s, distillation {row['wall']:.0f} s, peak memory of the process tree "
+        f"{row['peak_rss_mb']:.0f} MB"
+    )
+    return row, lines
+
+
+def guard_flags(timeout: float | None) -> list[str]:
+    """--timeout S when a per-cell guard is asked for, else nothing (the work budgets alone end each cell)."""
+    return [] if timeout is None else ["--timeout", f"{timeout:g}"]
+
+
+def run_cli_row(timeout: float | None, out_dir: Path) -> tuple[dict, list[str]]:
     """`certfsm distill` on acasxu-full with 2 jobs, then `certfsm inspect`; the row and the lines to show."""
     spec = write_spec("acasxu-full", out_dir)
     artifact, report = out_dir / "acas.cfsm", out_dir / "acas-report"
@@ -171,8 +265,7 @@ def run_cli_row(timeout: float, out_dir: Path) -> tuple[dict, list[str]]:
         str(report),
         "--jobs",
         "2",
-        "--timeout",
-        f"{timeout:g}",
+        *guard_flags(timeout),
         "--no-progress",
     ]
     inspect = [*cli, "inspect", str(artifact), "--report", str(report)]
@@ -215,6 +308,9 @@ def measure(case: str, jobs: int, args) -> dict:
     if (case, jobs) == FULL_ROW:
         row, lines = run_cli_row(args.timeout, args.out_dir)
         row["lines"] = lines
+    elif (case, jobs) in RANDOM_ROWS:
+        row, lines = run_random_row(case, args.out_dir)
+        row["lines"] = lines
     else:
         command = [
             sys.executable,
@@ -223,8 +319,7 @@ def measure(case: str, jobs: int, args) -> dict:
             case,
             "--jobs",
             str(jobs),
-            "--timeout",
-            f"{args.timeout:g}",
+            *guard_flags(args.timeout),
         ]
         done = subprocess.run(command, capture_output=True, text=True)
         try:
@@ -233,7 +328,10 @@ def measure(case: str, jobs: int, args) -> dict:
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             row = {"error": f"exit code {done.returncode}: {tail}"}
     row.update(
-        case=case, jobs_asked=jobs, process=time.perf_counter() - started, load=(load_before, os.getloadavg()[0])
+        case=case,
+        jobs_asked=jobs or row.get("jobs", 0),
+        process=time.perf_counter() - started,
+        load=(load_before, os.getloadavg()[0]),
     )
     return row
 
@@ -269,8 +367,9 @@ def main() -> int:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=120.0,
-        help="per-cell wall-clock guard in seconds (work budgets decide the cells)",
+        default=None,
+        help="a per-cell wall-clock guard in seconds (default: none, the work budgets alone end each cell, as "
+        "certfsm distill does by default; the random rows always run with the defaults)",
     )
     parser.add_argument("--skip-acas", action="store_true", help="run the embedded example only")
     parser.add_argument(
@@ -279,7 +378,14 @@ def main() -> int:
         help="add the 4,352-cell ACAS Xu row, through the whole certfsm distill pipeline (15-25 min)",
     )
     parser.add_argument(
-        "--only", default="", help="comma-separated case names (coadapt, coadapt-4bins, acasxu-small, acasxu-full)"
+        "--random",
+        action="store_true",
+        help="add the random 2x32 controllers of bench/controllers.py (100 000 and 279 936 cells), default settings",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated case names (coadapt, coadapt-4bins, acasxu-small, acasxu-full, random5, random7)",
     )
     parser.add_argument(
         "--out-dir",
@@ -293,15 +399,15 @@ def main() -> int:
     if args.row:
         print(json.dumps(run_row(args.row, args.jobs, args.timeout)))
         return 0
-    rows = list(ROWS) + ([FULL_ROW] if args.acas_full else [])
+    rows = list(ROWS) + ([FULL_ROW] if args.acas_full else []) + (list(RANDOM_ROWS) if args.random else [])
     if args.skip_acas:
         rows = [r for r in rows if not r[0].startswith("acasxu")]
     if args.only:
         rows = [r for r in rows if r[0] in args.only.split(",")]
     if not rows:
         print(
-            f"no rows selected by --only {args.only!r} (acasxu-full also needs --acas-full); give one of "
-            "coadapt, coadapt-4bins, acasxu-small, acasxu-full",
+            f"no rows selected by --only {args.only!r} (acasxu-full also needs --acas-full, random5 and random7 "
+            "--random); give one of coadapt, coadapt-4bins, acasxu-small, acasxu-full, random5, random7",
             file=sys.stderr,
         )
         return 2
@@ -319,7 +425,9 @@ def main() -> int:
 
 def report(rows: list[tuple[str, int]], args) -> int:
     print(
-        f"{os.cpu_count()} cores; per-cell timeout {args.timeout:g} s; wall = distill() itself, process = the "
+        f"{os.cpu_count()} cores; per-cell guard "
+        + ("none (work budgets alone)" if args.timeout is None else f"{args.timeout:g} s")
+        + "; wall = distill() itself, process = the "
         "whole fresh process; x-check = mismatches on exact cells in 100,000 random inputs\n"
     )
     print(
