@@ -32,7 +32,7 @@ failed); distinct from 0 so that an auditor tells "all confirmed" from it by the
 that a CI step that only tests for success still stops."""
 ENGINE_HELP = "auto | marabou | z3 | both | bounds"
 """--engine's help, written out so that the CLI starts without importing the verifier; a test holds it to
-certfsm.verify.ENGINE_REGISTRY."""
+the engine registry (certfsm.verify._engines, tests/verify/test_engine_registry.py)."""
 
 app = typer.Typer(
     add_completion=False,

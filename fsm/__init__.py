@@ -1,8 +1,14 @@
 """certfsm.fsm: the grid, the lookup table, the state machine around it, and the proofs of both.
 
-Each concept has one home (the underscore module in brackets); everything
-outside this package uses only the names exported here, and this package
-uses only the public names of `certfsm` and `certfsm.verify`.
+Each concept has one home (the underscore module in brackets). `__all__`
+holds what other packages, the CLI, the bench scripts and the README use
+(tests/test_house.py holds it to that): `distill` and
+`sampled_cross_check`, `distill_controller` with `CROSS_CHECK_SAMPLES`,
+`deep_inspect` with `model_for_artifact`, `StepEncoding`, and the values
+of `Table.status` (`EXACT`, `CONSERVATIVE`, `UNDECIDED`). The other names
+below are this package's own: its modules and its tests import them from
+their homes. This package uses only the public names of `certfsm` and
+`certfsm.verify`.
 
 - `Grid`: cells from the spec's bins (`cell_of`, and `cell_of_fixed` for
   the hardware's integers) (`_grid`).
@@ -17,8 +23,8 @@ uses only the public names of `certfsm` and `certfsm.verify`.
 - `Table`: a proposed token, a status and an allowed-token row per cell;
   `allowed_masks` from the legality rules; `check_table` and
   `prove_table` (Z3) for the table-level property (`_table`).
-- `step`: the one step function of the state machine (`MachineParams`,
-  `State`, `Reason`), with `replay` for traces (`_machine`).
+- the state machine's `step`, `MachineParams`, `State` and `Reason` are
+  the core's (`certfsm.machine`); `replay` re-runs a trace (`_machine`).
 - `check_explicit` (explicit-state enumeration, `_explicit`) and
   `prove_machine` (Z3, by induction, `_machine_proofs`) for the machine
   properties; the two must agree (`disagreements`). Each answer is a
@@ -39,89 +45,21 @@ Importing this package needs neither z3, maraboupy nor onnx; the proof
 functions import z3 when called.
 """
 
-from ._deep_cells import CellFailure
-from ._deep_inspect import DeepResult, QueryCheck, deep_inspect, model_for_artifact
-from ._decision_map import DecisionMap, busiest_slice, default_axes, render_decision_map
-from ._distill import ENGINES as DISTILL_ENGINES
-from ._distill import Distillation, distill, sampled_cross_check
-from ._explicit import alphabet, check_explicit, explore, free_rows, table_rows, transition_violations
-from ._grid import OUT_OF_ENVELOPE, Grid
-from ._machine import (
-    NO_CANDIDATE,
-    MachineInput,
-    MachineParams,
-    Proof,
-    Reason,
-    State,
-    Trace,
-    TraceStep,
-    initial_state,
-    replay,
-    step,
-)
-from ._machine_proofs import StepEncoding, disagreements, invariant_holds, prove_machine
-from ._pipeline import CROSS_CHECK_SAMPLES, DistillRun, distill_controller
-from ._table import (
-    CONSERVATIVE,
-    EXACT,
-    UNDECIDED,
-    CellClass,
-    Table,
-    TableViolation,
-    allowed_masks,
-    check_table,
-    prove_table,
-    rule_meets,
-)
+from ._deep_inspect import deep_inspect, model_for_artifact
+from ._distill import distill, sampled_cross_check
+from ._machine_proofs import StepEncoding
+from ._pipeline import CROSS_CHECK_SAMPLES, distill_controller
+from ._table import CONSERVATIVE, EXACT, UNDECIDED
 
 __all__ = [
     "CONSERVATIVE",
-    "DISTILL_ENGINES",
-    "EXACT",
-    "NO_CANDIDATE",
-    "OUT_OF_ENVELOPE",
-    "UNDECIDED",
-    "CellClass",
-    "DecisionMap",
-    "Distillation",
     "CROSS_CHECK_SAMPLES",
-    "DistillRun",
-    "Grid",
-    "MachineInput",
-    "MachineParams",
-    "Proof",
-    "Reason",
-    "State",
+    "EXACT",
+    "UNDECIDED",
     "StepEncoding",
-    "Table",
-    "TableViolation",
-    "Trace",
-    "TraceStep",
-    "allowed_masks",
-    "alphabet",
-    "busiest_slice",
-    "check_explicit",
-    "check_table",
-    "default_axes",
-    "disagreements",
+    "deep_inspect",
     "distill",
     "distill_controller",
-    "explore",
-    "free_rows",
-    "initial_state",
-    "invariant_holds",
-    "prove_machine",
-    "prove_table",
-    "render_decision_map",
-    "replay",
-    "rule_meets",
-    "sampled_cross_check",
-    "step",
-    "table_rows",
-    "transition_violations",
-    "CellFailure",
-    "DeepResult",
-    "QueryCheck",
-    "deep_inspect",
     "model_for_artifact",
+    "sampled_cross_check",
 ]

@@ -46,16 +46,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from certfsm.machine import Machine, Reason, State
+from certfsm.machine import Machine
 
 from ._audit import AuditWriter
 from ._audit_read import export_jsonl, read_log, verify_log
-from ._calibration import Calibration
-from ._controller import Controller, Decision, spec_sla_monitor
-from ._observe import CountersSnapshot, RuntimeCounters
-from ._replay import ReplayOutcome, replay_log
-from ._report import AuditReport, write_audit_report
-from ._run import ArtifactRun, RunSummary, open_probe, run, run_artifact
+from ._controller import Controller, spec_sla_monitor
+from ._observe import RuntimeCounters
+from ._replay import replay_log
+from ._report import write_audit_report
+from ._run import run_artifact
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -117,24 +116,12 @@ def serve_metrics(counters: RuntimeCounters, port: int) -> WSGIServer:
 
 
 __all__ = [
-    "AuditReport",
     "write_audit_report",
     "AuditWriter",
-    "Calibration",
-    "CountersSnapshot",
     "RuntimeCounters",
     "serve_metrics",
-    "RunSummary",
-    "open_probe",
-    "run",
-    "ArtifactRun",
     "run_artifact",
     "Controller",
-    "Decision",
-    "Machine",
-    "Reason",
-    "ReplayOutcome",
-    "State",
     "export_jsonl",
     "load",
     "load_machine",

@@ -179,7 +179,7 @@ def run_artifact(
     on every path. `calibration` is a JSON file (`Calibration.load`);
     `fsync_every` 0 syncs the log only on close.
     """
-    from . import Calibration, RuntimeCounters, load, load_machine, open_audit, serve_metrics
+    from . import RuntimeCounters, load, load_machine, open_audit, serve_metrics
 
     if steps is not None and steps < 1:
         raise UsageError(f"steps={steps} is not a positive number of cycles; give e.g. steps=1000")

@@ -2,7 +2,11 @@
 
 Each concept has one home (the underscore module in brackets); everything
 outside this package, `certfsm.fsm` and the CLI included, uses only the
-names exported here.
+names exported here. `__all__` holds what other packages, the CLI, the
+bench scripts and the README use (tests/test_house.py holds it to that);
+the other names below are this package's own, imported from their homes
+by its modules and its tests. The verdicts (`PROVED`, `VIOLATED`,
+`UNKNOWN`) are the core's (`certfsm`).
 
 - `Property` / `Conjunction`: an input box and the unsafe set over the
   outputs (a disjunction of conjunctions of linear constraints), the
@@ -49,87 +53,54 @@ Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.
 """
 
-from ._box_batch import BoxProofs, prove_boxes
+from ._box_batch import prove_boxes
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._check import ENGINES, check
-from ._engines import (
-    ENGINE_REGISTRY,
-    Engine,
-    FunctionEngine,
-    Search,
-    engines_needed,
-    is_installed,
-    missing_solver,
-    register,
-)
-from ._exact import exact_decimal, exact_outputs, plain_decimal
+from ._engines import engines_needed, is_installed, missing_solver
+from ._exact import exact_decimal, exact_outputs
 from ._falsify import falsify
-from ._pool import InlinePool, ProcessPool, limit_blas_threads, pool_for, single_threaded_blas
+from ._pool import pool_for, single_threaded_blas
 from ._property import Conjunction, Property, chosen_conjunction
-from ._recheck import RECHECK_OUTCOMES, RecheckRow, recheck_folder
+from ._recheck import RECHECK_OUTCOMES, recheck_folder
 from ._report import InputNaming, model_summary, spec_summary, write_report
-from ._result import PROVED, UNKNOWN, VERDICTS, VIOLATED, Result
-from ._run import VerifyRun, check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
-from ._smtlib import one_line, smtlib_script, smtlib_text, write_proof_query, write_smtlib
+from ._run import check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
+from ._smtlib import smtlib_text, write_proof_query
 from ._spec_properties import spec_properties
-from ._validate import Validation, validate_counterexample
 from ._vnnlib import format_vnncomp_result, parse_vnnlib
 from ._z3 import SharedPrefix, solve_text
 
 __all__ = [
     "ENGINES",
-    "PROVED",
     "RECHECK_OUTCOMES",
-    "UNKNOWN",
-    "VIOLATED",
+    "WALL_CLOCK_GUARD",
     "Conjunction",
     "InputNaming",
     "Property",
-    "RecheckRow",
-    "Result",
-    "Validation",
-    "VerifyRun",
-    "check",
-    "chosen_conjunction",
-    "format_vnncomp_result",
-    "parse_vnnlib",
-    "recheck_folder",
-    "smtlib_script",
-    "spec_properties",
-    "validate_counterexample",
-    "verify_spec",
-    "verify_vnnlib",
-    "vnncomp_answer",
-    "write_report",
-    "write_smtlib",
-    "one_line",
-    "smtlib_text",
-    "solve_text",
     "SharedPrefix",
-    "write_proof_query",
-    "VERDICTS",
+    "WorkBudget",
+    "check",
     "check_network_fits_spec",
+    "chosen_conjunction",
+    "engines_needed",
     "exact_decimal",
     "exact_outputs",
     "falsify",
-    "limit_blas_threads",
-    "model_summary",
-    "plain_decimal",
-    "single_threaded_blas",
-    "spec_summary",
-    "engines_needed",
+    "format_vnncomp_result",
     "is_installed",
     "missing_solver",
-    "InlinePool",
-    "ProcessPool",
+    "model_summary",
+    "parse_vnnlib",
     "pool_for",
-    "BoxProofs",
     "prove_boxes",
-    "WALL_CLOCK_GUARD",
-    "WorkBudget",
-    "ENGINE_REGISTRY",
-    "Engine",
-    "FunctionEngine",
-    "Search",
-    "register",
+    "recheck_folder",
+    "single_threaded_blas",
+    "smtlib_text",
+    "solve_text",
+    "spec_properties",
+    "spec_summary",
+    "verify_spec",
+    "verify_vnnlib",
+    "vnncomp_answer",
+    "write_proof_query",
+    "write_report",
 ]

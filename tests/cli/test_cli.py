@@ -165,6 +165,16 @@ def test_the_cli_writes_each_parameter_the_library_names_as_its_flag(text, expec
     assert _flag_words(text, flags) == expected
 
 
+def test_the_cli_names_the_check_flag_in_the_table_fit_refusal():
+    """export-verilog's refusal of a table the iCE40 HX8K cannot hold (tests/hdl_export/test_targets.py)."""
+    from certfsm.cli import _flag_words
+
+    text = "more than the iCE40 HX8K that check=True places and routes on; export without check=True for more"
+    assert _flag_words(text, {"check": "--check"}) == (
+        "more than the iCE40 HX8K that --check places and routes on; export without --check for more"
+    )
+
+
 def test_a_library_error_leaves_a_command_in_the_flags_words_with_its_type_kept():
     from certfsm import ReportError
     from certfsm.cli import _in_flags

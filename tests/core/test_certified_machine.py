@@ -35,7 +35,8 @@ def machine(distilled):
 
 
 def test_the_decoded_machine_is_the_table_and_parameters_the_proofs_covered(distilled, machine):
-    from certfsm.fsm import EXACT, MachineParams
+    from certfsm.fsm import EXACT
+    from certfsm.machine import MachineParams
 
     spec, run, artifact = distilled
     table = run.distillation.table
@@ -51,9 +52,7 @@ def test_the_decoded_machine_is_the_table_and_parameters_the_proofs_covered(dist
 
 
 def test_scalar_binning_agrees_with_the_vectorised_grid_everywhere_edges_included(distilled, machine):
-    from certfsm.fsm import Grid
-
-    grid = Grid.from_spec(distilled[0])
+    grid = distilled[1].distillation.table.grid
     rng = np.random.default_rng(3)
     lower, upper = np.array([e[0] for e in machine.edges]), np.array([e[-1] for e in machine.edges])
     points = rng.uniform(lower - 0.1 * (upper - lower), upper + 0.1 * (upper - lower), size=(3000, len(lower)))

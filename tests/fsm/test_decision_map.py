@@ -15,7 +15,9 @@ import certfsm
 from certfsm import AffineLayer, Network, ReportError, SpecError
 from certfsm import spec_from_dict
 from certfsm.examples import example_spec_path
-from certfsm.fsm import CONSERVATIVE, EXACT, Grid, Table
+from certfsm.fsm import CONSERVATIVE, EXACT
+from certfsm.fsm._grid import Grid
+from certfsm.fsm._table import Table
 from certfsm.fsm import _decision_map
 from certfsm.fsm._decision_map import CONSERVATIVE_LABEL, DecisionMap, default_axes, render_decision_map, token_colours
 

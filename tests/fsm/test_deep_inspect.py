@@ -22,7 +22,8 @@ import pytest
 from certfsm import ModelError, ReportError, gated_decide, load_artifact
 from certfsm.cli import main
 from certfsm.examples import example_spec_path
-from certfsm.fsm import DeepResult, deep_inspect, model_for_artifact
+from certfsm.fsm import deep_inspect, model_for_artifact
+from certfsm.fsm._deep_inspect import DeepResult
 from certfsm.fsm._deep_cells import exact_decision
 
 MODEL = example_spec_path("coadapt").parent / "coadapt.onnx"

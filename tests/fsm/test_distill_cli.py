@@ -12,7 +12,7 @@ from certfsm._canonical import canonical_bytes, sha256_hex
 from certfsm._errors import ArtifactError
 from certfsm import load_spec
 from certfsm.examples import example_spec_path
-from certfsm.fsm import Grid
+from certfsm.fsm._grid import Grid
 
 from cli_in_process import run_main
 from cli_run import one_line_error, run_cli

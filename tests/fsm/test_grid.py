@@ -15,17 +15,10 @@ from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
 from certfsm import load_spec, spec_from_dict
-from certfsm.fsm import (
-    CONSERVATIVE,
-    EXACT,
-    OUT_OF_ENVELOPE,
-    UNDECIDED,
-    Grid,
-    Table,
-    allowed_masks,
-    check_table,
-    rule_meets,
-)
+from certfsm.fsm import CONSERVATIVE, EXACT, UNDECIDED
+from certfsm.fsm._grid import Grid
+from certfsm.fsm._table import Table, allowed_masks, check_table, rule_meets
+from certfsm.machine import OUT_OF_ENVELOPE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"
 

@@ -12,22 +12,10 @@ from hypothesis_budget import examples
 
 from certfsm._errors import SpecError
 from certfsm import load_spec
-from certfsm.fsm import (
-    NO_CANDIDATE,
-    MachineInput,
-    MachineParams,
-    Reason,
-    State,
-    alphabet,
-    check_explicit,
-    explore,
-    free_rows,
-    initial_state,
-    invariant_holds,
-    replay,
-    step,
-    transition_violations,
-)
+from certfsm.fsm._explicit import alphabet, check_explicit, explore, free_rows, transition_violations
+from certfsm.fsm._machine import MachineInput, replay
+from certfsm.fsm._machine_proofs import invariant_holds
+from certfsm.machine import NO_CANDIDATE, MachineParams, Reason, State, initial_state, step
 from certfsm.fsm._explicit import initial_node, next_since
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"

@@ -22,27 +22,13 @@ from hypothesis_budget import examples
 
 from certfsm import INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES
 from certfsm import load_spec, spec_from_dict
-from certfsm.fsm import (
-    Grid,
-    MachineInput,
-    MachineParams,
-    State,
-    StepEncoding,
-    Table,
-    allowed_masks,
-    alphabet,
-    check_explicit,
-    check_table,
-    disagreements,
-    explore,
-    free_rows,
-    prove_machine,
-    prove_table,
-    replay,
-    step,
-    table_rows,
-    transition_violations,
-)
+from certfsm.fsm import StepEncoding
+from certfsm.fsm._explicit import alphabet, check_explicit, explore, free_rows, table_rows, transition_violations
+from certfsm.fsm._grid import Grid
+from certfsm.fsm._machine import MachineInput, replay
+from certfsm.fsm._machine_proofs import disagreements, prove_machine
+from certfsm.fsm._table import Table, allowed_masks, check_table, prove_table
+from certfsm.machine import MachineParams, State, step
 from certfsm.fsm._explicit import PROPERTY_DESCRIPTIONS, initial_node, is_well_formed, next_since
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "certfsm" / "examples" / "coadapt.spec.json"

@@ -78,7 +78,9 @@ def test_the_artifact_decoded_back_holds_the_table_the_proofs_covered(distilled_
     import numpy as np
 
     from certfsm import load_artifact
-    from certfsm.fsm import CONSERVATIVE, EXACT, Grid, Table, prove_table
+    from certfsm.fsm import CONSERVATIVE, EXACT
+    from certfsm.fsm._grid import Grid
+    from certfsm.fsm._table import Table, prove_table
 
     spec, run, artifact_path = distilled_example
     artifact = load_artifact(artifact_path)

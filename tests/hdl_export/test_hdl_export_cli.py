@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from certfsm import ReportError, load_artifact
-from certfsm.hdl_export import DEFAULT_RANDOM_STEPS, export_machine
+from certfsm.hdl_export import DEFAULT_RANDOM_STEPS
+from certfsm.hdl_export._export import export_machine
 from certfsm.hdl_export._files import output_folder
 from certfsm.hdl_export._checks import has_simulator, has_verilator
 from cli_in_process import run_main

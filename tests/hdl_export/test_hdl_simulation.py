@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 from tiny_machine import tiny_machine
 
-from certfsm.hdl_export import expected_layout, export_machine, hardware_of, lint, simulate
+from certfsm.hdl_export import hardware_of
+from certfsm.hdl_export._checks import lint, simulate
+from certfsm.hdl_export._export import export_machine
+from certfsm.hdl_export._vectors import expected_layout
 from certfsm.hdl_export._checks import SIMULATORS, has_icarus, has_simulator, has_verilator
 from certfsm.machine import Machine, MachineParams
 

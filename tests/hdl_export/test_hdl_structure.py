@@ -14,7 +14,9 @@ import pytest
 from tiny_machine import tiny_machine
 
 from certfsm import SpecError
-from certfsm.hdl_export import LATENCY, STATE_REGISTERS, Cycle, Reference, check_module_name, hardware_of, print_verilog
+from certfsm.hdl_export import check_module_name, hardware_of, print_verilog
+from certfsm.hdl_export._hardware import LATENCY, STATE_REGISTERS
+from certfsm.hdl_export._vectors import Cycle, Reference
 from certfsm.machine import Reason
 
 GOLDEN = Path(__file__).parent / "golden" / "certfsm_tiny.v"

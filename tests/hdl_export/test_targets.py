@@ -100,15 +100,6 @@ def test_a_table_that_fits_no_target_names_the_largest(tmp_path):
     assert not (tmp_path / "hdl").exists()
 
 
-def test_the_cli_names_the_check_flag_in_the_refusal():
-    from certfsm.cli import _flag_words
-
-    text = "more than the iCE40 HX8K that check=True places and routes on; export without check=True for more"
-    assert _flag_words(text, {"check": "--check"}) == (
-        "more than the iCE40 HX8K that --check places and routes on; export without --check for more"
-    )
-
-
 @pytest.mark.slow
 def test_export_verilog_says_where_the_examples_table_fits_first(distilled_example, tmp_path):
     code, out, err = run_main("export-verilog", distilled_example[2], "--out", tmp_path / "hdl", "--random-steps", "0")

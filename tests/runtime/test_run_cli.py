@@ -191,7 +191,7 @@ def test_bad_run_flags_are_one_line_and_exit_2(distilled_example, args, message)
 
 def test_open_probe_names_its_parameter_not_the_flag():
     from certfsm import UsageError
-    from certfsm.runtime import open_probe
+    from certfsm.runtime._run import open_probe
 
     with pytest.raises(
         UsageError,

@@ -20,6 +20,7 @@ from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE
 from certfsm.runtime import RuntimeCounters, read_log, replay_log, verify_log
 from certfsm.runtime._audit_format import RefusalRecord, SwapRecord
 from certfsm.runtime._probes import ProbeSample
+from certfsm.runtime._run import run
 
 UPPER = np.array([100.0, 100.0, 100.0, 110.0, 64.0])
 LOWER = np.array([0.0, 0.0, 0.0, 20.0, 0.0])
@@ -267,7 +268,7 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(
     rows = np.random.default_rng(2).uniform(LOWER, UPPER, size=(65, 5)).tolist()  # six reloads
     log = tmp_path / "run.log"
     with runtime.open_audit(controller, log):
-        summary = runtime.run(
+        summary = run(
             controller,
             ListProbe(rows, controller.machine.names),
             should_reload=lambda: next(cycles) % 10 == 9,
@@ -292,7 +293,7 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(
     assert replay_log(log, [fine, coarse_example]).ok
 
     controller = runtime.load(fine)
-    runtime.run(
+    run(
         controller,
         ListProbe(rows, controller.machine.names),
         steps=3,
@@ -332,7 +333,7 @@ def test_with_trusted_keys_a_reload_signed_by_another_key_is_refused_and_one_sig
     controller = runtime.load(fine)
     rows = np.random.default_rng(5).uniform(LOWER, UPPER, size=(4, 5)).tolist()
     told: list[str] = []
-    summary = runtime.run(
+    summary = run(
         controller,
         ListProbe(rows, controller.machine.names),
         steps=3,

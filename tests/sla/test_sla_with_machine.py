@@ -9,7 +9,7 @@ wires them.
 from __future__ import annotations
 
 from certfsm import SlaPath
-from certfsm.fsm import MachineParams, Reason, initial_state, step
+from certfsm.machine import MachineParams, Reason, initial_state, step
 from certfsm.sla import SlaMonitor
 
 NAMES = ("KEEP", "FUSE_CONV", "INT4")

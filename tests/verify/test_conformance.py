@@ -35,15 +35,9 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm import AffineLayer, Network
-from certfsm.verify import (
-    ENGINE_REGISTRY,
-    Conjunction,
-    Property,
-    Result,
-    chosen_conjunction,
-    exact_outputs,
-    prove_boxes,
-)
+from certfsm.verify import Conjunction, Property, chosen_conjunction, exact_outputs, prove_boxes
+from certfsm.verify._engines import ENGINE_REGISTRY
+from certfsm.verify._result import Result
 from certfsm.verify._engines import solver_package
 
 TIMEOUT = 20.0

@@ -6,7 +6,8 @@ import pytest
 
 from certfsm import EngineError
 from certfsm.cli import ENGINE_HELP
-from certfsm.verify import ENGINE_REGISTRY, ENGINES, FunctionEngine, check, engines_needed, register
+from certfsm.verify import ENGINES, check, engines_needed
+from certfsm.verify._engines import ENGINE_REGISTRY, FunctionEngine, register
 from certfsm.verify._engines import engine_named
 
 
