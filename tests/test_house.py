@@ -17,6 +17,7 @@ with a literal name and attribute chains such as `certfsm.verify._split.x`.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -389,3 +390,132 @@ def test_a_test_may_open_its_own_packages_private_modules():
     assert test_reaches("from certfsm.fsm._grid import Grid\nfrom certfsm.fsm import _table\n", "certfsm.fsm") == []
     assert test_reaches("from certfsm.verify import check\nimport certfsm.machine\n", "certfsm.fsm") == []
     assert test_reaches("from certfsm.cli import _flag_words\n", "certfsm.cli") == []
+
+
+# ---------------------------------------------------------------- public surfaces
+
+SURFACES = ("certfsm.verify", "certfsm.fsm", "certfsm.runtime", "certfsm.hdl_export")
+"""The sub-packages whose `__all__` holds only names used outside them (the test below)."""
+
+USER_DOCUMENTS = ("README.md", "docs", "packaging")
+"""Where users read the public names: every .md file here counts as a use of the names it writes out."""
+
+FOR_USERS = {
+    ("certfsm.fsm", "EXACT"): "a value of Table.status in what the public distill returns",
+    ("certfsm.fsm", "CONSERVATIVE"): "a value of Table.status in what the public distill returns",
+    ("certfsm.fsm", "UNDECIDED"): "a value of Table.status in what the public distill returns",
+    ("certfsm.hdl_export", "print_verilog"): "prints the module of the public hardware_of, as print_c does",
+    ("certfsm.runtime", "Controller"): "what runtime.load returns; the README documents Controller.step",
+    ("certfsm.runtime", "RuntimeCounters"): "what an embedder attaches with Controller.attach_counters",
+    ("certfsm.runtime", "serve_metrics"): "serves those counters to Prometheus; certfsm run does it in run_artifact",
+}
+"""Public names meant for users that nothing outside their package uses yet, each with the reason it stays."""
+
+
+def exported_names(package: str) -> list[str]:
+    """The literal `__all__` of a sub-package's `__init__.py`, read without importing it."""
+    tree = ast.parse((ROOT / package.split(".")[1] / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return [ast.literal_eval(item) for item in node.value.elts]
+    return []
+
+
+def names_used(source: str, module_name: str, *, is_package: bool = False) -> dict[str, set[str]]:
+    """Sub-package -> the names `source` takes from it: `from certfsm.fsm import x` (relative ones too),
+    `certfsm.fsm.x`, and `f.x` after `import certfsm.fsm as f` or `from certfsm import fsm`, in functions too."""
+    tree = ast.parse(source)
+    used: dict[str, set[str]] = {}
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module if not node.level else _resolve(module_name, is_package, node.level, node.module)
+            if module in SUB_PACKAGE_NAMES:
+                used.setdefault(module, set()).update(alias.name for alias in node.names)
+            elif module == "certfsm":
+                aliases |= {a.asname or a.name: f"certfsm.{a.name}" for a in node.names if a.name in SUB_PACKAGES}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname: a.name for a in node.names if a.asname and a.name in SUB_PACKAGE_NAMES}
+    for node in ast.walk(tree):
+        parts = (_dotted(node) or "").split(".") if isinstance(node, ast.Attribute) else []
+        if len(parts) >= 3 and ".".join(parts[:2]) in SUB_PACKAGE_NAMES:
+            used.setdefault(".".join(parts[:2]), set()).add(parts[2])
+        elif len(parts) >= 2 and parts[0] in aliases:
+            used.setdefault(aliases[parts[0]], set()).add(parts[1])
+    return used
+
+
+def names_documented(text: str) -> dict[str, set[str]]:
+    """Sub-package -> the names a document writes out: `certfsm.fsm.x`, `fsm.x`, `from certfsm.fsm import x, y`."""
+    used: dict[str, set[str]] = {}
+    for name in SUB_PACKAGES:
+        found = set(re.findall(rf"\b(?:certfsm\.)?{name}\.([A-Za-z_]\w*)", text))
+        for grouped, line in re.findall(rf"from certfsm\.{name} import (?:\(([^)]*)\)|([^\n]*))", text):
+            found |= {part.split(" as ")[0].strip() for part in (grouped or line).split(",")} - {""}
+        used[f"certfsm.{name}"] = found
+    return used
+
+
+def uses_outside_home() -> dict[str, set[str]]:
+    """Sub-package -> the names of it used outside its own folder (and its tests): by the other packages, the CLI,
+    the bench scripts, the packaging and the documents users read."""
+    used: dict[str, set[str]] = {}
+    for path, module_name, is_package in production_files():
+        home = owner(module_name)[0]
+        for package, names in names_used(path.read_text(), module_name, is_package=is_package).items():
+            if package != home:
+                used.setdefault(package, set()).update(names)
+    for path in sorted((ROOT / "packaging").rglob("*.py")):
+        for package, names in names_used(path.read_text(), "packaging._").items():
+            used.setdefault(package, set()).update(names)
+    for place in USER_DOCUMENTS:
+        for path in [ROOT / place] if place.endswith(".md") else sorted((ROOT / place).rglob("*.md")):
+            for package, names in names_documented(path.read_text()).items():
+                used.setdefault(package, set()).update(names)
+    return used
+
+
+@pytest.mark.slow
+def test_every_public_name_of_a_sub_package_is_used_outside_it():
+    """A package exports what other packages, the CLI, the bench scripts, the packaging and the README use, so
+    that its surface stays what a reader must learn; its own tests import the rest from its underscore modules."""
+    used = uses_outside_home()
+    unused = [
+        f"{package}.{name}"
+        for package in SURFACES
+        for name in exported_names(package)
+        if name not in used.get(package, set()) and (package, name) not in FOR_USERS
+    ]
+    assert len(used.get("certfsm.fsm", ())) > 3, "no use of certfsm.fsm was found: the scan is broken"
+    assert not unused, (
+        "exported but used by no other package, no bench script and no document; drop them from __all__ (tests "
+        "import them from the private module) or give FOR_USERS a reason:\n" + "\n".join(unused)
+    )
+    stale = [
+        f"{package}.{name}"
+        for package, name in FOR_USERS
+        if name not in exported_names(package) or name in used.get(package, set())
+    ]
+    assert not stale, "FOR_USERS entries no longer needed (not exported, or used now): " + ", ".join(stale)
+
+
+USES = [
+    ("from certfsm.fsm import distill, Grid as G\n", "bench.x", "certfsm.fsm", {"distill", "Grid"}),
+    ("def f():\n    from ..fsm import StepEncoding\n", "certfsm.hdl_export._claims", "certfsm.fsm", {"StepEncoding"}),
+    ("import certfsm.verify as v\nv.check(1)\n", "certfsm.cli", "certfsm.verify", {"check"}),
+    ("from certfsm import runtime\nruntime.load('x').step()\n", "bench.x", "certfsm.runtime", {"load"}),
+    ("import certfsm.hdl_export\ncertfsm.hdl_export.export_c(1)\n", "bench.x", "certfsm.hdl_export", {"export_c"}),
+]
+
+
+@pytest.mark.parametrize("source, module_name, package, expected", USES, ids=[row[0] for row in USES])
+def test_each_way_of_using_a_public_name_is_seen(source, module_name, package, expected):
+    assert names_used(source, module_name)[package] == expected
+
+
+def test_a_document_uses_the_names_it_writes_out():
+    text = "see `certfsm.fsm.StepEncoding` and `runtime.load(path)`; certfsm.machine is not\n"
+    text += "from certfsm.verify import (\n    check,\n    falsify as f,\n)\n"
+    found = names_documented(text)
+    assert found["certfsm.fsm"] == {"StepEncoding"} and found["certfsm.runtime"] == {"load"}
+    assert found["certfsm.verify"] == {"check", "falsify"} and found["certfsm.hdl_export"] == set()
