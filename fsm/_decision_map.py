@@ -5,10 +5,14 @@ physical units), the other inputs held at fixed values:
 
 1. "certified table": one rectangle per cell of the slice, i.e. every
    cell whose other inputs' bins are the bins of the fixed values
-   (`Grid.cell_of`). An EXACT cell is filled in its token's colour; a
-   cell whose token was not proved (CONSERVATIVE, or UNDECIDED while a
-   distillation runs) holds the conservative token and is drawn washed
-   out and hatched. The bin edges are drawn.
+   (`Grid.cell_of`), filled in the colour of the token the table holds.
+   A cell whose token was not proved (CONSERVATIVE, or UNDECIDED while a
+   distillation runs) holds the conservative token, is filled in that
+   token's colour and hatched "///": the table holds that token there,
+   but it was not proved to be the network's decision (docs/semantics.md,
+   "Certified distillation"). A held-back cell (the network's proved
+   token is forbidden there by a legality rule) is cross-hatched "xx"
+   instead. The bin edges are drawn.
 2. "network (gated decision)": the gated decision, computed exactly as
    distillation computes it (`_cell_problem._problem(...).decisions`: the
    spec's rule, margin and conservative token in `gated_decide`), at the
@@ -16,7 +20,15 @@ physical units), the other inputs held at fixed values:
    envelopes, the other inputs at their fixed values (not their cells).
    Raster points in EXACT cells where the table disagrees with the
    network are marked in black (no token colour is black); for a correctly certified table there are
-   none.
+   none. Conservative cells make no claim, so they are never compared.
+
+On both panels every legality rule whose box is tighter than the
+envelope in one of the two drawn inputs is drawn as a dashed box
+(docs/semantics.md, "Legality rules"), labelled on the table panel with
+its name and forbidden tokens. A rule that also restricts an input held
+fixed is named in the caption (`rule_notes`), with whether the slice
+meets its box there; a box the slice does not meet is drawn dotted and
+labelled "not in this slice".
 
 `DecisionMap.agreement` is the share of raster points lying in EXACT
 cells whose table token equals the network's decision there: 1.0 for a
@@ -47,21 +59,21 @@ from certfsm import ReportError, SpecError, token_colours, write_atomically
 
 from ._cell_problem import _problem
 from ._grid import Grid
-from ._table import EXACT, Table, _require_same_grid
+from ._table import EXACT, Table, _require_same_grid, rule_meets
 
 FORMATS = {".png": "png", ".svg": "svg"}
 """Output formats by file suffix (case-insensitive)."""
 
 MAX_RESOLUTION = 4096
-CONSERVATIVE_LABEL = "conservative (not proved)"
-HELD_BACK_LABEL = "held back: the proved token is forbidden here"
-_HATCH = "///"
-# Conservative (unproved) cells get a pale sand colour under a dark hatch,
-# not a washed-out version of the conservative token's colour: next to the
-# tab10 token colours they must stand out at a glance.
-CONSERVATIVE_FILL = (0.96, 0.91, 0.76, 1.0)
-CONSERVATIVE_HATCH = "0.15"
-_HELD_HATCH = "xx"
+CONSERVATIVE_LABEL = "hatched: holds {token} (the conservative token), not proved for the network"
+HELD_BACK_LABEL = "cross-hatched: held back, the network's proved {proved} is forbidden here; holds {token}"
+RULE_LABEL = "dashed box: a legality rule, its tokens forbidden inside"
+CONSERVATIVE_HATCH = "///"
+HELD_BACK_HATCH = "xx"
+# The hatch is drawn in white over a thin dark line: it must read on every
+# token colour (tab10 and tab20 have dark and light ones).
+_HATCH_COLOUR = (1.0, 1.0, 1.0, 0.9)
+_RULE_COLOUR = "black"
 _DPI = 110
 _SVG_SALT = "certfsm-decision-map"
 
@@ -139,9 +151,10 @@ def render_decision_map(
     `fixed` gives values for the other inputs (default: the centre of
     each one's envelope); values given for x_input or y_input are
     ignored. `held_back` lists cells whose proved token a legality rule
-    forbids there (`Distillation.held_back`): they hold the conservative
-    token like the others but are drawn apart, since the network itself
-    breaks a rule there. Raises SpecError for a bad argument (unknown or repeated
+    forbids there (`Distillation.held_back`, which maps each to the
+    network's token; the legend names those tokens): they hold the
+    conservative token like the others but are drawn apart, since the
+    network itself breaks a rule there. Raises SpecError for a bad argument (unknown or repeated
     input, a fixed value that is not a finite number inside its
     envelope, a fixed key that is not an input, a one-input spec, a
     suffix other than .png or .svg, a bad resolution, a table of another
@@ -187,7 +200,10 @@ def render_decision_map(
         agreement,
     )
     held = np.isin(slice_cells, np.fromiter(held_back, dtype=np.int64))
-    data = _draw(spec, table, result, slice_cells, held, decisions, wrong, x, y, file_format)
+    proved = sorted({held_back[int(c)] for c in slice_cells[held]}) if hasattr(held_back, "keys") else []
+    held_tokens = tuple(spec.outputs[k] for k in proved)
+    rules = _rule_views(spec, grid, values, x, y)
+    data = _draw(spec, table, result, slice_cells, held, held_tokens, rules, decisions, wrong, x, y, file_format)
     write_atomically(target, data, what="decision map", fix="check that the folder exists and is writable")
     return result
 
@@ -289,6 +305,82 @@ def _raster(grid: Grid, values: np.ndarray, x: int, y: int, resolution: int):
     return x_points, y_points, rows
 
 
+# ----------------------------------------------------------------- legality rules
+
+
+@dataclass(frozen=True)
+class _RuleView:
+    """A legality rule as one decision map sees it (docs/semantics.md, "Legality rules").
+
+    `box` is (x_low, x_high, y_low, y_high), or None when the rule's box
+    is the whole envelope in both drawn inputs (nothing to draw).
+    `in_slice` says whether the slice's cells meet the rule's box in every
+    input held fixed (the table's panel: the rule forbids its tokens there),
+    `note` is the caption's sentence when the rule also restricts an input
+    held fixed (else None).
+    """
+
+    name: str
+    forbid: tuple[str, ...]
+    box: tuple[float, float, float, float] | None
+    in_slice: bool
+    note: str | None
+
+
+def _rule_views(spec, grid: Grid, values: np.ndarray, x: int, y: int) -> list[_RuleView]:
+    bins = list(grid.multi_index(grid.cell_of(values)))
+    slice_cells = _slice_cells(grid, bins, x, y).ravel()
+    meets_slice = rule_meets(spec, grid)[:, slice_cells].any(axis=1)
+    views = []
+    for rule, in_slice in zip(spec.rules, meets_slice.tolist()):
+        restricted = [i for i, item in enumerate(spec.inputs) if rule.lower[i] > item.min or rule.upper[i] < item.max]
+        fixed = [i for i in restricted if i not in (x, y)]
+        box = None
+        if x in restricted or y in restricted:
+            box = (rule.lower[x], rule.upper[x], rule.lower[y], rule.upper[y])
+        note = None
+        if fixed:
+            ranges = ", ".join(_range_text(spec.inputs[i], rule.lower[i], rule.upper[i]) for i in fixed)
+            at = ", ".join(_value_text(spec.inputs[i], values[i], len(fixed) > 1) for i in fixed)
+            inside = all(rule.lower[i] <= values[i] <= rule.upper[i] for i in fixed)
+            where = "in its box" if box is not None else "in the whole slice"
+            if in_slice and inside:
+                verdict = f"applies {where}"
+            elif in_slice:
+                verdict = f"outside, but its bin meets the rule, which binds the table's cells {where}"
+            else:
+                verdict = "does not apply in this slice" + (" (box dotted)" if box is not None else "")
+            note = f"rule {rule.name} (forbids {', '.join(rule.forbid)}) also needs {ranges}; held at {at}: {verdict}"
+        views.append(_RuleView(rule.name, tuple(rule.forbid), box, in_slice, note))
+    return views
+
+
+def _range_text(item, low: float, high: float) -> str:
+    unit = f" {item.unit}" if item.unit else ""
+    if low > item.min and high < item.max:
+        return f"{low:g} <= {item.name} <= {high:g}{unit}"
+    if low > item.min:
+        return f"{item.name} >= {low:g}{unit}"
+    return f"{item.name} <= {high:g}{unit}"
+
+
+def _value_text(item, value: float, named: bool) -> str:
+    text = f"{value:g}" + (f" {item.unit}" if item.unit else "")
+    return f"{item.name}={text}" if named else text
+
+
+def rule_notes(spec, x_input: str, y_input: str, fixed: dict[str, float] | None = None) -> tuple[str, ...]:
+    """The caption's sentences for the legality rules that restrict an input held fixed, in rule order.
+
+    The same words as the picture's caption, for a report that describes
+    the picture; `fixed` as for `render_decision_map`.
+    """
+    x, y = check_axes(spec, x_input, y_input)
+    values = _fixed_values(spec, x, y, fixed)
+    grid = Grid.from_spec(spec)
+    return tuple(view.note for view in _rule_views(spec, grid, values, x, y) if view.note is not None)
+
+
 # ----------------------------------------------------------------- drawing
 
 
@@ -302,17 +394,56 @@ def _draw(
     result: DecisionMap,
     slice_cells: np.ndarray,
     held: np.ndarray,
+    held_tokens: tuple[str, ...],
+    rules: list[_RuleView],
     decisions: np.ndarray,
     wrong: np.ndarray,
     x: int,
     y: int,
     file_format: str,
 ) -> bytes:
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    return _encoded(
+        _figure(spec, table, result, slice_cells, held, held_tokens, rules, decisions, wrong, x, y), file_format
+    )
+
+
+def _hatched(cells: np.ndarray, x_edges, y_edges, hatch: str, gid: str):
+    """The cells of `cells` (a (ny, nx) mask) as two hatched collections, a wide light hatch under a thin dark one,
+    so the hatch reads on every token colour; the dark one carries `gid` and holds one path per cell."""
     from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    def boxes():
+        return [
+            Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i], y_edges[j + 1] - y_edges[j])
+            for j, i in zip(*np.nonzero(cells))
+        ]
+
+    light = PatchCollection(boxes(), facecolor="none", edgecolor=_HATCH_COLOUR, linewidth=0.0, hatch=hatch)
+    light.set_hatch_linewidth(3.0)
+    dark = PatchCollection(boxes(), facecolor="none", edgecolor="black", linewidth=0.0, hatch=hatch, gid=gid)
+    dark.set_hatch_linewidth(1.0)
+    return light, dark
+
+
+def _figure(
+    spec,
+    table: Table,
+    result: DecisionMap,
+    slice_cells: np.ndarray,
+    held: np.ndarray,
+    held_tokens: tuple[str, ...],
+    rules: list[_RuleView],
+    decisions: np.ndarray,
+    wrong: np.ndarray,
+    x: int,
+    y: int,
+):
+    from matplotlib import patheffects
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
 
     grid = table.grid
@@ -322,31 +453,20 @@ def _draw(
     colour_map = ListedColormap(colours)
     norm = BoundaryNorm(np.arange(spec.n_outputs + 1) - 0.5, spec.n_outputs)
     not_proved = (table.status[slice_cells] != EXACT) & ~held
+    conservative = spec.conservative_token
 
     figure = Figure(figsize=(12.5, 6.0), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(figure)
     left, right = figure.subplots(1, 2, sharex=True, sharey=True)
 
     left.pcolormesh(x_edges, y_edges, table.proposal[slice_cells], cmap=colour_map, norm=norm)
-    boxes, forbidden = (
-        [
-            Rectangle((x_edges[i], y_edges[j]), x_edges[i + 1] - x_edges[i], y_edges[j + 1] - y_edges[j])
-            for j, i in zip(*np.nonzero(mask))
-        ]
-        for mask in (not_proved, held)
-    )
-    if boxes:
-        left.add_collection(
-            PatchCollection(
-                boxes, facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH, linewidth=0.0, hatch=_HATCH
-            )
-        )
-    if forbidden:
-        left.add_collection(
-            PatchCollection(
-                forbidden, facecolor=(1.0, 1.0, 1.0, 0.0), edgecolor="black", linewidth=0.0, hatch=_HELD_HATCH
-            )
-        )
+    for mask, hatch, gid in (
+        (not_proved, CONSERVATIVE_HATCH, "conservative-cells"),
+        (held, HELD_BACK_HATCH, "held-back-cells"),
+    ):
+        if mask.any():
+            for collection in _hatched(mask, x_edges, y_edges, hatch, gid):
+                left.add_collection(collection)
     left.vlines(x_edges, y_edges[0], y_edges[-1], colors="black", linewidth=0.8)
     left.hlines(y_edges, x_edges[0], x_edges[-1], colors="black", linewidth=0.8)
     left.set_title(f"certified table\n{result.exact_shown} of {result.cells_shown} cells exact")
@@ -366,43 +486,98 @@ def _draw(
         agreement = f"agrees with the exact cells at {100.0 * result.agreement:.2f}% of the points"
     right.set_title(f"network (gated decision)\n{agreement}")
 
+    outline = [patheffects.withStroke(linewidth=4.5, foreground="white")]
+    drawn = [view for view in rules if view.box is not None]
+    for view in drawn:
+        x_low, x_high, y_low, y_high = view.box
+        label = f"rule {view.name}: forbids {', '.join(view.forbid)}" + (
+            "" if view.in_slice else " (not in this slice)"
+        )
+        for axes in (left, right):
+            box = Rectangle(
+                (x_low, y_low),
+                x_high - x_low,
+                y_high - y_low,
+                facecolor="none",
+                edgecolor=_RULE_COLOUR,
+                linewidth=2.0,
+                linestyle="--" if view.in_slice else ":",
+                label=label,
+                gid=f"rule-{view.name}",
+                zorder=4,
+                clip_on=True,
+            )
+            box.set_path_effects(outline)
+            axes.add_patch(box)
+        left.annotate(
+            f"{view.name}\nforbids {', '.join(view.forbid)}" + ("" if view.in_slice else "\n(not in this slice)"),
+            xy=(max(x_low, extent[0]), max(y_low, extent[2])),
+            xytext=(4, 4),
+            textcoords="offset points",
+            fontsize=8,
+            va="bottom",
+            ha="left",
+            zorder=5,
+            gid=f"rule-label-{view.name}",
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": _RULE_COLOUR, "alpha": 0.85},
+        )
+
     for axes in (left, right):
         axes.set_xlim(extent[0], extent[1])
         axes.set_ylim(extent[2], extent[3])
         axes.set_xlabel(_axis_label(spec.inputs[x]))
     left.set_ylabel(_axis_label(spec.inputs[y]))
 
-    handles = []
+    tokens = []
     for k, token in enumerate(spec.outputs):
         note = "" if spec.is_legal_index(k) else " (not legal)"
-        handles.append(Patch(facecolor=colours[k], edgecolor="0.3", label=f"{token}{note}"))
-    if boxes:
-        handles.append(
-            Patch(facecolor=CONSERVATIVE_FILL, edgecolor=CONSERVATIVE_HATCH, hatch=_HATCH, label=CONSERVATIVE_LABEL)
-        )
-    if forbidden:
-        handles.append(
+        tokens.append(Patch(facecolor=colours[k], edgecolor="0.3", label=f"{token}{note}"))
+    marks = []
+    if not_proved.any():
+        marks.append(
             Patch(
-                facecolor=colours[spec.conservative_index], edgecolor="black", hatch=_HELD_HATCH, label=HELD_BACK_LABEL
+                facecolor=colours[spec.conservative_index],
+                edgecolor="black",
+                hatch=CONSERVATIVE_HATCH,
+                label=CONSERVATIVE_LABEL.format(token=conservative),
             )
         )
+    if held.any():
+        marks.append(
+            Patch(
+                facecolor=colours[spec.conservative_index],
+                edgecolor="black",
+                hatch=HELD_BACK_HATCH,
+                label=HELD_BACK_LABEL.format(proved=" or ".join(held_tokens) or "token", token=conservative),
+            )
+        )
+    if drawn:
+        marks.append(Line2D([], [], color=_RULE_COLOUR, linestyle="--", linewidth=2.0, label=RULE_LABEL))
     if wrong.any():
-        handles.append(Patch(facecolor=(0.0, 0.0, 0.0), label="table disagrees with network"))
-    figure.legend(
-        handles=handles,
-        loc="outside lower center",
-        frameon=False,
-        ncol=len(handles) if len(handles) <= 6 else -(-len(handles) // 2),
-    )
+        marks.append(Patch(facecolor=(0.0, 0.0, 0.0), label="table disagrees with network"))
+    figure.legend(handles=tokens, loc="outside right center", frameon=False, title="token", fontsize=9)
+    if marks:
+        figure.legend(handles=marks, loc="outside lower center", frameon=False, ncol=min(len(marks), 2), fontsize=9)
 
     units = {item.name: item.unit for item in spec.inputs}
-    held = ", ".join(
+    fixed_text = ", ".join(
         f"{name}={value:g}{' ' + units[name] if units[name] else ''}" for name, value in result.fixed.items()
     )
+    notes = [view.note for view in rules if view.note is not None]
     figure.suptitle(
         f"{spec.name}: decision map over {result.x_input} and {result.y_input}"
-        + (f"\nfixed: {held} (table: the cells holding these values; network: at these values)" if held else "")
+        + (
+            f"\nfixed: {fixed_text} (table: the cells holding these values; network: at these values)"
+            if fixed_text
+            else ""
+        )
+        + "".join(f"\n{note}" for note in notes)
     )
+    return figure
+
+
+def _encoded(figure, file_format: str) -> bytes:
+    import matplotlib
 
     buffer = io.BytesIO()
     if file_format == "svg":

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from certfsm import INVARIANT_QUERIES, certfsm_version
 
+from ._decision_map import rule_notes
+
 SUMMARY_SCHEMA_VERSION = 1
 
 _DESCRIPTIONS = {
@@ -247,13 +249,26 @@ def _markdown(summary: dict, spec) -> str:
         lines += ["", "Z3 and enumeration disagree:", ""] + [f"- {line}" for line in summary["disagreements"]]
     for picture in summary["decision_maps"]:
         fixed = ", ".join(f"{k} = {v:g}" for k, v in picture["fixed"].items())
+        notes = rule_notes(spec, picture["x"], picture["y"], picture["fixed"])
         lines += [
             "",
             f"## Decision map: {picture['x']} against {picture['y']}",
             "",
-            f"Other inputs fixed at {fixed}. Left, the certified table (hatched cells are conservative); "
-            f"right, the network's gated decision. On exact cells the two agree at "
+            f"Other inputs fixed at {fixed}. Left, the certified table: each cell in the colour of the token it "
+            f"holds. A hatched (///) cell holds the conservative token {spec.conservative_token} because the "
+            "network's decision was not proved there: it makes no claim about the network, so a different colour "
+            "on the right is no disagreement. A cross-hatched (xx) cell is held back: the network's proved token "
+            f"is forbidden there by a legality rule, so the table holds {spec.conservative_token}. A dashed box "
+            "is a legality rule's box in the two drawn inputs, labelled with the rule's name and the tokens it "
+            "forbids inside (dotted when the slice misses the rule in an input held fixed). Right, the "
+            "network's gated decision at the fixed values, with the same boxes; a point of an exact cell where "
+            "the table disagreed with the network would be black. On exact cells the two agree at "
             f"{_percent(picture['agreement'])} of the raster points.",
+            *(
+                ["", "Rules that also restrict the inputs held fixed:", ""] + [f"- {note}" for note in notes]
+                if notes
+                else []
+            ),
             "",
             f"![decision map]({picture['file']})",
         ]

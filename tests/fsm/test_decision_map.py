@@ -180,29 +180,171 @@ def test_a_wrong_exact_cell_in_the_slice_lowers_the_agreement_and_is_marked(exam
 # ----------------------------------------------------------------- what is drawn
 
 
-@pytest.mark.slow
-def test_png_shows_the_token_colours_and_the_sand_conservative_cells(tmp_path):
-    """Conservative cells are pale sand, far from every token colour (KEEP's blue included)."""
-    from matplotlib.image import imread
+@pytest.fixture
+def drawn(monkeypatch):
+    """The matplotlib figures `render_decision_map` draws, in order, captured where they are encoded."""
+    figures = []
+    encode = _decision_map._encoded
 
-    from certfsm.fsm._decision_map import CONSERVATIVE_FILL
+    def keep(figure, file_format):
+        figures.append(figure)
+        return encode(figure, file_format)
+
+    monkeypatch.setattr(_decision_map, "_encoded", keep)
+    return figures
+
+
+def table_axes(figure):
+    return figure.axes[0]
+
+
+def by_gid(axes, prefix):
+    """The artists of `axes` (patches, collections, texts) whose gid starts with `prefix`."""
+    artists = [*axes.patches, *axes.collections, *axes.texts]
+    return [a for a in artists if (a.get_gid() or "").startswith(prefix)]
+
+
+def legend_labels(figure):
+    return [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+
+
+@pytest.mark.slow
+def test_png_shows_the_token_colours_and_the_conservative_cells_in_the_conservative_colour(tmp_path):
+    """Conservative cells are filled with KEEP's colour (the token they hold), hatched in white over black."""
+    from matplotlib.image import imread
 
     spec = tiny_spec()
     colours = token_colours(spec.n_outputs)
-    washed = np.array(CONSERVATIVE_FILL)
-    assert all(np.abs(washed[:3] - colour[:3]).sum() > 0.5 for colour in colours)
     result = render_tiny(tmp_path / "map.png", spec)
     assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
     image = imread(tmp_path / "map.png")
     assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 600
     assert result.cells_shown == 4 and result.exact_shown == 2 and result.agreement == 1.0
-    # B fills the exact cells and the network's left half, A its right half; conservative cells are sand-coloured
+    # B fills the exact cells and the network's left half, A its right half; the two conservative cells hold KEEP
     assert pixels_near(image, colours[B]) > 10_000
     assert pixels_near(image, colours[A]) > 5_000
-    assert pixels_near(image, washed) > 5_000
+    assert pixels_near(image, colours[KEEP]) > 5_000
     all_exact = Table.undecided(spec).with_decisions(np.arange(8), [B, B, B, B, A, A, A, A], [EXACT] * 8)
     render_tiny(tmp_path / "exact.png", spec, table=all_exact)
-    assert pixels_near(imread(tmp_path / "exact.png"), washed) == 0
+    assert pixels_near(imread(tmp_path / "exact.png"), colours[KEEP]) < 1_000  # the legend's swatch only
+
+
+def test_conservative_cells_hold_the_conservative_token_and_are_hatched_one_by_one(tmp_path, drawn):
+    spec = tiny_spec()
+    result = render_tiny(tmp_path / "map.png", spec)
+    figure = drawn[-1]
+    axes = table_axes(figure)
+    mesh = next(c for c in axes.collections if type(c).__name__ == "QuadMesh")
+    # row j, column i: x1's bin j, x0's bin i; x0's left bins are exact B, the right ones conservative KEEP
+    assert np.asarray(mesh.get_array()).reshape(2, 2).tolist() == [[B, KEEP], [B, KEEP]]
+    (hatched,) = by_gid(axes, "conservative-cells")
+    assert hatched.get_hatch() == _decision_map.CONSERVATIVE_HATCH
+    assert len(hatched.get_paths()) == result.cells_shown - result.exact_shown == 2
+    assert by_gid(axes, "held-back-cells") == []
+    label = "hatched: holds KEEP (the conservative token), not proved for the network"
+    assert label in legend_labels(figure)
+    all_exact = Table.undecided(spec).with_decisions(np.arange(8), [B, B, B, B, A, A, A, A], [EXACT] * 8)
+    render_tiny(tmp_path / "exact.png", spec, table=all_exact)
+    assert by_gid(table_axes(drawn[-1]), "conservative-cells") == []
+    assert not any("not proved" in text for text in legend_labels(drawn[-1]))
+
+
+def test_the_example_map_hatches_exactly_its_conservative_cells(example, distilled, tmp_path, drawn):
+    spec, network = example
+    result = render_decision_map(
+        spec,
+        network,
+        distilled,
+        tmp_path / "map.png",
+        x_input="temperature",
+        y_input="queue_depth",
+        fixed=BUSY,
+        resolution=20,
+    )
+    statuses = slice_status(spec, distilled, "temperature", "queue_depth", BUSY)
+    conservative = int((statuses != EXACT).sum())
+    assert conservative == result.cells_shown - result.exact_shown > 0
+    (hatched,) = by_gid(table_axes(drawn[-1]), "conservative-cells")
+    assert len(hatched.get_paths()) == conservative
+
+
+RULES = (
+    {"name": "hot-right", "when": {"x0": {"min": 0.5}}, "forbid": ["A"]},
+    {"name": "high-x2", "when": {"x2": {"min": 1.0}}, "forbid": ["B"]},
+    {"name": "corner", "when": {"x1": {"max": 0.25}, "x2": {"max": 0.5}}, "forbid": ["A", "B"]},
+)
+
+
+def test_a_rule_box_is_drawn_and_labelled_where_it_restricts_a_drawn_input(tmp_path, drawn):
+    spec = tiny_spec(rules=RULES)
+    render_tiny(tmp_path / "map.png", spec, fixed={"x2": 0.25})
+    figure = drawn[-1]
+    axes = table_axes(figure)
+    boxes = by_gid(axes, "rule-")
+    assert sorted(b.get_gid() for b in boxes if b in axes.patches) == ["rule-corner", "rule-hot-right"]
+    (hot,) = [b for b in axes.patches if b.get_gid() == "rule-hot-right"]
+    assert (hot.get_x(), hot.get_y(), hot.get_width(), hot.get_height()) == (0.5, 0.0, 0.5, 1.0)
+    assert hot.get_label() == "rule hot-right: forbids A" and hot.get_linestyle() == "--"
+    (corner,) = [b for b in axes.patches if b.get_gid() == "rule-corner"]
+    assert (corner.get_x(), corner.get_y(), corner.get_width(), corner.get_height()) == (0.0, 0.0, 1.0, 0.25)
+    labels = {t.get_gid(): t.get_text() for t in axes.texts}
+    assert labels == {"rule-label-hot-right": "hot-right\nforbids A", "rule-label-corner": "corner\nforbids A, B"}
+    # the network's panel shows the same boxes, unlabelled
+    assert sorted(p.get_gid() for p in figure.axes[1].patches) == ["rule-corner", "rule-hot-right"]
+    assert len(figure.axes[1].texts) == 0
+    assert _decision_map.RULE_LABEL in legend_labels(figure)
+    title = figure.get_suptitle()
+    assert "rule hot-right" not in title
+    assert "rule high-x2 (forbids B) also needs x2 >= 1 V; held at 0.25 V: does not apply in this slice" in title
+    assert "rule corner (forbids A, B) also needs x2 <= 0.5 V; held at 0.25 V: applies in its box" in title
+
+
+def test_a_rule_box_outside_the_slice_is_dotted_and_says_so(tmp_path, drawn):
+    spec = tiny_spec(rules=RULES)
+    render_tiny(tmp_path / "map.png", spec, fixed={"x2": 1.5})
+    axes = table_axes(drawn[-1])
+    styles = {p.get_gid(): p.get_linestyle() for p in axes.patches}
+    assert styles == {"rule-hot-right": "--", "rule-corner": ":"}
+    assert {t.get_gid(): t.get_text() for t in axes.texts}["rule-label-corner"] == (
+        "corner\nforbids A, B\n(not in this slice)"
+    )
+    title = drawn[-1].get_suptitle()
+    assert "rule high-x2 (forbids B) also needs x2 >= 1 V; held at 1.5 V: applies in the whole slice" in title
+    assert (
+        "rule corner (forbids A, B) also needs x2 <= 0.5 V; held at 1.5 V: does not apply in this slice (box dotted)"
+        in title
+    )
+
+
+def test_no_rule_no_box(tmp_path, drawn):
+    render_tiny(tmp_path / "map.png")
+    figure = drawn[-1]
+    assert by_gid(table_axes(figure), "rule") == [] and _decision_map.RULE_LABEL not in legend_labels(figure)
+
+
+@pytest.mark.parametrize(
+    "x2, note",
+    [
+        (0.5, "held at 0.5 V: does not apply in this slice"),
+        # the bin [0, 1) holding 0.9 does not meet a rule starting at 1: bins are half-open
+        (0.9, "held at 0.9 V: does not apply in this slice"),
+        (1.0, "held at 1 V: applies in the whole slice"),
+    ],
+)
+def test_rule_notes_follow_the_cells_half_open_bins(x2, note):
+    spec = tiny_spec(rules=RULES[1:2])
+    (text,) = _decision_map.rule_notes(spec, "x0", "x1", {"x2": x2})
+    assert text == f"rule high-x2 (forbids B) also needs x2 >= 1 V; {note}"
+
+
+def test_a_value_outside_the_rule_whose_bin_meets_it_says_the_table_is_bound():
+    spec = tiny_spec(rules=({"name": "mid", "when": {"x2": {"min": 0.5}}, "forbid": ["B"]},))
+    (text,) = _decision_map.rule_notes(spec, "x0", "x1", {"x2": 0.25})
+    assert text == (
+        "rule mid (forbids B) also needs x2 >= 0.5 V; held at 0.25 V: outside, but its bin meets the rule, which "
+        "binds the table's cells in the whole slice"
+    )
+    assert _decision_map.rule_notes(spec, "x0", "x2") == ()
 
 
 @pytest.mark.slow
@@ -220,14 +362,14 @@ def test_svg_is_xml_with_titles_legend_and_hatching_only_where_shown(tmp_path):
         "x0",
         "x1",
         "fixed: x2=0.25 V",
-        CONSERVATIVE_LABEL,
+        CONSERVATIVE_LABEL.format(token="KEEP"),
     ):
         assert label in text, label
     assert "<pattern" in text
     all_exact = Table.undecided(spec).with_decisions(np.arange(8), [B, B, B, B, A, A, A, A], [EXACT] * 8)
     render_tiny(tmp_path / "exact.svg", spec, table=all_exact)
     exact_text = (tmp_path / "exact.svg").read_text()
-    assert CONSERVATIVE_LABEL not in exact_text and "<pattern" not in exact_text
+    assert CONSERVATIVE_LABEL.format(token="KEEP") not in exact_text and "<pattern" not in exact_text
 
 
 @pytest.mark.slow
@@ -472,9 +614,52 @@ def test_held_back_cells_are_drawn_apart_from_the_conservative_ones(tmp_path):
     in_slice = [c for c in range(grid.n_cells) if grid.multi_index(c)[2] == 1 and table.status[c] != EXACT]
     render_tiny(tmp_path / "held.svg", spec, table=table, fixed={"x2": 1.5}, held_back={in_slice[0]: A})
     text = (tmp_path / "held.svg").read_text()
-    assert _decision_map.HELD_BACK_LABEL in text and CONSERVATIVE_LABEL in text
+    held_label = "cross-hatched: held back, the network's proved A is forbidden here; holds KEEP"
+    assert held_label == _decision_map.HELD_BACK_LABEL.format(proved="A", token="KEEP")
+    assert held_label in text and CONSERVATIVE_LABEL.format(token="KEEP") in text
     render_tiny(tmp_path / "plain.svg", spec, table=table, fixed={"x2": 1.5})
-    assert _decision_map.HELD_BACK_LABEL not in (tmp_path / "plain.svg").read_text()
+    assert "held back" not in (tmp_path / "plain.svg").read_text()
     elsewhere = [c for c in range(grid.n_cells) if grid.multi_index(c)[2] == 0]
     render_tiny(tmp_path / "outside.svg", spec, table=table, fixed={"x2": 1.5}, held_back=dict.fromkeys(elsewhere, A))
-    assert _decision_map.HELD_BACK_LABEL not in (tmp_path / "outside.svg").read_text()
+    assert "held back" not in (tmp_path / "outside.svg").read_text()
+
+
+def test_held_back_cells_are_cross_hatched_one_by_one_and_not_counted_as_plain_conservative(tmp_path, drawn):
+    spec = tiny_spec()
+    table = hand_table(spec, only_x2_bin=1)
+    grid = Grid.from_spec(spec)
+    in_slice = [c for c in range(grid.n_cells) if grid.multi_index(c)[2] == 1 and table.status[c] != EXACT]
+    assert len(in_slice) == 2
+    render_tiny(tmp_path / "held.png", spec, table=table, fixed={"x2": 1.5}, held_back={in_slice[0]: A, 0: B})
+    axes = table_axes(drawn[-1])
+    (held,) = by_gid(axes, "held-back-cells")
+    (plain,) = by_gid(axes, "conservative-cells")
+    assert held.get_hatch() == _decision_map.HELD_BACK_HATCH != plain.get_hatch()
+    assert (len(held.get_paths()), len(plain.get_paths())) == (1, 1)
+    # the legend names the held-back token of the cells in view only (cell 0 is in another slice)
+    assert "cross-hatched: held back, the network's proved A is forbidden here; holds KEEP" in legend_labels(drawn[-1])
+
+
+def test_the_distill_report_says_what_the_marks_mean_and_names_rules_on_fixed_inputs(distilled_example):
+    from certfsm.fsm._distill_report import _markdown
+
+    spec, run, _ = distilled_example
+    fixed = {"l2_miss_rate": 60.0, "temperature": 90.0, "queue_depth": 40.0}
+    picture = {"file": "m.png", "x": "compute_util", "y": "mem_bw_util", "fixed": fixed, "agreement": 1.0}
+    text = _markdown({**run.summary, "decision_maps": [picture]}, spec)
+    section = text[text.index("## Decision map: compute_util against mem_bw_util") :]
+    for words in (
+        "A hatched (///) cell holds the conservative token KEEP because the network's decision was not proved",
+        "so a different colour on the right is no disagreement",
+        "A cross-hatched (xx) cell is held back",
+        "A dashed box is a legality rule's box in the two drawn inputs, labelled with the rule's name",
+        "- rule no-int4-when-hot (forbids INT4) also needs temperature >= 85 degC; held at 90 degC: applies in the "
+        "whole slice",
+        "- rule no-offload-when-queue-full (forbids OFFLOAD_CPU) also needs queue_depth >= 56 requests; held at 40 "
+        "requests: does not apply in this slice",
+    ):
+        assert words in section, words
+    default = run.summary["decision_maps"][0]
+    assert (default["x"], default["y"]) == ("temperature", "queue_depth")
+    plain = _markdown(run.summary, spec)
+    assert "Rules that also restrict the inputs held fixed" not in plain and "A dashed box" in plain
