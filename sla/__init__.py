@@ -56,18 +56,8 @@ so the runtime can embed it anywhere.
 """
 
 from ._monitor import SlaMonitor, SpecWithSla
-from ._sample import read_metric
-from ._snapshot import SNAPSHOT_FORMAT, SnapshotError
-from ._status import PathStatus, SlaStatus
-from ._window import nearest_rank
 
 __all__ = [
-    "PathStatus",
-    "SNAPSHOT_FORMAT",
     "SlaMonitor",
-    "SlaStatus",
-    "SnapshotError",
     "SpecWithSla",
-    "nearest_rank",
-    "read_metric",
 ]

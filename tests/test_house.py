@@ -394,7 +394,7 @@ def test_a_test_may_open_its_own_packages_private_modules():
 
 # ---------------------------------------------------------------- public surfaces
 
-SURFACES = ("certfsm.verify", "certfsm.fsm", "certfsm.runtime", "certfsm.hdl_export")
+SURFACES = ("certfsm.verify", "certfsm.fsm", "certfsm.runtime", "certfsm.sla", "certfsm.hdl_export")
 """The sub-packages whose `__all__` holds only names used outside them (the test below)."""
 
 USER_DOCUMENTS = ("README.md", "docs", "packaging")

@@ -17,7 +17,8 @@ from certfsm import SLA_STATISTICS
 from certfsm import SlaPath, load_spec
 from certfsm.examples import example_spec_path
 import certfsm.sla
-from certfsm.sla import PathStatus, SlaMonitor, SlaStatus
+from certfsm.sla import SlaMonitor
+from certfsm.sla._status import PathStatus, SlaStatus
 
 TOKENS = ("KEEP", "FUSE_CONV", "INT4")
 

@@ -23,7 +23,8 @@ import pytest
 
 from certfsm import SLA_STATISTICS
 from certfsm import SlaPath
-from certfsm.sla import SlaMonitor, read_metric
+from certfsm.sla import SlaMonitor
+from certfsm.sla._sample import read_metric
 from sla_reference import reference
 
 TOKENS = ("KEEP", "INT4")

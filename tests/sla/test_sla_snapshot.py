@@ -8,7 +8,8 @@ import json
 import pytest
 
 from certfsm import SlaPath
-from certfsm.sla import SNAPSHOT_FORMAT, SlaMonitor, SnapshotError
+from certfsm.sla import SlaMonitor
+from certfsm.sla._snapshot import SNAPSHOT_FORMAT, SnapshotError
 
 TOKENS = ("KEEP", "INT4")
 PATHS = (

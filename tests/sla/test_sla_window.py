@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from certfsm.sla import nearest_rank
+from certfsm.sla._window import nearest_rank
 from certfsm.sla._window import SortedWindow, SumWindow, ViolationWindow, exact_units, limit_in_units
 
 NEXT_ONE = math.nextafter(1.0, math.inf)
