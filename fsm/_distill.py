@@ -191,7 +191,7 @@ def distill(
             if item.cell in decided:
                 raise AssertionError(f"internal error: cell {item.cell} was decided twice; refusing to go on")
             if item.wall_clock_guard:
-                raise EngineError(_guard_fired(item.cell, per_cell_timeout, budget, store, len(decided)))
+                raise EngineError(_guard_fired(item.cell, guard, budget, store, len(decided)))
         if store is not None:
             store.append(batch)
         for item in batch:
@@ -260,7 +260,7 @@ def distill(
     )
 
 
-def _guard_fired(cell: int, per_cell_timeout, budget: WorkBudget, store, decided: int) -> str:
+def _guard_fired(cell: int, guard: float, budget: WorkBudget, store, decided: int) -> str:
     """The one line when the wall-clock guard ends a cell: which cell, why it stops, what is kept, how to go on."""
     kept = (
         f"the {decided:,} cells decided so far are kept in the checkpoint {store.path} (running the same "
@@ -269,7 +269,7 @@ def _guard_fired(cell: int, per_cell_timeout, budget: WorkBudget, store, decided
         else "nothing was kept (give checkpoint= to keep the cells decided)"
     )
     return (
-        f"cell {cell}: the wall-clock guard of {per_cell_timeout:g} s per cell fired before the work budget "
+        f"cell {cell}: the wall-clock guard of {guard:g} s per cell fired before the work budget "
         f"({budget.boxes} boxes, {budget.engine_queries} z3 queries, z3 rlimit {budget.z3_rlimit}) was spent, "
         f"so this cell's verdict would depend on the machine's speed; no artifact was written; {kept}; "
         "give a larger per_cell_timeout= or leave it out (the work budget alone then ends each cell), or re-run "
