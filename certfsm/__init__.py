@@ -90,10 +90,30 @@ if TYPE_CHECKING:  # the lazy functions' types, named without importing their mo
 
     import numpy as np
 
-    from ._artifact import Artifact
-    from ._network import Network
     from ._signing import KeySource
     from ._spec import ControllerSpec
+
+if TYPE_CHECKING:  # the lazy names as the type checker sees them: the same names from the same modules as _LAZY
+    from ._arrays import frozen_array
+    from ._artifact import ARTIFACT_SUFFIX, Artifact, sign_artifact, write_artifact
+    from ._artifact_payload import allowed_bitmasks, artifact_payload
+    from ._artifact_trust import CELLS_EXACT, INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES, is_certified
+    from ._decimal import decimal_value, float_at_least, float_at_most
+    from ._decision import decide, decision_margin, gated_decide, margin_bounds, margin_from_probability, preference
+    from ._inspect import inspect_artifact
+    from ._jsonpath import json_path
+    from ._network import AffineLayer, Network
+    from ._palette import token_colours
+    from ._rational import integer_form, rational_array
+    from ._readonly import ReadOnlyDict
+    from ._signing import PublicKey, generate_key_pair, load_private_key
+    from ._sla_path import SLA_STATISTICS, SlaPath
+    from ._spec import describe_spec
+    from ._spec_init import starting_spec
+    from ._staging import staged_folder, write_atomically
+    from ._stored_spec import StoredSpec
+    from ._table_size import MAX_CELLS, TableSize, check_grid_size
+    from ._version import certfsm_version
 
 _LAZY = {
     "AffineLayer": "_network",
@@ -140,7 +160,7 @@ _LAZY = {
     "generate_key_pair": "_signing",
     "load_private_key": "_signing",
 }
-"""Public name -> the core module that is its home, loaded on first use."""
+"""Public name -> the core module that is its home, loaded on first use (and imported for the type checker above)."""
 
 
 def _core(module: str) -> ModuleType:

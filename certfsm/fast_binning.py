@@ -49,7 +49,8 @@ from .machine import OUT_OF_ENVELOPE, Machine, c_order_strides, reading_threshol
 if TYPE_CHECKING:
     import numpy as np
 
-CellOf = Callable[[Sequence[object]], "int | None"]
+CellOf = Callable[[object], "int | None"]
+"""A compiled binning: takes any reading, and bins only those on its fast path (None for the others)."""
 
 
 ROWS_PER_PASS = 1 << 15

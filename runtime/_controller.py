@@ -25,10 +25,10 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol
 
 from certfsm import ArtifactError, SpecError
-from certfsm.fast_binning import RowBinning, compile_cell_of, compile_cell_of_fixed
+from certfsm.fast_binning import CellOf, RowBinning, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
 from ._step_table import StepTable
 
@@ -76,27 +76,17 @@ class _FixedReading(tuple[object, ...]):
     __slots__ = ()
 
 
-_AnyCellOf = Callable[[Reading], "int | None"]
-"""A compiled binning, as the controller calls it: on any reading, None off its fast path (a list or tuple of
-floats, or of ints for the fixed-point one); `certfsm.fast_binning.CellOf` names only the sequences it bins."""
-
-
 class _Compiled(NamedTuple):
     """A machine with its twins, swapped as one value so a cycle never mixes two machines' grids and tables."""
 
     machine: Machine
-    cell_of: _AnyCellOf
-    cell_of_fixed: _AnyCellOf
+    cell_of: CellOf
+    cell_of_fixed: CellOf
     table: StepTable
 
     @classmethod
     def of(cls, machine: Machine) -> "_Compiled":
-        return cls(
-            machine,
-            cast(_AnyCellOf, compile_cell_of(machine)),
-            cast(_AnyCellOf, compile_cell_of_fixed(machine)),
-            StepTable(machine),
-        )
+        return cls(machine, compile_cell_of(machine), compile_cell_of_fixed(machine), StepTable(machine))
 
 
 # The fields in NamedTuple's call form: mypy refuses a field named `index` (tuple.index) in the class form.
