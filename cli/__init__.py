@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -458,6 +459,10 @@ class _CellProgress:
     message's words before its first colon), then one line per later step:
 
         distilling [5m52s] 99852/100000 cells; engines: 148 hard cells left, 61.3% exact so far, about 4 min left
+
+    A hard cell can take minutes without a new message, so a ticker thread
+    repeats the last line, with the time advanced, once `PLAIN_SECONDS` pass
+    without one: a CI log never falls silent while the run lives.
     """
 
     PLAIN_SECONDS = 5.0
@@ -465,6 +470,7 @@ class _CellProgress:
     def __init__(self, enabled: bool, label: str = "distilling", *, plain: bool = False):
         self.enabled, self.label, self.bar, self.task = enabled, label, None, None
         self.plain, self.started, self.shown, self.phase = plain and not enabled, time.monotonic(), None, None
+        self.last, self.lock, self.stopped, self.ticker = None, threading.Lock(), threading.Event(), None
 
     def __enter__(self):
         if self.enabled:
@@ -481,28 +487,46 @@ class _CellProgress:
             )
             self.bar.__enter__()
             self.task = self.bar.add_task("cells", total=None, note="")
+        if self.plain:
+            self.ticker = threading.Thread(target=self._tick, name="certfsm-progress", daemon=True)
+            self.ticker.start()
         return self
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(self.PLAIN_SECONDS / 5):
+            with self.lock:
+                if self.last is not None and time.monotonic() - self.shown >= self.PLAIN_SECONDS:
+                    self._line(self.last)
 
     def update(self, done: int, total: int, message: str) -> None:
         if self.bar is not None:
             self.bar.update(self.task, completed=done, total=total, note=message)
         if self.plain:
             now, phase = time.monotonic(), message.split(":", 1)[0]
-            if self.shown is None or now - self.shown >= self.PLAIN_SECONDS or phase != self.phase or done == total:
-                self.shown, self.phase = now, phase
-                self._line(f"{done}/{total} cells; {message}")
+            with self.lock:
+                self.last = f"{done}/{total} cells; {message}"
+                if self.shown is None or now - self.shown >= self.PLAIN_SECONDS or phase != self.phase or done == total:
+                    self.phase = phase
+                    self._line(self.last)
 
     def stage(self, message: str) -> None:
         if self.bar is not None:
             self.bar.console.print(message)
         if self.plain:
-            self._line(message)
+            with self.lock:
+                self.last = message
+                self._line(message)
 
     def _line(self, text: str) -> None:
-        elapsed = int(time.monotonic() - self.started)
+        """Print one plain line (the caller holds the lock)."""
+        self.shown = time.monotonic()
+        elapsed = int(self.shown - self.started)
         print(f"{self.label} [{elapsed // 60}m{elapsed % 60:02d}s] {text}", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
+        self.stopped.set()
+        if self.ticker is not None:
+            self.ticker.join()
         if self.bar is not None:
             self.bar.__exit__(*exc)
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from certfsm import AffineLayer, EngineError, Network, load_spec
-from certfsm._onnx import to_onnx
 from certfsm.fsm import _cell_engines, _cell_workers, _distill, distill_controller
 from certfsm.fsm._cell_problem import _Decision
 from certfsm.fsm._distill_progress import _Tally
@@ -29,9 +28,38 @@ def boundary_network():
     return Network((hidden, out), input_name="x")
 
 
+def onnx_bytes(network):
+    """`network` as an ONNX model of Gemm and Relu nodes, float32 weights (the loader reads it back as `network`)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, weights, current = [], [], network.input_name
+    for index, layer in enumerate(network.layers):
+        weights += [
+            numpy_helper.from_array(layer.weight.astype(np.float32), f"w{index}"),
+            numpy_helper.from_array(layer.bias.astype(np.float32), f"b{index}"),
+        ]
+        nodes.append(helper.make_node("Gemm", [current, f"w{index}", f"b{index}"], [f"gemm{index}"], transB=1))
+        current = f"gemm{index}"
+        if index < len(network.layers) - 1:
+            nodes.append(helper.make_node("Relu", [current], [f"relu{index}"]))
+            current = f"relu{index}"
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info(network.input_name, TensorProto.FLOAT, ["batch", network.n_inputs])],
+        [helper.make_tensor_value_info(current, TensorProto.FLOAT, ["batch", network.n_outputs])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
 def write_spec(folder, legal=("KEEP", "A", "B")):
     """tiny.spec.json and tiny.onnx in `folder`: 3 x 2 cells; x0 in [0, 0.3) decides B, [0.7, 1] A, between both."""
-    (folder / "tiny.onnx").write_bytes(to_onnx(boundary_network()))
+    (folder / "tiny.onnx").write_bytes(onnx_bytes(boundary_network()))
     outputs = ("KEEP", "A", "B")
     document = {
         "certfsm_spec": 1,
@@ -255,3 +283,25 @@ def test_strict_must_be_a_bool(tmp_path):
     spec = load_spec(write_spec(tmp_path))
     with pytest.raises(Exception, match=r"^strict='yes' is not True or False; give strict=True or strict=False$"):
         distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", strict="yes")
+
+
+def test_off_a_terminal_the_last_line_is_repeated_while_a_hard_cell_runs(monkeypatch, capsys):
+    """No new message for a while (one hard cell can take minutes): the line comes again, time advanced."""
+    import time
+
+    from certfsm.cli import _CellProgress
+
+    monkeypatch.setattr(_CellProgress, "PLAIN_SECONDS", 0.05)
+    with _CellProgress(False, plain=True) as bar:
+        bar.update(5, 9, "engines: 4 hard cells left, 50.0% exact so far, about 2 min left")
+        time.sleep(0.5)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 3, lines
+    assert all(
+        re.match(r"^distilling \[0m00s\] 5/9 cells; engines: 4 hard cells left, 50\.0% exact so far", line)
+        for line in lines
+    ), lines
+    with _CellProgress(False, plain=False) as bar:
+        bar.update(5, 9, "engines: 4 hard cells left")
+        time.sleep(0.2)
+    assert capsys.readouterr().err == ""
