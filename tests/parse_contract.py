@@ -50,7 +50,7 @@ def _import(module: str) -> None:
 
 def _parse(target: str, path: str) -> tuple[str, str]:
     """("ok", type of the result), (error class, message) for a CertfsmError, or ("crash", the traceback)."""
-    from certfsm._errors import CertfsmError
+    from certfsm import CertfsmError
 
     module, _, name = target.rpartition(".")
     try:

@@ -134,7 +134,7 @@ def private_reaches(
     (`certfsm.fsm._grid`); `is_package` says it is a package's `__init__`;
     `closed`, when given, the packages whose private rooms count (default: every package).
     """
-    home = owner(module_name)[0]
+    home = (owner(module_name) or (None,))[0]
     found: list[tuple[int, str]] = []
     for line, module, names in imports_in(source, module_name, is_package=is_package):
         owned = owner(module)
@@ -326,40 +326,49 @@ TEST_FOLDERS = {
     "hdl_export": "certfsm.hdl_export",
     "cli": "certfsm.cli",
 }
-"""Each package's test folder under tests/ and the package whose private modules its tests may import. The
-modules at the top of tests/ (the twin registry of test_decoders.py, the seams, the fixtures) check several
-packages' private twins against each other on purpose and belong to no package."""
+"""Each package's test folder under tests/ and the package whose private modules its tests (and the helper
+modules beside them) may import."""
 
 SUB_PACKAGE_NAMES = {f"certfsm.{name}" for name in SUB_PACKAGES}
 
 
-def test_reaches(source: str, package: str) -> list[tuple[int, str]]:
-    """(line, what) for every import in a test of `package` of another sub-package's underscore module or name.
+def test_reaches(source: str, package: str | None) -> list[tuple[int, str]]:
+    """(line, what) for every import in a test of `package` of another package's underscore module or name.
 
     A package's own tests may open its underscore modules, knowingly: they test what the public names are made
-    of. Another package's rooms stay as closed to them as to its code, so that a package can rework its insides
-    under its own tests alone. (The core's underscore modules are not closed to tests yet: tests of every folder
-    still import `certfsm._errors`, `certfsm._artifact` and a few others directly.)
+    of. Every other package's rooms, the core's included, stay as closed to them as to its code, so that a
+    package can rework its insides under its own tests alone.
+
+    `package` None is a module at the top of tests/ (the twin registry of test_decoders.py, the seams, the
+    fixtures and helpers). Those check twins that live in several sub-packages against each other, so the
+    sub-packages' underscore modules stay open to them; the core's stay closed, since the core exports what
+    they need (its errors, loaders and writer by name, its twins as the public modules `certfsm.machine`
+    and `certfsm.fast_binning`), and a top-level module that needs a core insides is a core test and
+    belongs in tests/core.
     """
-    return private_reaches(source, f"{package}.test_module", closed=SUB_PACKAGE_NAMES)
+    if package is None:
+        return private_reaches(source, "tests.test_module", closed={"certfsm"})
+    return private_reaches(source, f"{package}.test_module", closed=SUB_PACKAGE_NAMES | {"certfsm"})
 
 
 test_reaches.__test__ = False  # a helper, not a test
 
 
-def package_test_files() -> list[tuple[Path, str]]:
-    """(path, the package it tests) of every module in a package's test folder."""
+def package_test_files() -> list[tuple[Path, str | None]]:
+    """(path, the package it tests) of every module in a package's test folder; None for the modules at the
+    top of tests/."""
     return [
         (path, package)
         for folder, package in TEST_FOLDERS.items()
         for path in sorted((ROOT / "tests" / folder).rglob("*.py"))
-    ]
+    ] + [(path, None) for path in sorted((ROOT / "tests").glob("*.py"))]
 
 
 @pytest.mark.slow
-def test_no_test_imports_another_sub_packages_private_modules_or_names():
+def test_no_test_imports_another_packages_private_modules_or_names():
     files = package_test_files()
     assert len(files) > 50, "the test folders were not found"
+    assert any(package is None for _, package in files), "the modules at the top of tests/ were not found"
     offences = [
         f"{path.relative_to(ROOT)}:{line}: {what}"
         for path, package in files
@@ -376,6 +385,10 @@ TEST_REACHES = [
     ("def t():\n    from certfsm.cli import _flag_words\n", "certfsm", "_flag_words from certfsm.cli"),
     ("import certfsm.fsm._table\n", "certfsm.hdl_export", "certfsm.fsm._table"),
     ("from certfsm.runtime import _blob\n", "certfsm.sla", "_blob from certfsm.runtime"),
+    ("from certfsm._errors import SpecError\n", "certfsm.fsm", "certfsm._errors, a private module of certfsm"),
+    ("def t():\n    from certfsm import _version\n", "certfsm.cli", "_version from certfsm"),
+    ("import certfsm\nx = certfsm._canonical.sha256_hex\n", "certfsm.runtime", "certfsm._canonical"),
+    ("from certfsm._onnx import to_onnx\n", None, "certfsm._onnx, a private module of certfsm"),
 ]
 
 
@@ -390,6 +403,15 @@ def test_a_test_may_open_its_own_packages_private_modules():
     assert test_reaches("from certfsm.fsm._grid import Grid\nfrom certfsm.fsm import _table\n", "certfsm.fsm") == []
     assert test_reaches("from certfsm.verify import check\nimport certfsm.machine\n", "certfsm.fsm") == []
     assert test_reaches("from certfsm.cli import _flag_words\n", "certfsm.cli") == []
+    assert test_reaches("from certfsm._artifact import _build\nfrom certfsm import _version\n", "certfsm") == []
+
+
+def test_a_module_at_the_top_of_tests_may_open_the_sub_packages_but_not_the_core():
+    assert test_reaches("from certfsm.runtime._blob import BlobLayout\nfrom certfsm import SpecError\n", None) == []
+    assert test_reaches("from certfsm.hdl_export._vectors import Cycle\nimport certfsm.machine\n", None) == []
+    assert test_reaches("from certfsm import _staging\n", None) == [
+        (1, "imports _staging from certfsm, a private name of certfsm")
+    ]
 
 
 # ---------------------------------------------------------------- public surfaces

@@ -286,13 +286,13 @@ def test_every_file_states_the_installed_version_and_a_bare_source_tree_says_unk
     """One definition (`certfsm_version`) for --version, the SMT-LIB headers and the reports."""
     import importlib.metadata
 
-    from certfsm import _version, certfsm_version
+    from certfsm import certfsm_version
 
     assert certfsm_version() == importlib.metadata.version("certfsm")
 
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(_version, "version", not_installed)
+    monkeypatch.setattr(importlib.metadata, "distribution", not_installed)  # what importlib.metadata.version reads
     assert certfsm_version() == "unknown"
     assert run_main("--version")[:2] == (0, "certfsm unknown\n")

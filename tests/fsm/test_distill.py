@@ -12,11 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._decision import gated_decide
-from certfsm._errors import ReportError, SpecError
-from certfsm import AffineLayer, Network
-from certfsm._onnx import load_onnx, run_onnxruntime
-from certfsm import load_spec, spec_from_dict
+from certfsm import (
+    AffineLayer,
+    Network,
+    ReportError,
+    SpecError,
+    gated_decide,
+    load_onnx,
+    load_spec,
+    run_onnxruntime,
+    spec_from_dict,
+)
 from certfsm.fsm import CONSERVATIVE, EXACT
 from certfsm.fsm._grid import Grid
 from certfsm.fsm import _cell_bounds, _cell_workers, _distill

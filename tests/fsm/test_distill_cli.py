@@ -7,9 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from certfsm._artifact import load_artifact
-from certfsm._canonical import canonical_bytes, sha256_hex
-from certfsm._errors import ArtifactError
+from certfsm import ArtifactError, load_artifact, write_artifact
 from certfsm import load_spec
 from certfsm.examples import example_spec_path
 from certfsm.fsm._grid import Grid
@@ -128,13 +126,15 @@ def test_recheck_reruns_the_distill_report_with_stock_z3(example_run):
 
 
 def tampered(folder, tmp_path, name, change):
-    """A copy of the example artifact with `change(document)` applied (the hash recomputed unless change says not)."""
+    """A copy of the example artifact with `change(document)` applied: written with its new hash by the one writer
+    when change says so, else in canonical form under the old hash."""
     document = json.loads((folder / "example.cfsm").read_bytes())
     rehash = change(document)
-    if rehash:
-        document["sha256"] = sha256_hex(canonical_bytes(document["payload"]))
     path = tmp_path / name
-    path.write_bytes(canonical_bytes(document))
+    if rehash:
+        write_artifact(path, document["payload"])
+    else:
+        path.write_bytes(json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode())
     return path
 
 

@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._errors import SpecError
+from certfsm import SpecError
 from certfsm import load_spec, spec_from_dict
 from certfsm.fsm import CONSERVATIVE, EXACT, UNDECIDED
 from certfsm.fsm._grid import Grid

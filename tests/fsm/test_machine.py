@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._errors import SpecError
+from certfsm import SpecError
 from certfsm import load_spec
 from certfsm.fsm._explicit import alphabet, check_explicit, explore, free_rows, transition_violations
 from certfsm.fsm._machine import MachineInput, replay

@@ -3,7 +3,7 @@
 import pytest
 
 from certfsm import ArtifactError, load_spec
-from certfsm._artifact import load_artifact
+from certfsm import load_artifact
 from certfsm.examples import example_spec_path
 from certfsm.fsm import _pipeline, distill_controller
 

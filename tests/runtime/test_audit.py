@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._errors import AuditLogError, CertfsmError
+from certfsm import AuditLogError, CertfsmError
 from certfsm.runtime._audit import AuditWriter, rotated_path
 from certfsm.runtime._audit_format import (
     REFUSAL_TEXT_BYTES,

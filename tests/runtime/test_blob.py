@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._errors import CertfsmError, ProbeError
+from certfsm import CertfsmError, ProbeError
 from certfsm import load_spec
 from certfsm.examples import example_spec_path
 from certfsm.runtime._blob import BLOB_SIZE, FINITE_MAX, FINITE_MIN, MISSING, NAN, NEG_INF, POS_INF, BlobLayout

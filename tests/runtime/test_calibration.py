@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from certfsm._errors import CertfsmError, ProbeError
+from certfsm import CertfsmError, ProbeError
 from certfsm.runtime._calibration import Calibration, InputCalibration
 from certfsm.runtime._probes import ProbeSample
 from certfsm.runtime._probes_linux import LinuxProbe

@@ -12,9 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certfsm import ArtifactError, runtime
-from certfsm._artifact import load_artifact
-from certfsm._canonical import canonical_bytes, sha256_hex
+from certfsm import ArtifactError, load_artifact, runtime, write_artifact
 from certfsm.machine import OUT_OF_ENVELOPE, Reason
 
 COOL, HOT = 50.0, 100.0  # temperatures in the example: INT4 is forbidden from 85 degC on
@@ -146,11 +144,11 @@ def test_concurrent_steps_keep_one_order_of_decisions(artifact_path):
 
 
 def _rehashed(path, tmp_path, change) -> Path:
-    document = json.loads(path.read_text())
-    change(document["payload"])
-    document["sha256"] = sha256_hex(canonical_bytes(document["payload"]))
+    """A copy of the artifact at `path` with `change(payload)` applied, written with its new hash by the one writer."""
+    payload = json.loads(path.read_text())["payload"]
+    change(payload)
     out = tmp_path / "edited.cfsm"
-    out.write_bytes(canonical_bytes(document))
+    write_artifact(out, payload)
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from certfsm._errors import ProbeError
+from certfsm import ProbeError
 from certfsm.runtime._probes import STANDARD_QUANTITIES, HardwareProbe, ProbeSample, cache_miss_quantity, percent
 from certfsm.runtime._probes_linux import LinuxProbe
 from certfsm.runtime._probes_trace import TraceProbe

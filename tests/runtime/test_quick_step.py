@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from certfsm import SlaPath, runtime
-from certfsm._artifact import load_artifact
+from certfsm import load_artifact
 from certfsm.runtime._audit_format import StepRecord
 from certfsm.sla import SlaMonitor
 

@@ -232,13 +232,12 @@ def test_a_refused_reload_is_told_counted_once_and_logged_and_the_run_goes_on(
     import json
     import shutil
 
-    from certfsm._canonical import canonical_bytes, sha256_hex
+    from certfsm import write_artifact
 
-    document = json.loads(coarse_example.read_text())
-    document["payload"]["certificate"][0]["verdict"] = "unknown"
-    document["sha256"] = sha256_hex(canonical_bytes(document["payload"]))
+    payload = json.loads(coarse_example.read_text())["payload"]
+    payload["certificate"][0]["verdict"] = "unknown"
     uncertified = tmp_path / "uncertified.cfsm"
-    uncertified.write_bytes(canonical_bytes(document))
+    write_artifact(uncertified, payload)
     damaged = tmp_path / "damaged.cfsm"
     damaged.write_bytes(coarse_example.read_bytes()[:-9])
     refused = [
@@ -317,8 +316,7 @@ def test_with_trusted_keys_a_reload_signed_by_another_key_is_refused_and_one_sig
     pytest.importorskip("cryptography", reason="the sign extra (cryptography) is not installed")
     import shutil
 
-    from certfsm._artifact import sign_artifact
-    from certfsm._signing import generate_key_pair
+    from certfsm import generate_key_pair, sign_artifact
 
     generate_key_pair(tmp_path / "ours")
     generate_key_pair(tmp_path / "theirs")

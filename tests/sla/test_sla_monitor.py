@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from certfsm._errors import SpecError
+from certfsm import SpecError
 from certfsm import SLA_STATISTICS
 from certfsm import SlaPath, load_spec
 from certfsm.examples import example_spec_path

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certfsm._onnx import load_onnx, run_onnxruntime
+from certfsm import load_onnx, run_onnxruntime
 from certfsm.verify import _bounds
 from certfsm.verify._check import check
 from certfsm.verify._vnnlib import parse_vnnlib

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _bounds
 from certfsm.verify._property import Conjunction, Property

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _check, _falsify, _split
 from certfsm.verify._check import check

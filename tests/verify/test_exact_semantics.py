@@ -15,7 +15,7 @@ import pytest
 
 from certfsm import AffineLayer, Network
 from certfsm.verify import check
-from certfsm._rational import float_at_least, float_at_most
+from certfsm import float_at_least, float_at_most
 from certfsm.verify._exact import rational_term
 from certfsm.verify._property import Conjunction, Property
 from certfsm.verify._smtlib import smtlib_script

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 from certfsm import AffineLayer, Network, load_onnx
 from certfsm.verify import _marabou, parse_vnnlib
 from certfsm.verify._property import Conjunction, Property

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from certfsm._errors import ReportError
+from certfsm import ReportError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _report
 from certfsm.verify._property import Conjunction, Property
@@ -92,7 +92,7 @@ def test_a_staged_folder_names_the_callers_parameter_not_a_flag(tmp_path, kwargs
     """The fix names the parameter that gave the folder (``report=`` for distill_controller), never a CLI flag."""
     import re
 
-    from certfsm._staging import staged_folder
+    from certfsm import staged_folder
 
     (tmp_path / "r").write_text("not a folder")
     with pytest.raises(
@@ -130,7 +130,7 @@ def test_a_report_folder_is_readable_by_others_as_mkdir_would_make_it(tmp_path):
     """Reports go to auditors: the staging folder's private mode (0700) must not survive the swap."""
     import os
 
-    from certfsm._staging import staged_folder
+    from certfsm import staged_folder
 
     with staged_folder(tmp_path / "shared") as staging:
         (staging / "summary.json").write_text("{}")

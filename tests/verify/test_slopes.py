@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis_budget import examples
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _bounds, _slopes
 from certfsm.verify._property import Conjunction, Property

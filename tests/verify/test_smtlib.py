@@ -32,7 +32,7 @@ from hypothesis_budget import examples
 from cli_in_process import run_main
 from recheck_files import EASY_UNSAT, UNDECIDED, pigeonhole, write_files
 
-from certfsm._errors import EngineError, ReportError
+from certfsm import EngineError, ReportError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _recheck
 from certfsm.verify._exact import exact_decimal
@@ -565,7 +565,7 @@ def test_recheck_bad_arguments(tmp_path, setup, kwargs, error, message):
 
 
 def _acasxu_network(root: Path) -> Network:
-    from certfsm._onnx import load_onnx
+    from certfsm import load_onnx
 
     return load_onnx(root / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx")
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from certfsm._errors import VnnlibError
+from certfsm import VnnlibError
 from certfsm.verify._vnnlib import format_vnncomp_result, parse_vnnlib
 
 _BOUND = re.compile(r"^\(assert \((<=|>=) X_(\d) (\S+)\)\)$", re.MULTILINE)

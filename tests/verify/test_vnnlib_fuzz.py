@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from certfsm._errors import VnnlibError
+from certfsm import VnnlibError
 from parse_contract import FAST, SLOW, check_bytes, mutated, parser_fixture
 
 ACAS_STYLE = b"""; ACAS Xu property 1 style

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_budget import examples
 
-from certfsm._errors import EngineError
+from certfsm import EngineError
 from certfsm import AffineLayer, Network
 from certfsm.verify import _z3
 from certfsm.verify._property import Conjunction, Property, chosen_conjunction
@@ -108,7 +108,7 @@ def test_shrunk_unsafe_set_lies_inside_the_original():
 
 @pytest.mark.slow
 def test_timeout_is_unknown_never_proved(acasxu):
-    from certfsm._onnx import load_onnx
+    from certfsm import load_onnx
     from certfsm.verify._vnnlib import parse_vnnlib
 
     root = acasxu
