@@ -21,8 +21,7 @@ by the public name given here, never from the underscore module:
   `run_onnxruntime` (`_onnx`, `_onnx_graph`, `_onnx_fold`; import onnx and
   onnxruntime when called);
 - the decision rule and confidence gate: `decide`, `preference`,
-  `decision_margin`, `gated_decide`, `margin_from_probability`
-  (`_decision`);
+  `gated_decide` (`_decision`);
 - the artifact: `Artifact`, `load_artifact`, the one writer of its
   payload `artifact_payload` (`_artifact_payload`) / `write_artifact`, `allowed_bitmasks`,
   `ARTIFACT_SUFFIX`, `sign_artifact` (`_artifact`, with the loader's own reading of the payload,
@@ -99,7 +98,7 @@ if TYPE_CHECKING:  # the lazy names as the type checker sees them: the same name
     from ._artifact_payload import allowed_bitmasks, artifact_payload
     from ._artifact_trust import CELLS_EXACT, INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES, is_certified
     from ._decimal import decimal_value, float_at_least, float_at_most
-    from ._decision import decide, decision_margin, gated_decide, margin_bounds, margin_from_probability, preference
+    from ._decision import decide, gated_decide, preference
     from ._inspect import inspect_artifact
     from ._jsonpath import json_path
     from ._network import AffineLayer, Network
@@ -119,9 +118,7 @@ _LAZY = {
     "AffineLayer": "_network",
     "Network": "_network",
     "decide": "_decision",
-    "decision_margin": "_decision",
     "gated_decide": "_decision",
-    "margin_from_probability": "_decision",
     "preference": "_decision",
     "SlaPath": "_sla_path",
     "SLA_STATISTICS": "_sla_path",
@@ -142,7 +139,6 @@ _LAZY = {
     "float_at_most": "_decimal",
     "decimal_value": "_decimal",
     "integer_form": "_rational",
-    "margin_bounds": "_decision",
     "rational_array": "_rational",
     "staged_folder": "_staging",
     "write_atomically": "_staging",
@@ -270,7 +266,6 @@ __all__ = [
     "check_grid_size",
     "decide",
     "decimal_value",
-    "decision_margin",
     "describe_spec",
     "float_at_least",
     "float_at_most",
@@ -285,8 +280,6 @@ __all__ = [
     "load_onnx",
     "load_private_key",
     "load_spec",
-    "margin_bounds",
-    "margin_from_probability",
     "preference",
     "rational_array",
     "run_onnxruntime",

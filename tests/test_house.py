@@ -416,13 +416,16 @@ def test_a_module_at_the_top_of_tests_may_open_the_sub_packages_but_not_the_core
 
 # ---------------------------------------------------------------- public surfaces
 
-SURFACES = ("certfsm.verify", "certfsm.fsm", "certfsm.runtime", "certfsm.sla", "certfsm.hdl_export")
-"""The sub-packages whose `__all__` holds only names used outside them (the test below)."""
+SURFACES = ("certfsm", "certfsm.verify", "certfsm.fsm", "certfsm.runtime", "certfsm.sla", "certfsm.hdl_export")
+"""The packages whose `__all__` holds only names used outside them (the test below): the core and the sub-packages
+(the CLI exports only `main`, for its entry point)."""
 
 USER_DOCUMENTS = ("README.md", "docs", "packaging")
 """Where users read the public names: every .md file here counts as a use of the names it writes out."""
 
 FOR_USERS = {
+    ("certfsm", "AffineLayer"): "what the public Network is made of: a user builds a Network from its layers",
+    ("certfsm", "SigningError"): "what generate_key_pair, load_private_key and sign_artifact raise; users catch it",
     ("certfsm.fsm", "EXACT"): "a value of Table.status in what the public distill returns",
     ("certfsm.fsm", "CONSERVATIVE"): "a value of Table.status in what the public distill returns",
     ("certfsm.fsm", "UNDECIDED"): "a value of Table.status in what the public distill returns",
@@ -435,8 +438,8 @@ FOR_USERS = {
 
 
 def exported_names(package: str) -> list[str]:
-    """The literal `__all__` of a sub-package's `__init__.py`, read without importing it."""
-    tree = ast.parse((ROOT / package.split(".")[1] / "__init__.py").read_text())
+    """The literal `__all__` of a package's `__init__.py`, read without importing it."""
+    tree = ast.parse((ROOT / package.rpartition(".")[2] / "__init__.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             return [ast.literal_eval(item) for item in node.value.elts]
@@ -444,8 +447,9 @@ def exported_names(package: str) -> list[str]:
 
 
 def names_used(source: str, module_name: str, *, is_package: bool = False) -> dict[str, set[str]]:
-    """Sub-package -> the names `source` takes from it: `from certfsm.fsm import x` (relative ones too),
-    `certfsm.fsm.x`, and `f.x` after `import certfsm.fsm as f` or `from certfsm import fsm`, in functions too."""
+    """Package -> the names `source` takes from it: `from certfsm.fsm import x` (relative ones too),
+    `certfsm.fsm.x`, and `f.x` after `import certfsm.fsm as f` or `from certfsm import fsm`, in functions too;
+    for the core (`certfsm`), `from certfsm import x` and `certfsm.x`."""
     tree = ast.parse(source)
     used: dict[str, set[str]] = {}
     aliases: dict[str, str] = {}
@@ -456,6 +460,7 @@ def names_used(source: str, module_name: str, *, is_package: bool = False) -> di
                 used.setdefault(module, set()).update(alias.name for alias in node.names)
             elif module == "certfsm":
                 aliases |= {a.asname or a.name: f"certfsm.{a.name}" for a in node.names if a.name in SUB_PACKAGES}
+                used.setdefault("certfsm", set()).update(a.name for a in node.names if a.name not in SUB_PACKAGES)
         elif isinstance(node, ast.Import):
             aliases |= {a.asname: a.name for a in node.names if a.asname and a.name in SUB_PACKAGE_NAMES}
     for node in ast.walk(tree):
@@ -464,17 +469,25 @@ def names_used(source: str, module_name: str, *, is_package: bool = False) -> di
             used.setdefault(".".join(parts[:2]), set()).add(parts[2])
         elif len(parts) >= 2 and parts[0] in aliases:
             used.setdefault(aliases[parts[0]], set()).add(parts[1])
+        elif len(parts) >= 2 and parts[0] == "certfsm" and parts[1] not in SUB_PACKAGES:
+            used.setdefault("certfsm", set()).add(parts[1])
     return used
 
 
 def names_documented(text: str) -> dict[str, set[str]]:
-    """Sub-package -> the names a document writes out: `certfsm.fsm.x`, `fsm.x`, `from certfsm.fsm import x, y`."""
+    """Package -> the names a document writes out: `certfsm.fsm.x`, `fsm.x`, `from certfsm.fsm import x, y`; for
+    the core, `certfsm.x` and `from certfsm import x, y` (a bare name is no use: a document may name the core's
+    insides, as docs/ does)."""
     used: dict[str, set[str]] = {}
     for name in SUB_PACKAGES:
         found = set(re.findall(rf"\b(?:certfsm\.)?{name}\.([A-Za-z_]\w*)", text))
         for grouped, line in re.findall(rf"from certfsm\.{name} import (?:\(([^)]*)\)|([^\n]*))", text):
             found |= {part.split(" as ")[0].strip() for part in (grouped or line).split(",")} - {""}
         used[f"certfsm.{name}"] = found
+    found = set(re.findall(r"\bcertfsm\.([A-Za-z_]\w*)", text)) - SUB_PACKAGES
+    for grouped, line in re.findall(r"from certfsm import (?:\(([^)]*)\)|([^\n]*))", text):
+        found |= {part.split(" as ")[0].strip() for part in (grouped or line).split(",")} - {""} - SUB_PACKAGES
+    used["certfsm"] = found
     return used
 
 
@@ -498,7 +511,7 @@ def uses_outside_home() -> dict[str, set[str]]:
 
 
 @pytest.mark.slow
-def test_every_public_name_of_a_sub_package_is_used_outside_it():
+def test_every_public_name_of_a_package_is_used_outside_it():
     """A package exports what other packages, the CLI, the bench scripts, the packaging and the README use, so
     that its surface stays what a reader must learn; its own tests import the rest from its underscore modules."""
     used = uses_outside_home()
@@ -527,6 +540,9 @@ USES = [
     ("import certfsm.verify as v\nv.check(1)\n", "certfsm.cli", "certfsm.verify", {"check"}),
     ("from certfsm import runtime\nruntime.load('x').step()\n", "bench.x", "certfsm.runtime", {"load"}),
     ("import certfsm.hdl_export\ncertfsm.hdl_export.export_c(1)\n", "bench.x", "certfsm.hdl_export", {"export_c"}),
+    ("from certfsm import SpecError, fsm\nfsm.distill(1)\n", "bench.x", "certfsm", {"SpecError"}),
+    ("def f():\n    from .. import Network\n", "certfsm.verify._bounds", "certfsm", {"Network"}),
+    ("import certfsm\ncertfsm.load_spec('x')\ncertfsm.fsm.Grid\n", "bench.x", "certfsm", {"load_spec"}),
 ]
 
 
@@ -541,3 +557,6 @@ def test_a_document_uses_the_names_it_writes_out():
     found = names_documented(text)
     assert found["certfsm.fsm"] == {"StepEncoding"} and found["certfsm.runtime"] == {"load"}
     assert found["certfsm.verify"] == {"check", "falsify"} and found["certfsm.hdl_export"] == set()
+    assert found["certfsm"] == {"machine"}
+    found = names_documented("`certfsm.load_spec(path)`; from certfsm import Artifact, fsm\n`decide` alone\n")
+    assert found["certfsm"] == {"load_spec", "Artifact"}

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from certfsm import decimal_value, margin_bounds, margin_from_probability
+from certfsm import decimal_value
+from certfsm._decision import margin_bounds, margin_from_probability
 from certfsm._errors import SpecError
 from certfsm import load_spec
 
