@@ -11,13 +11,14 @@ VNN-LIB reader). Prints one line: `<answer> <solve seconds>`.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
-import sys
 import time
 
 
-def main(onnx_path: str, vnnlib_path: str, timeout: float) -> str:
+def solve(onnx_path: str, vnnlib_path: str, timeout: float) -> str:
+    """Marabou's answer on the one property of `vnnlib_path`: sat, unsat, timeout or unknown."""
     from maraboupy import Marabou, MarabouCore, MarabouUtils
 
     from certfsm.verify import parse_vnnlib
@@ -56,13 +57,22 @@ def main(onnx_path: str, vnnlib_path: str, timeout: float) -> str:
     return answer if answer in ("sat", "unsat") else ("timeout" if answer == "timeout" else "unknown")
 
 
-if __name__ == "__main__":
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("onnx", help="the network (NET.onnx)")
+    parser.add_argument("vnnlib", help="the property (PROP.vnnlib), one disjunction of unsafe sets")
+    parser.add_argument("timeout", type=float, help="Marabou's timeout in seconds (rounded up to whole seconds)")
+    args = parser.parse_args()
     started = time.perf_counter()
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(1)
     os.dup2(devnull, 1)  # Marabou's C++ side prints to fd 1
     try:
-        answer = main(sys.argv[1], sys.argv[2], float(sys.argv[3]))
+        answer = solve(args.onnx, args.vnnlib, args.timeout)
     finally:
         os.dup2(saved, 1)
     print(answer, f"{time.perf_counter() - started:.3f}")
+
+
+if __name__ == "__main__":
+    main()
