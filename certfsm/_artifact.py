@@ -29,7 +29,12 @@ input's bin varies fastest; output index k is the network's output k):
   "allowed": [bitmask per cell]}``; ``status`` is one character per cell,
   ``e`` exact (the token is proved for the whole cell) or ``c``
   conservative (the cell holds the conservative token); bit k of
-  ``allowed`` means output k may be emitted in that cell;
+  ``allowed`` means output k may be emitted in that cell; a refined
+  table adds ``refinement``, the box trees of its refined cells
+  (`certfsm._artifact_refinement` states and checks it; absent in a flat
+  table, whose bytes it leaves alone), and a refined cell's own entry is
+  then the conservative token, ``c`` and the cell's mask, so a reader
+  that ignores leaves stays safe;
 - ``machine``: ``{"conservative": k, "confirm_cycles": n >= 1,
   "cooldown_cycles": n >= 0, "overridable": [output indices, ascending],
   "codes": [4-bit code per output index, unique]}``, equal to the spec's;
@@ -92,6 +97,7 @@ from ._artifact_payload import artifact_payload
 from ._artifact_reading import read_payload
 from ._artifact_signature import SIGNATURE_KEY, ArtifactSignature, check_signature, signature_of
 from ._artifact_trust import certificate_problem, is_certified
+from ._box_tree import Refinement
 from ._canonical import _canonical, _plain, sha256_hex
 from ._errors import ArtifactError
 from ._readonly import ReadOnlyDict
@@ -156,6 +162,7 @@ class Artifact:
     certificate: tuple[VerdictRecord, ...]
     created_by: str
     signature: ArtifactSignature | None = None
+    refinement: Refinement | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -185,7 +192,12 @@ class Artifact:
     @property
     def is_certified(self) -> bool:
         """The one rule (`certfsm._artifact_trust.is_certified`), the same the loader and `certfsm distill` apply."""
-        return is_certified(self.certificate, self.stored_spec, bool(self.exact.any()))
+        return is_certified(self.certificate, self.stored_spec, self.has_exact)
+
+    @property
+    def has_exact(self) -> bool:
+        """Some cell, or some leaf of a refined cell, is exact: what decides whether ``cells-exact`` needs an engine."""
+        return bool(self.exact.any()) or (self.refinement is not None and self.refinement.has_exact)
 
     def payload(self) -> dict[str, Any]:
         """The payload as plain JSON types; ``build_artifact(a.payload())`` gives back the file's bytes."""
@@ -204,6 +216,7 @@ class Artifact:
             codes=self.codes,
             certificate=self.certificate,
             created_by=self.created_by,
+            refinement=self.refinement,
         )
 
 
@@ -331,7 +344,7 @@ def _check_canonical(data: bytes, document: dict[str, Any], label: str) -> None:
 def _check_certificate(artifact: Artifact, label: str) -> None:
     """The certificate is exactly what certfsm distill proves for the artifact's spec, all required, all proved, each
     by an engine that can prove it (`certfsm._artifact_trust.certificate_problem`)."""
-    refusal = certificate_problem(artifact.certificate, artifact.stored_spec, bool(artifact.exact.any()))
+    refusal = certificate_problem(artifact.certificate, artifact.stored_spec, artifact.has_exact)
     if refusal is not None:
         raise ArtifactError(f"{label}: {refusal.text}; {refusal.fix}")
 
@@ -361,6 +374,7 @@ def _checked(
         certificate=read.certificate,
         created_by=read.created_by,
         signature=signature,
+        refinement=read.refinement,
     )
 
 

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ._box_tree import LeafStatus, Refinement, encode_tree
+from ._errors import ArtifactError
 from ._verdict import VerdictRecord
+
+REFINEMENT_FORMAT = 1
+"""The version of ``payload.table.refinement`` this writer writes."""
+_STATUS = {LeafStatus.EXACT: "e", LeafStatus.CONSERVATIVE: "c", LeafStatus.UNDECIDED: "u"}
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -40,6 +46,7 @@ def artifact_payload(
     codes: Iterable[int],
     certificate: Iterable[VerdictRecord],
     created_by: str,
+    refinement: Refinement | None = None,
 ) -> dict[str, Any]:
     """The payload of an artifact, as plain JSON types: the one writer of what `load_artifact` reads.
 
@@ -50,17 +57,24 @@ def artifact_payload(
     cell in the flat C order or shaped by the bins, `certificate` the
     `VerdictRecord`s (written without their run facts). Nothing is
     checked here; `write_artifact` and `build_artifact` run the loader's
-    checks on the result.
+    checks on the result. `refinement` (None: a flat table, written
+    without the field, so flat artifacts keep their bytes) adds
+    ``table.refinement`` (`refinement_json`); the flat entry of a refined
+    cell is the caller's to set: the conservative token, not exact, the
+    cell's mask.
     """
+    table: dict[str, Any] = {
+        "proposal": _flat(proposal),
+        "status": "".join("e" if x else "c" for x in _flat(np.asarray(exact, dtype=bool))),
+        "allowed": _flat(allowed),
+    }
+    if refinement is not None:
+        table["refinement"] = refinement_json(refinement)
     return {
         "spec": dict(spec),
         "model_sha256": model_sha256,
         "grid": {"edges": [np.asarray(row, dtype=np.float64).tolist() for row in edges], "frac_bits": list(frac_bits)},
-        "table": {
-            "proposal": _flat(proposal),
-            "status": "".join("e" if x else "c" for x in _flat(np.asarray(exact, dtype=bool))),
-            "allowed": _flat(allowed),
-        },
+        "table": table,
         "machine": {
             "conservative": conservative,
             "confirm_cycles": confirm_cycles,
@@ -70,6 +84,38 @@ def artifact_payload(
         },
         "certificate": [record.certificate_entry() for record in certificate],
         "created_by": created_by,
+    }
+
+
+def refinement_json(refinement: Refinement) -> dict[str, Any]:
+    """``payload.table.refinement``: the refined cells (flat indices, ascending), each one's tree in canonical
+    pre-order (`certfsm._box_tree.encode_tree`, leaves numbered on from tree to tree), and per leaf in that order
+    its token (``proposal``), status (``status``: 'e' exact, 'c' conservative, 'u' undecided) and mask
+    (``allowed``), as the flat table holds them per cell. Leaf evidence has no place in this format yet: a leaf
+    that carries some is refused rather than written without it."""
+    trees: list[list[list[Any]]] = []
+    tokens: list[int] = []
+    status: list[str] = []
+    allowed: list[int] = []
+    for cell, tree in zip(refinement.cells, refinement.trees):
+        trees.append(encode_tree(tree, len(tokens)))
+        for leaf in tree.leaves:
+            if leaf.evidence is not None:
+                raise ArtifactError(
+                    f"cannot write the tree of cell {cell}: leaf {len(tokens)} carries evidence "
+                    f"({leaf.evidence.kind}), which artifact refinement format {REFINEMENT_FORMAT} does not hold; "
+                    "write its evidence beside the artifact and drop it from the leaf"
+                )
+            tokens.append(leaf.token)
+            status.append(_STATUS[leaf.status])
+            allowed.append(leaf.allowed)
+    return {
+        "version": REFINEMENT_FORMAT,
+        "cells": list(refinement.cells),
+        "trees": trees,
+        "proposal": tokens,
+        "status": "".join(status),
+        "allowed": allowed,
     }
 
 

@@ -9,7 +9,8 @@ test_artifact_round_trip.py), instead of passing on both sides.
 
 Order: the payload's keys, model_sha256, created_by, grid, machine, the
 spec against grid and machine (`certfsm._artifact_spec`), table
-(`certfsm._artifact_table`), certificate, and last the written form of
+(`certfsm._artifact_table`), a refined table's trees
+(`certfsm._artifact_refinement`), certificate, and last the written form of
 the numbers that have two (an edge 0 where certfsm writes 0.0). The first
 failure raises one ArtifactError.
 
@@ -27,8 +28,10 @@ import numpy as np
 
 from ._arrays import frozen_array
 from ._artifact_checks import MAX_FRAC_BITS, PayloadChecks, _show
+from ._artifact_refinement import read_refinement
 from ._artifact_spec import read_spec
 from ._artifact_table import read_table
+from ._box_tree import Refinement
 from ._jsonpath import json_path
 from ._stored_spec import StoredSpec
 from ._verdict import CERTIFICATE_ENTRY_KEYS, VERDICTS, VerdictRecord
@@ -60,6 +63,7 @@ class PayloadReading:
     codes: tuple[int, ...]
     certificate: tuple[VerdictRecord, ...]
     created_by: str
+    refinement: Refinement | None
 
 
 def read_payload(payload: Any, label: str, fix: str) -> PayloadReading:
@@ -76,6 +80,12 @@ def read_payload(payload: Any, label: str, fix: str) -> PayloadReading:
         checks, payload["spec"], edges, frac_bits, codes, conservative, confirm, cooldown, overridable
     )
     proposal, exact, allowed = read_table(checks, payload["table"], edges, stored_spec)
+    table = payload["table"]
+    refinement = (
+        read_refinement(checks, table["refinement"], edges, frac_bits, stored_spec, exact)
+        if "refinement" in table
+        else None
+    )
     certificate = _read_certificate(checks, payload["certificate"])
     _check_written_form(checks, edges)
     return PayloadReading(
@@ -94,6 +104,7 @@ def read_payload(payload: Any, label: str, fix: str) -> PayloadReading:
         codes=tuple(codes),
         certificate=certificate,
         created_by=created_by,
+        refinement=refinement,
     )
 
 

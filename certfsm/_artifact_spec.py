@@ -17,6 +17,7 @@ from typing import Any
 
 from ._artifact_checks import PayloadChecks, _show
 from ._artifact_trust import SpecDerivation
+from ._box_tree import MAX_TREE_DEPTH, MAX_TREE_LEAVES, TreeBudget
 from ._sla_path import SlaPath
 from ._stored_spec import StoredInput, StoredSpec
 
@@ -131,6 +132,19 @@ def read_spec(
         rules=rules,
         gate_margin=gate_margin,
         sla_paths=_read_sla_paths(checks, spec.get("sla")),
+        refine=_read_refine(checks, spec),
+    )
+
+
+def _read_refine(checks: PayloadChecks, spec: dict[str, Any]) -> TreeBudget | None:
+    """The budget of a refined table (absent: none; the spec loader writes no refine object without one)."""
+    if "refine" not in spec:
+        return None
+    at = "payload.spec.refine"
+    refine = checks.obj(spec["refine"], at, ("max_depth", "max_leaves"))
+    return TreeBudget(
+        checks.integer(refine["max_depth"], f"{at}.max_depth", 1, MAX_TREE_DEPTH),
+        checks.integer(refine["max_leaves"], f"{at}.max_leaves", 2, MAX_TREE_LEAVES),
     )
 
 

@@ -1,5 +1,8 @@
 """The loader's reading of an artifact's table: the three per-cell lists, checked cell by cell against the spec.
 
+A refined table's trees (``refinement``, the one optional key) are read
+after the cells by `certfsm._artifact_refinement`.
+
 Order: the three lengths, then each list's values, then the cells in
 order; at one cell: the conservative token allowed, only legal tokens
 allowed, the proposal allowed, a conservative cell holding the
@@ -33,7 +36,13 @@ def read_table(
     """(proposal, exact, allowed), read-only and shaped by the inputs' bin counts."""
     shape = tuple(len(row) - 1 for row in edges)
     n_cells, n_outputs = math.prod(shape), len(spec.outputs)
-    table = checks.obj(table, _AT, ("allowed", "proposal", "status"))
+    table = checks.obj(table, _AT, ("allowed", "proposal", "status"), only=False)
+    for key in table:
+        if key not in ("allowed", "proposal", "refinement", "status"):
+            raise checks.fail(
+                f"{_AT}.{key} is not a field of an artifact's table (expected allowed, proposal, status and, in a "
+                "refined table, refinement)"
+            )
     grid = f"the grid has {n_cells} cells"
     proposal = checks.items(table["proposal"], f"{_AT}.proposal", length=n_cells, of=grid)
     status = table["status"]

@@ -55,3 +55,7 @@ class AuditLogError(CertfsmError, ValueError):
 
 class SigningError(CertfsmError, ValueError):
     """A signing key cannot be made, read or used (malformed key file, an existing key, cryptography not installed)."""
+
+
+class BoxTreeError(CertfsmError, ValueError):
+    """A box tree is malformed: a bad node, a threshold off its grid or outside its node, a budget exceeded."""

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._arrays import frozen_array
+from ._box_tree import TreeBudget
 from ._decision import margin_bounds
 from ._errors import SpecError
 from ._readonly import ReadOnlyDict
@@ -102,7 +103,8 @@ class ControllerSpec:
     rule's `forbid` are kept in output-index order, so two specs that
     differ only in the order of those lists compare equal. `margin` is the
     gate's logit margin (a probability threshold already converted);
-    `probability` keeps the threshold as written, for reports.
+    `probability` keeps the threshold as written, for reports. `refine`
+    is the budget of a refined table (None: flat; docs/design.md, "Box trees").
     """
 
     name: str
@@ -122,6 +124,7 @@ class ControllerSpec:
     cooldown_cycles: int = 0
     sla_paths: tuple[SlaPath, ...] = ()
     overridable: tuple[str, ...] = ()
+    refine: TreeBudget | None = None
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -203,6 +206,8 @@ class ControllerSpec:
         document["hysteresis"] = {"confirm_cycles": self.confirm_cycles, "cooldown_cycles": self.cooldown_cycles}
         document["sla"] = {"paths": [_sla_json(p) for p in self.sla_paths]}
         document["overrides"] = {"overridable": list(self.overridable)}
+        if self.refine is not None:  # only when given, so that a flat table's spec keeps its bytes
+            document["refine"] = {"max_depth": self.refine.max_depth, "max_leaves": self.refine.max_leaves}
         return document
 
     def _rule_json(self, rule: LegalityRule) -> dict[str, Any]:

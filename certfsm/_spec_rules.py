@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ._box_tree import TreeBudget
 from ._decision import margin_from_probability
 from ._errors import SpecError
 from ._sla_path import SlaPath
@@ -75,7 +76,13 @@ class SpecBuilder:
             cooldown_cycles=int(hysteresis.get("cooldown_cycles", 0)),
             sla_paths=self.sla_paths(outputs, legal, known),
             overridable=overridable,
+            refine=self.refine(),
         )
+
+    def refine(self) -> TreeBudget | None:
+        """The refined table's budget (the schema holds its ranges); None without a refine object."""
+        refine = self.data.get("refine")
+        return None if refine is None else TreeBudget(refine["max_depth"], refine["max_leaves"])
 
     def require_known(self, where: str, token: str, outputs: tuple[str, ...], known: str) -> None:
         if token not in outputs:

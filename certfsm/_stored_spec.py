@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._box_tree import TreeBudget
 from ._sla_path import SlaPath
 
 
@@ -54,7 +55,8 @@ class StoredSpec:
     machine's; `rules` are the legality rules clipped to the envelope
     (docs/semantics.md, "Legality rules"); `gate_margin` is the confidence
     gate's logit margin (None: no gate; docs/semantics.md, "Confidence
-    gate"). `sla_paths` are read for their shape only; `certfsm.sla` checks
+    gate"). `refine` is the spec's budget for refined tables (None: the
+    table is flat; docs/design.md, "Box trees"). `sla_paths` are read for their shape only; `certfsm.sla` checks
     what they mean when it builds a monitor (`SlaMonitor.from_spec`).
     """
 
@@ -71,6 +73,7 @@ class StoredSpec:
     rules: tuple[RuleBox, ...]
     gate_margin: float | None
     sla_paths: tuple[SlaPath, ...]
+    refine: TreeBudget | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -63,13 +63,14 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypeVar, cast
 
 from ._decimal import decimal_value, float_at_least, float_at_most
-from ._errors import SpecError
+from ._errors import ArtifactError, SpecError
 
 if TYPE_CHECKING:
     from ._artifact import Artifact
+    from ._box_tree import Leaf, Refinement
 
 OUT_OF_ENVELOPE = -1
 """What `Machine.cell_of` returns for a reading outside [min, max] in some input, or with a NaN or inf."""
@@ -314,8 +315,14 @@ def reading_keys(edges: Sequence[float]) -> tuple[float, tuple[float, ...], floa
     leave a bin with no float64, so the keys increase and every bin can
     be reached.
     """
-    exact = [decimal_value(e) for e in edges]
-    return float_at_least(exact[0]), tuple(float_at_least(e) for e in exact[1:-1]), float_at_most(exact[-1])
+    return reading_key(edges[0]), tuple(reading_key(e) for e in edges[1:-1]), float_at_most(decimal_value(edges[-1]))
+
+
+def reading_key(edge: float | Fraction) -> float:
+    """The float k such that a float reading x is at or above `edge` exactly when x >= k: the smallest float64 at
+    or above the edge's exact value (a spec float's decimal, `decimal_value`; a Fraction as it is). The one
+    comparison of a float reading with a bin edge or a box tree's threshold (`certfsm._box_tree`)."""
+    return float_at_least(decimal_value(edge))
 
 
 def reading_thresholds(edges: Sequence[float]) -> tuple[float, ...]:
@@ -353,7 +360,7 @@ def _grid_value(integer: int, frac_bits: int) -> str:
     return repr(float(value)) if Fraction(float(value)) == value else str(value)
 
 
-def integer_thresholds(edges: Iterable[float], frac_bits: int) -> tuple[int, ...]:
+def integer_thresholds(edges: Iterable[float | Fraction], frac_bits: int) -> tuple[int, ...]:
     """ceil(e * 2^f) for every edge e, from the exact decimal of the edge.
 
     So an integer reading v (meaning v * 2^-f) satisfies v >= threshold
@@ -383,6 +390,14 @@ class Machine:
     index), `exact` (proved for the whole cell, else conservative) and
     `allowed` (bitmask over output indices). `tokens` names the outputs;
     `params` drives `step`. Only the standard library is used.
+
+    `refinement` (None: a flat table) holds the box trees of a refined
+    table (docs/design.md, "Box trees"): a reading's proposal and allowed
+    row then come from its leaf (`leaf_of`, `leaf_of_fixed`), and a refined
+    cell's own entry holds the conservative token, status conservative, and
+    the cell's mask, safe for a reader that ignores leaves. `step`, the
+    runtime, its step table, the Verilog and the C still read cells: each
+    refuses a refined machine (`require_flat`) until it reads leaves.
     """
 
     names: tuple[str, ...]
@@ -394,6 +409,7 @@ class Machine:
     allowed: tuple[int, ...]
     params: MachineParams
     artifact_sha256: str = ""
+    refinement: Refinement | None = None
 
     @classmethod
     def from_artifact(cls, artifact: Artifact) -> Machine:
@@ -418,6 +434,7 @@ class Machine:
             allowed=tuple(int(a) for a in artifact.allowed.reshape(-1)),
             params=params,
             artifact_sha256=artifact.sha256,
+            refinement=artifact.refinement,
         )
 
     @property
@@ -581,6 +598,47 @@ class Machine:
             cell += bisect.bisect_right(interior, value) * stride
         return cell
 
+    def leaf_of(self, reading: Any) -> Leaf | None:
+        """The leaf that holds one reading (None: out of envelope): the cell by `cell_of`, then its tree, compared
+        with each threshold by the same rule (`certfsm._box_tree.BoxTree.leaf_index`). An unrefined cell is its
+        own single leaf (`cell_leaf`)."""
+        values = self._checked(reading, "reading")
+        cell = self.cell_of(values)
+        if cell == OUT_OF_ENVELOPE:
+            return None
+        tree = None if self.refinement is None else self.refinement.tree_of(cell)
+        return self.cell_leaf(cell) if tree is None else tree.leaves[tree.leaf_index(values)]
+
+    def leaf_of_fixed(self, values: Iterable[Any]) -> Leaf | None:
+        """`leaf_of` for fixed-point integers (v means v * 2^-frac_bits), by integer compares only."""
+        integers = self._checked(values, "fixed-point reading", integers=True)
+        cell = self.cell_of_fixed(integers)
+        if cell == OUT_OF_ENVELOPE:
+            return None
+        tree = None if self.refinement is None else self.refinement.tree_of(cell)
+        return self.cell_leaf(cell) if tree is None else tree.leaves[tree.leaf_index_fixed(integers)]
+
+    def cell_leaf(self, cell: int) -> Leaf:
+        """The flat entry of `cell` as a leaf: exact or conservative (a flat table does not tell undecided apart)."""
+        from ._box_tree import Leaf, LeafStatus
+
+        status = LeafStatus.EXACT if self.exact[cell] else LeafStatus.CONSERVATIVE
+        return Leaf(status, self.proposal[cell], self.allowed[cell])
+
+    def leaf_row(self, leaf: Leaf) -> tuple[bool, ...]:
+        """Which output indices may be emitted in `leaf`: the allowed row that `step` reads with its proposal."""
+        return tuple(bool(leaf.allowed >> k & 1) for k in range(self.params.n_tokens))
+
+    def require_flat(self, consumer: str) -> None:
+        """Refuse a refined table in `consumer`, which reads cells only: its flat entries hold the conservative
+        token where leaves decide, so running them would silently drop every refined leaf."""
+        if self.refinement is not None:
+            raise ArtifactError(
+                f"{consumer}: artifact {self.artifact_sha256[:16]} refines {len(self.refinement.cells)} cells into "
+                f"box trees (payload.table.refinement), but this version of certfsm runs flat tables only in "
+                f"{consumer}; distil the spec again without its refine object"
+            )
+
     def allowed_row(self, cell: int) -> tuple[bool, ...]:
         """Which output indices may be emitted in `cell`."""
         mask = self.allowed[cell]
@@ -620,7 +678,11 @@ class Machine:
 # ------------------------------------------------------------- legality rules against cells
 
 
-def bins_met(edges: Sequence[float], low: float, high: float) -> range:
+_Exact = TypeVar("_Exact", float, Fraction)
+"""Spec floats (compared as floats, which keeps the order of their decimals) or exact Fractions, never mixed."""
+
+
+def bins_met(edges: Sequence[_Exact], low: _Exact, high: _Exact) -> range:
     """The bins of one input (edges e0 < ... < en) that the closed interval [low, high] meets.
 
     Bin k is [e_k, e_k+1), the last bin closed, so [low, high] meets it
@@ -634,15 +696,18 @@ def bins_met(edges: Sequence[float], low: float, high: float) -> range:
 
 
 def cell_allowed_masks(
-    edges: Sequence[Sequence[float]],
+    edges: Sequence[Sequence[_Exact]],
     legal_mask: int,
-    rules: Iterable[tuple[Sequence[float], Sequence[float], int]],
+    rules: Iterable[tuple[Sequence[_Exact], Sequence[_Exact], int]],
 ) -> tuple[int, ...]:
     """Per cell (flat, C order) the bitmask of output indices that may be emitted there, from the legality rules.
 
     `edges` holds one edge sequence per input; `rules` yields
     ``(lower, upper, forbidden_mask)``: a closed box (one bound per input)
-    inside which the tokens of `forbidden_mask` are forbidden. A token is
+    inside which the tokens of `forbidden_mask` are forbidden; floats (spec
+    decimals, compared as floats, which keeps their order) or exact
+    Fractions throughout (a box tree's leaf, `certfsm._box_tree.leaf_allowed_mask`).
+    A token is
     allowed in a cell when it is in `legal_mask` and no rule whose box
     meets the cell (`bins_met` in every input) forbids it. This is the
     one standard-library statement of docs/semantics.md, "Legality rules"; the

@@ -233,6 +233,7 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     `certfsm.machine.step` loads the state and output registers.
     """
     check_module_name(module_name, parameter="module_name")
+    machine.require_flat("the Verilog and C export")  # its ROMs hold cells, not a refined table's leaves
     w = _Widths.of(machine)
     input_ports, banks = _input_buses(machine, _input_identifiers(machine), units or ("",) * machine.n_inputs)
     ports = (*_CLOCK_PORTS, *input_ports, *_control_ports(w))

@@ -86,6 +86,7 @@ class _Compiled(NamedTuple):
 
     @classmethod
     def of(cls, machine: Machine) -> "_Compiled":
+        machine.require_flat("the runtime")  # its binning and step table read cells, not a refined table's leaves
         return cls(machine, compile_cell_of(machine), compile_cell_of_fixed(machine), StepTable(machine))
 
 

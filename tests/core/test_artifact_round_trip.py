@@ -278,7 +278,14 @@ def test_a_loader_with_one_wrong_rule_is_caught_by_the_round_trip(tmp_path, monk
     assert round_trip(EXAMPLE, tmp_path / "wrong.cfsm") == "decoded differently: exact"
 
 
-READER = ("_artifact_reading", "_artifact_spec", "_artifact_table", "_artifact_checks", "_artifact_trust")
+READER = (
+    "_artifact_reading",
+    "_artifact_spec",
+    "_artifact_table",
+    "_artifact_refinement",
+    "_artifact_checks",
+    "_artifact_trust",
+)
 WRITER = ("_artifact_payload",)
 
 
