@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 from ._errors import (
     ArtifactError,
     AuditLogError,
+    BoxTreeError,
     CertfsmError,
     EngineError,
     ModelError,
@@ -97,6 +98,20 @@ if TYPE_CHECKING:  # the lazy names as the type checker sees them: the same name
     from ._artifact import ARTIFACT_SUFFIX, Artifact, sign_artifact, write_artifact
     from ._artifact_payload import allowed_bitmasks, artifact_payload
     from ._artifact_trust import CELLS_EXACT, INVARIANT_QUERIES, MACHINE_PROPERTIES, TABLE_PROPERTIES, is_certified
+    from ._box_tree import (
+        Box,
+        BoxTree,
+        Evidence,
+        Interval,
+        Leaf,
+        LeafStatus,
+        Refinement,
+        Split,
+        TreeBudget,
+        decode_tree,
+        encode_tree,
+        leaf_allowed_mask,
+    )
     from ._decimal import decimal_value, float_at_least, float_at_most
     from ._decision import decide, gated_decide, preference
     from ._inspect import inspect_artifact
@@ -116,6 +131,18 @@ if TYPE_CHECKING:  # the lazy names as the type checker sees them: the same name
 
 _LAZY = {
     "AffineLayer": "_network",
+    "Box": "_box_tree",
+    "BoxTree": "_box_tree",
+    "Evidence": "_box_tree",
+    "Interval": "_box_tree",
+    "Leaf": "_box_tree",
+    "LeafStatus": "_box_tree",
+    "Refinement": "_box_tree",
+    "Split": "_box_tree",
+    "TreeBudget": "_box_tree",
+    "decode_tree": "_box_tree",
+    "encode_tree": "_box_tree",
+    "leaf_allowed_mask": "_box_tree",
     "Network": "_network",
     "decide": "_decision",
     "gated_decide": "_decision",
@@ -234,6 +261,19 @@ __all__ = [
     "Artifact",
     "ArtifactError",
     "AuditLogError",
+    "Box",
+    "BoxTree",
+    "BoxTreeError",
+    "Evidence",
+    "Interval",
+    "Leaf",
+    "LeafStatus",
+    "Refinement",
+    "Split",
+    "TreeBudget",
+    "decode_tree",
+    "encode_tree",
+    "leaf_allowed_mask",
     "CELLS_EXACT",
     "CertfsmError",
     "EngineError",

@@ -18,6 +18,7 @@ limit and one step either side, and integers far beyond.
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import itertools
 import math
@@ -417,3 +418,126 @@ def test_the_verilog_bins_as_the_decimals_say(tmp_path):
     (tmp_path / "bench.v").write_text(print_testbench(hw.module, stimulus_layout(hw), expected_layout(hw), steps))
     check = simulate(tmp_path, "certfsm_decoders.v", "bench.v", steps, expected_layout(hw))
     assert check.passed, check.detail
+
+
+# ------------------------------------------------------------------ leaves of a refined table
+
+LEAF_TREES = {
+    "decimal-edges": (2, ((0, 0.2), (1, 42.5))),
+    "grid-edges": (7, ((0, 1.0), (1, 100.0625))),
+}
+"""Machine -> (the refined cell, its two splits): the first at the low child's root, the second under its high
+child, so three leaves: x_a < t_a; x_a >= t_a and x_b < t_b; x_a >= t_a and x_b >= t_b. The float 0.2 lies above
+the decimal 1/5, so a decoder that compared with the decimal would misplace 1/5."""
+
+
+def refined_machine(name: str) -> Machine:
+    from certfsm._box_tree import Box, BoxTree, Evidence, Leaf, LeafStatus, Refinement, Split
+
+    machine = MACHINES[name]
+    cell, ((a, t_a), (b, t_b)) = LEAF_TREES[name]
+    lower, upper = machine.cell_bounds(cell)
+    box = Box.of_bounds(lower, upper, [hi == e[-1] for hi, e in zip(upper, machine.edges)])
+    leaves = [Leaf(LeafStatus.CONSERVATIVE, machine.params.conservative, 1, Evidence("test", str(k))) for k in range(3)]
+    root = Split(a, Fraction(t_a), leaves[0], Split(b, Fraction(t_b), leaves[1], leaves[2]))
+    tree = BoxTree(box, root, machine.frac_bits)
+    return dataclasses.replace(machine, refinement=Refinement((cell,), (tree,)))
+
+
+def reference_leaf(name: str, machine: Machine, point) -> tuple[int, int]:
+    """(cell, leaf number; -1 in an unrefined cell), from the split rule alone: low x < t, high x >= t, exactly."""
+    cell = reference_cell(machine, point)
+    refined, ((a, t_a), (b, t_b)) = LEAF_TREES[name]
+    if cell != refined:
+        return cell, -1
+    if exact_value(point[a]) < Fraction(t_a):
+        return cell, 0
+    return cell, 1 if exact_value(point[b]) < Fraction(t_b) else 2
+
+
+def reference_leaf_fixed(name: str, machine: Machine, integers) -> tuple[int, int]:
+    return reference_leaf(name, machine, [Fraction(v, 1 << f) for v, f in zip(integers, machine.frac_bits)])
+
+
+def leaf_readings(name: str, machine: Machine) -> list[list]:
+    cell, splits = LEAF_TREES[name]
+    lower, upper = machine.cell_bounds(cell)
+    inside = [(lo + hi) / 2 for lo, hi in zip(lower, upper)]
+    readings = real_readings(machine)
+    for i, t in splits:
+        for value in values_near([t]) + [
+            Fraction(t),
+            Fraction(t) - Fraction(1, 2**80),
+            Fraction(t) + Fraction(1, 2**80),
+        ]:
+            for j, other in splits:
+                if j != i:
+                    for near in (other, math.nextafter(other, -math.inf), lower[j], upper[j]):
+                        reading = list(inside)
+                        reading[i], reading[j] = value, near
+                        readings.append(reading)
+    return readings
+
+
+def _as_leaf(machine, leaf) -> int:
+    """The number of a refined leaf (its test evidence), -1 for an unrefined cell's own leaf."""
+    if leaf is None:
+        return OUT
+    return int(leaf.evidence.sha256) if leaf.evidence is not None else -1
+
+
+def _leaf_of(machine):
+    def leaf_of(reading):
+        cell = machine.cell_of(reading)
+        return OUT if cell == OUT else (cell, _as_leaf(machine, machine.leaf_of(reading)))
+
+    return leaf_of
+
+
+def _leaf_of_fixed(machine):
+    def leaf_of(values):
+        cell = machine.cell_of_fixed(values)
+        return OUT if cell == OUT else (cell, _as_leaf(machine, machine.leaf_of_fixed(values)))
+
+    return leaf_of
+
+
+REAL_LEAF_DECODERS = {"Machine.leaf_of": _leaf_of}
+"""The decoders of a refined table's leaves (reading -> (cell, leaf)); each joins by one line."""
+FIXED_LEAF_DECODERS = {"Machine.leaf_of_fixed": _leaf_of_fixed}
+
+
+def _out_or(reference):
+    return lambda reading: (lambda found: OUT if found[0] == OUT else found)(reference(reading))
+
+
+@pytest.mark.parametrize("decoder", REAL_LEAF_DECODERS)
+@pytest.mark.parametrize("machine_name", MACHINES)
+def test_every_leaf_decoder_finds_the_leaf_the_split_rule_gives(decoder, machine_name):
+    machine = refined_machine(machine_name)
+    readings = leaf_readings(machine_name, machine)
+    reference = _out_or(lambda reading: reference_leaf(machine_name, machine, reading))
+    assert_bins_as_the_reference(decoder, REAL_LEAF_DECODERS[decoder](machine), readings, reference, 300)
+    found = {reference(r)[1] for r in readings if reference(r) != OUT}
+    assert found == {-1, 0, 1, 2}, found
+
+
+@pytest.mark.parametrize("decoder", FIXED_LEAF_DECODERS)
+def test_every_fixed_point_leaf_decoder_finds_the_leaf_the_split_rule_gives(decoder):
+    machine = refined_machine("grid-edges")
+    cell, splits = LEAF_TREES["grid-edges"]
+    lower, upper = machine.cell_bounds(cell)
+    scale = [1 << f for f in machine.frac_bits]
+    inside = [int(Fraction(repr((lo + hi) / 2)) * s) for lo, hi, s in zip(lower, upper, scale)]
+    readings = list(fixed_readings(machine))
+    for i, t in splits:
+        for j, other in splits:
+            if j != i:
+                for d in (-1, 0, 1):
+                    for e in (-1, 0, 1):
+                        reading = list(inside)
+                        reading[i], reading[j] = int(Fraction(t) * scale[i]) + d, int(Fraction(other) * scale[j]) + e
+                        readings.append(tuple(reading))
+    reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
+    assert_bins_as_the_reference(decoder, FIXED_LEAF_DECODERS[decoder](machine), readings, reference, 50)
+    assert {reference(r)[1] for r in readings if reference(r) != OUT} == {-1, 0, 1, 2}
