@@ -4,8 +4,10 @@
 (decoded by `Machine.from_artifact`) as a `Hardware`: ports, comparator
 banks, the table and mask ROMs, registers and the rule chain of
 `certfsm.machine.step` (`_netlist.py` holds the node types, `_hardware.py`
-builds them and states the port contract). `print_verilog(module)` and
-`print_testbench` are the one Verilog printer (`_verilog.py`).
+builds them and states the port contract, `_rule_chain.py` builds the
+deciding edge: the rule chain and the registers it loads).
+`print_verilog(module)` and `print_testbench` are the one Verilog printer
+(`_verilog.py`).
 
 `export_verilog(artifact, out, check=...)` is `certfsm export-verilog`:
 the module, a self-checking test bench whose vectors come from the Python

@@ -4,7 +4,8 @@ Built from `certfsm.machine.Machine` (decoded by `Machine.from_artifact`,
 the one decoder) and nothing else, so the hardware states no rule of its
 own: binning uses the machine's integer thresholds and envelope
 (`Machine.fixed_point`), the ROMs hold its table and allowed masks, and
-the rule chain is `certfsm.machine.step` in the same priority order.
+the rule chain is `certfsm.machine.step` in the same priority order
+(`_rule_chain.py`, with the state registers and outputs it loads).
 The printers (`_verilog.py`, and a C printer on the same structure) only
 turn these nodes into text.
 
@@ -54,22 +55,8 @@ from dataclasses import dataclass
 from certfsm import SpecError, TableSize
 from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
-from ._netlist import (
-    ComparatorBank,
-    Const,
-    Constant,
-    Decision,
-    Lookup,
-    Module,
-    Op,
-    Port,
-    Ref,
-    Register,
-    Rom,
-    RomEntry,
-    Rule,
-    Wire,
-)
+from ._netlist import ComparatorBank, Const, Constant, Module, Port, Ref, Register, Rom, RomEntry, Wire, all_of, mux, op
+from ._rule_chain import output_registers, rule_chain, rule_inputs, state_registers
 
 LATENCY = 2
 """Rising edges from the one that samples a reading to the one that shows its decision, counted inclusive."""
@@ -175,29 +162,6 @@ def _width(largest: int) -> int:
     return max(1, int(largest).bit_length())
 
 
-def _op(op: str, *args, width: int = 1) -> Op:
-    return Op(op, tuple(args), width)
-
-
-def _eq(a, b) -> Op:
-    return _op("==", a, b)
-
-
-def _and(*terms) -> Op:
-    result = terms[0]
-    for term in terms[1:]:
-        result = _op("&&", result, term)
-    return result
-
-
-def _not(a) -> Op:
-    return _op("!", a)
-
-
-def _mux(condition, then, otherwise) -> Op:
-    return _op("?:", condition, then, otherwise, width=then.width)
-
-
 @dataclass(frozen=True)
 class _Widths:
     """The bit widths every step below sizes its signals with, derived once from the machine."""
@@ -242,10 +206,10 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
         *_reading_cell(machine, banks, w),
         *_roms(machine, w),
         *_pipeline_registers(w),
-        *_state_registers(machine, w),
-        *_rule_inputs(machine, w),
-        _rule_chain(w),
-        *_output_registers(machine, w),
+        *state_registers(machine, w),
+        *rule_inputs(machine, w),
+        rule_chain(w),
+        *output_registers(machine, w),
     )
     module = Module(module_name, _header(machine), ports, tuple(_constants(machine, w)), body, LATENCY)
     return Hardware(module, machine, w.token, w.cell, w.count, w.cooldown)
@@ -358,11 +322,6 @@ def _constants(machine: Machine, w: _Widths) -> list[Constant]:
     return constants + [Constant(f"REASON_{r.name}", 4, int(r), "") for r in Reason]
 
 
-def _reason(r: Reason) -> Ref:
-    """The named constant of reason `r`, so that the Verilog and the C say which reason, not which number."""
-    return Ref(f"REASON_{r.name}", 4)
-
-
 def _reading_cell(machine: Machine, banks: list[ComparatorBank], w: _Widths) -> tuple[Wire, Wire]:
     """The wires `in_envelope` and `reading_cell`: the banks' bins combined into the flat C-order cell index.
 
@@ -371,12 +330,12 @@ def _reading_cell(machine: Machine, banks: list[ComparatorBank], w: _Widths) -> 
     """
     cell_terms = []
     for bank, stride in zip(banks, machine.strides):
-        term = bank.bin if bank.bin.width == w.cell else _op("zext", bank.bin, width=w.cell)
-        cell_terms.append(term if stride == 1 else _op("*", term, Const(stride, w.cell), width=w.cell))
+        term = bank.bin if bank.bin.width == w.cell else op("zext", bank.bin, width=w.cell)
+        cell_terms.append(term if stride == 1 else op("*", term, Const(stride, w.cell), width=w.cell))
     cell_index = cell_terms[0]
     for term in cell_terms[1:]:
-        cell_index = _op("+", cell_index, term, width=w.cell)
-    in_envelope = _and(*(bank.in_envelope for bank in banks))
+        cell_index = op("+", cell_index, term, width=w.cell)
+    in_envelope = all_of(*(bank.in_envelope for bank in banks))
     return (
         Wire("in_envelope", 1, in_envelope, "every input inside its envelope"),
         Wire("reading_cell", w.cell, cell_index, "the flat cell index, C order (the last input varies fastest)"),
@@ -433,7 +392,7 @@ def _pipeline_registers(w: _Widths) -> list[Register]:
         Register(
             "cell_q",
             w.cell,
-            _mux(Ref("in_envelope", 1), Ref("reading_cell", w.cell), Ref("NO_CELL", w.cell)),
+            mux(Ref("in_envelope", 1), Ref("reading_cell", w.cell), Ref("NO_CELL", w.cell)),
             None,
             None,
             "its cell, or NO_CELL",
@@ -457,236 +416,6 @@ def _pipeline_registers(w: _Widths) -> list[Register]:
             None,
             "the cell's allowed mask (synchronous ROM read: block RAM)",
         ),
-    ]
-
-
-def _state_registers(machine: Machine, w: _Widths) -> list[Register]:
-    """The registers of `certfsm.machine.State` (`STATE_REGISTERS`), loaded from the rule chain on a valid edge."""
-    state_enable = Ref("valid_q", 1)
-    return [
-        Register(
-            "current",
-            w.token,
-            Ref("next_current", w.token),
-            machine.params.conservative,
-            state_enable,
-            "the current token",
-        ),
-        Register("candidate_valid", 1, Ref("next_candidate_valid", 1), 0, state_enable, "a candidate is counted"),
-        Register("candidate", w.token, Ref("next_candidate", w.token), 0, state_enable, "the candidate token"),
-        Register(
-            "count", w.count, Ref("next_count", w.count), 0, state_enable, "cycles the candidate has been proposed"
-        ),
-        Register(
-            "cooldown",
-            w.cooldown,
-            Ref("next_cooldown", w.cooldown),
-            0,
-            state_enable,
-            "cycles until a switch may happen",
-        ),
-    ]
-
-
-def _rule_inputs(machine: Machine, w: _Widths) -> list[Lookup | Wire]:
-    """The named facts the rules test (the override's token, the counted-down cooldown, confirmation).
-
-    Why named wires and not one expression per rule: each fact appears once in the Verilog and the C, with a
-    comment, and the rule chain reads like `certfsm.machine.step`.
-    """
-    params, n, dw, nw = machine.params, w.mask, w.cooldown, w.count
-    cooldown, count = Ref("cooldown", dw), Ref("count", nw)
-    override_token, allowed_q = Ref("override_token", w.token), Ref("allowed_q", n)
-    overridable_token = _and(Ref("override_is_token", 1), _op("[]", Ref("OVERRIDABLE", n), override_token))
-    return [
-        Lookup(
-            "override_token",
-            w.token,
-            Ref("override_code_q", 4),
-            tuple((params.codes[t], t, machine.tokens[t]) for t in range(n)),
-            0,
-            "the output index whose code was requested",
-        ),
-        Lookup(
-            "override_is_token",
-            1,
-            Ref("override_code_q", 4),
-            tuple((params.codes[t], 1, machine.tokens[t]) for t in range(n)),
-            0,
-            "the requested code is some token's code",
-        ),
-        Wire(
-            "counted_down",
-            dw,
-            _mux(_eq(cooldown, Const(0, dw)), Const(0, dw), _op("-", cooldown, Const(1, dw), width=dw)),
-            "the cooldown counted down by one, never below 0",
-        ),
-        Wire("cooldown_expired", 1, _eq(Ref("counted_down", dw), Const(0, dw)), "a switch may happen this cycle"),
-        Wire(
-            "current_allowed",
-            1,
-            _op("[]", allowed_q, Ref("current", w.token)),
-            "the current token is allowed in the cell",
-        ),
-        Wire(
-            "override_obeyable",
-            1,
-            _and(Ref("override_request_q", 1), overridable_token, _op("[]", allowed_q, override_token)),
-            "an override of an overridable token allowed in the cell",
-        ),
-        Wire(
-            "override_refusal",
-            4,
-            _mux(
-                overridable_token,
-                _reason(Reason.OVERRIDE_REFUSED_FORBIDDEN),
-                _reason(Reason.OVERRIDE_REFUSED_NOT_OVERRIDABLE),
-            ),
-            "the reason reported when a requested override is not obeyed",
-        ),
-        Wire(
-            "proposal_count",
-            nw,
-            _mux(
-                _and(Ref("candidate_valid", 1), _eq(Ref("candidate", w.token), Ref("proposal_q", w.token))),
-                _mux(
-                    _op(">=", count, Ref("CONFIRM_CYCLES", nw)),
-                    Ref("CONFIRM_CYCLES", nw),
-                    _op("+", count, Const(1, nw), width=nw),
-                ),
-                Const(1, nw),
-            ),
-            "how many consecutive cycles the proposal has been seen, saturating at CONFIRM_CYCLES",
-        ),
-        Wire(
-            "confirmed", 1, _op(">=", Ref("proposal_count", nw), Ref("CONFIRM_CYCLES", nw)), "the proposal is confirmed"
-        ),
-    ]
-
-
-def _rule_chain(w: _Widths) -> Decision:
-    """One step of `certfsm.machine.step` as a priority chain: the first rule whose guard holds sets every target.
-
-    Why a chain in the machine's own order (numbered as in `certfsm.machine`'s docstring): a reviewer checks
-    it rule by rule against the Python, and the equivalence proof's claims follow the same shape.
-    """
-    tw, nw, dw = w.token, w.count, w.cooldown
-    current, conservative = Ref("current", tw), Ref("CONSERVATIVE", tw)
-    proposal_q, proposal_count = Ref("proposal_q", tw), Ref("proposal_count", nw)
-    override_token, obeyable = Ref("override_token", tw), Ref("override_obeyable", 1)
-    counted_down, cooldown_expired = Ref("counted_down", dw), Ref("cooldown_expired", 1)
-    confirmed, restart = Ref("confirmed", 1), Ref("COOLDOWN_CYCLES", dw)
-    targets = (
-        ("next_current", tw),
-        ("next_candidate_valid", 1),
-        ("next_candidate", tw),
-        ("next_count", nw),
-        ("next_cooldown", dw),
-        ("next_reason", 4),
-    )
-
-    def values(new_current, new_cooldown, why, candidate_value=None, count_value=None):
-        return (
-            ("next_current", new_current),
-            ("next_candidate_valid", Const(0 if candidate_value is None else 1, 1)),
-            ("next_candidate", Const(0, tw) if candidate_value is None else candidate_value),
-            ("next_count", Const(0, nw) if count_value is None else count_value),
-            ("next_cooldown", new_cooldown),
-            ("next_reason", why),
-        )
-
-    def table_reason(r: Reason) -> Op:
-        return _mux(Ref("override_request_q", 1), Ref("override_refusal", 4), _reason(r))
-
-    rules = (
-        Rule(
-            "1. out of envelope: the conservative token, cooldown restarts",
-            _not(Ref("in_envelope_q", 1)),
-            values(conservative, restart, _reason(Reason.FALLBACK_ENVELOPE)),
-        ),
-        Rule(
-            "1. SLA violated: the conservative token, cooldown restarts",
-            _not(Ref("sla_ok_q", 1)),
-            values(conservative, restart, _reason(Reason.FALLBACK_SLA)),
-        ),
-        Rule(
-            "2. current token forbidden in this cell: pre-empt to the conservative token",
-            _not(Ref("current_allowed", 1)),
-            values(conservative, restart, _reason(Reason.LEGALITY_PREEMPT)),
-        ),
-        Rule(
-            "3. override of the current token: keep it",
-            _and(obeyable, _eq(override_token, current)),
-            values(current, counted_down, _reason(Reason.OVERRIDE)),
-        ),
-        Rule(
-            "3. override to the conservative token, or with the cooldown expired: obey",
-            _and(obeyable, _op("||", _eq(override_token, conservative), cooldown_expired)),
-            values(override_token, restart, _reason(Reason.OVERRIDE)),
-        ),
-        Rule(
-            "3. override waits for the cooldown",
-            obeyable,
-            values(current, counted_down, _reason(Reason.OVERRIDE_WAITING)),
-        ),
-        Rule(
-            "6. the table proposes the current token: keep it",
-            _eq(proposal_q, current),
-            values(current, counted_down, table_reason(Reason.KEEP_CURRENT)),
-        ),
-        Rule(
-            "4. the table proposes the conservative token: move down at once",
-            _eq(proposal_q, conservative),
-            values(conservative, restart, table_reason(Reason.MOVE_DOWN)),
-        ),
-        Rule(
-            "5. proposal confirmed and cooldown expired: switch",
-            _and(confirmed, cooldown_expired),
-            values(proposal_q, restart, table_reason(Reason.SWITCH)),
-        ),
-        Rule(
-            "5. proposal not yet confirmed: hold and count",
-            _not(confirmed),
-            values(current, counted_down, table_reason(Reason.HOLD_CONFIRMING), proposal_q, proposal_count),
-        ),
-    )
-    otherwise = Rule(
-        "5. confirmed, cooldown running: hold",
-        Const(1, 1),
-        values(current, counted_down, table_reason(Reason.HOLD_COOLDOWN), proposal_q, proposal_count),
-    )
-    return Decision(
-        targets,
-        rules,
-        otherwise,
-        "one step of certfsm.machine.step, tested in its order, the first rule that holds wins "
-        "(numbers: the rules in certfsm.machine's docstring); "
-        "a requested override that is not obeyed leaves the table path to decide and reports "
-        "the refusal as the reason",
-    )
-
-
-def _output_registers(machine: Machine, w: _Widths) -> list[Lookup | Register]:
-    """The emitted token's code and the registered outputs, loaded on the same edge as the state.
-
-    Why registered outputs with reset values: the port contract promises stable outputs between decisions
-    and the conservative token's code after reset.
-    """
-    params, state_enable = machine.params, Ref("valid_q", 1)
-    conservative_code = params.codes[params.conservative]
-    return [
-        Lookup(
-            "next_token_code",
-            4,
-            Ref("next_current", w.token),
-            tuple((t, params.codes[t], machine.tokens[t]) for t in range(w.mask)),
-            conservative_code,
-            "the code of the token emitted this cycle",
-        ),
-        Register("token_code", 4, Ref("next_token_code", 4), conservative_code, state_enable, ""),
-        Register("reason_code", 4, Ref("next_reason", 4), 0, state_enable, ""),
-        Register("cell_index", w.cell, Ref("cell_q", w.cell), (1 << w.cell) - 1, state_enable, ""),
-        Register("out_valid", 1, Ref("valid_q", 1), 0, None, ""),
     ]
 
 

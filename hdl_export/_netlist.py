@@ -8,13 +8,13 @@ for this one fixed shape of machine (comparator banks, two ROMs, a few
 registers, a priority chain of rules), and each printer (Verilog, C)
 maps every node to its text in one place.
 
-Invariants the builder (`_hardware.py`) keeps and the printers rely on:
-every name is a legal identifier in Verilog and C and unique in the
-module; every name an expression refers to is a port, a constant or a
-node of `Module.body` (the state registers and the rule chain refer to
-each other, so a printer declares every name before any logic); the
-operands of a binary operator have the same width, so no printer needs
-implicit widening.
+Invariants the builder (`_hardware.py`, the deciding edge in
+`_rule_chain.py`) keeps and the printers rely on: every name is a legal
+identifier in Verilog and C and unique in the module; every name an
+expression refers to is a port, a constant or a node of `Module.body`
+(the state registers and the rule chain refer to each other, so a
+printer declares every name before any logic); the operands of a binary
+operator have the same width, so no printer needs implicit widening.
 """
 
 from __future__ import annotations
@@ -56,6 +56,33 @@ class Op:
 
 
 Expr = Const | Ref | Op
+
+
+def op(operator: str, *args: Expr, width: int = 1) -> Op:
+    """`operator` applied to `args`, its result `width` bits wide (1: a condition)."""
+    return Op(operator, tuple(args), width)
+
+
+def eq(a: Expr, b: Expr) -> Op:
+    return op("==", a, b)
+
+
+def all_of(*terms: Expr) -> Expr:
+    """The conjunction of `terms`, left to right (one term: the term itself)."""
+    result = terms[0]
+    for term in terms[1:]:
+        result = op("&&", result, term)
+    return result
+
+
+def not_(a: Expr) -> Op:
+    return op("!", a)
+
+
+def mux(condition: Expr, then: Expr, otherwise: Expr) -> Op:
+    """`then` where `condition` holds, else `otherwise`; as wide as `then`."""
+    return op("?:", condition, then, otherwise, width=then.width)
+
 
 # ------------------------------------------------------------------ declarations
 
