@@ -432,7 +432,7 @@ the decimal 1/5, so a decoder that compared with the decimal would misplace 1/5.
 
 
 def refined_machine(name: str) -> Machine:
-    from certfsm._box_tree import Box, BoxTree, Evidence, Leaf, LeafStatus, Refinement, Split
+    from certfsm import Box, BoxTree, Evidence, Leaf, LeafStatus, Refinement, Split
 
     machine = MACHINES[name]
     cell, ((a, t_a), (b, t_b)) = LEAF_TREES[name]

@@ -426,6 +426,25 @@ USER_DOCUMENTS = ("README.md", "docs", "packaging")
 FOR_USERS = {
     ("certfsm", "AffineLayer"): "what the public Network is made of: a user builds a Network from its layers",
     ("certfsm", "SigningError"): "what generate_key_pair, load_private_key and sign_artifact raise; users catch it",
+    **{
+        ("certfsm", name): "the box tree of a refined table (docs/design.md, 'Box trees'), for fsm to build and the "
+        "runtime and the export to read"
+        for name in (
+            "Box",
+            "BoxTree",
+            "BoxTreeError",
+            "Evidence",
+            "Interval",
+            "Leaf",
+            "LeafStatus",
+            "Refinement",
+            "Split",
+            "TreeBudget",
+            "decode_tree",
+            "encode_tree",
+            "leaf_allowed_mask",
+        )
+    },
     ("certfsm.fsm", "EXACT"): "a value of Table.status in what the public distill returns",
     ("certfsm.fsm", "CONSERVATIVE"): "a value of Table.status in what the public distill returns",
     ("certfsm.fsm", "UNDECIDED"): "a value of Table.status in what the public distill returns",
