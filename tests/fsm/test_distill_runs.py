@@ -283,25 +283,3 @@ def test_strict_must_be_a_bool(tmp_path):
     spec = load_spec(write_spec(tmp_path))
     with pytest.raises(Exception, match=r"^strict='yes' is not True or False; give strict=True or strict=False$"):
         distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", strict="yes")
-
-
-def test_off_a_terminal_the_last_line_is_repeated_while_a_hard_cell_runs(monkeypatch, capsys):
-    """No new message for a while (one hard cell can take minutes): the line comes again, time advanced."""
-    import time
-
-    from certfsm.cli import _CellProgress
-
-    monkeypatch.setattr(_CellProgress, "PLAIN_SECONDS", 0.05)
-    with _CellProgress(False, plain=True) as bar:
-        bar.update(5, 9, "engines: 4 hard cells left, 50.0% exact so far, about 2 min left")
-        time.sleep(0.5)
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) >= 3, lines
-    assert all(
-        re.match(r"^distilling \[0m00s\] 5/9 cells; engines: 4 hard cells left, 50\.0% exact so far", line)
-        for line in lines
-    ), lines
-    with _CellProgress(False, plain=False) as bar:
-        bar.update(5, 9, "engines: 4 hard cells left")
-        time.sleep(0.2)
-    assert capsys.readouterr().err == ""
