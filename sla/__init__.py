@@ -4,12 +4,20 @@ A spec's ``sla.paths`` each say: on the cycles whose decision path is one
 of `tokens` (default: every token), `statistic` of `metric` must stay at
 or below `limit`, with at most `max_violations` violations in the last
 `window` cycles; after a breach the path is healthy again only after
-`recovery_cycles` consecutive good cycles. `SlaMonitor` runs them, one
-`update(metrics, token)` per machine cycle, and the `ok` of the
-`SlaStatus` it returns is the machine's `sla_ok` for that same cycle: a
-breach makes the machine emit the conservative token at once
-(FALLBACK_SLA), and it may leave the fallback only once every path has
-recovered.
+`recovery_cycles` consecutive good cycles.
+
+Exports:
+
+- `SlaMonitor` runs them, one `update(metrics, token)` per machine cycle
+  (`update_ok` for the runtime, without the per-path figures); the `ok`
+  of the status it returns is the machine's `sla_ok` for that same cycle:
+  a breach makes the machine emit the conservative token at once
+  (FALLBACK_SLA), and it may leave the fallback only once every path has
+  recovered. Its `on_missing` hook is told of a path whose metric a
+  cycle's metrics leave out (the runtime warns once).
+- `SpecWithSla`: what `SlaMonitor.from_spec` reads of a spec (its
+  `sla_paths` and `outputs`), so that the runtime can pass the spec an
+  artifact stores without this package importing more of the core.
 
 Definitions (stated once, in `certfsm.sla._path`; summarised here):
 
@@ -40,14 +48,14 @@ a function of its (metrics, token) sequence and a replay reproduces it.
 Statistics are exact (sorted ring buffers for the percentiles, an exact
 integer sum for the mean), O(log window) comparisons per update; a float
 sample is compared with the largest float64 <= the limit, computed once.
-The state is a small JSON document (`snapshot`, `restore`, `copy`) for
+The state is a small JSON document (`SlaMonitor.snapshot`, `restore`, `copy`) for
 the audit log and for replays.
 
-Homes: `SlaMonitor` in `_monitor`, what a metric gives and how it meets a
+Homes: `SlaMonitor` and `SpecWithSla` in `_monitor`, what a metric gives and how it meets a
 limit in `_sample`, one path's latch in `_path`, the statistics in
-`_statistic` over the ring buffers of `_window`, the reported `SlaStatus`
-in `_status`, snapshots in `_snapshot`; a spec's SLA path itself is the
-core's `certfsm.SlaPath`.
+`_statistic` over the ring buffers of `_window`, the reported status
+(`SlaStatus`) in `_status`, snapshots in `_snapshot`; a spec's SLA path
+itself is the core's `certfsm.SlaPath`.
 
 Standard library only: this package imports neither numpy, solvers nor
 `certfsm.verify` / `certfsm.fsm` (from the core only the errors,

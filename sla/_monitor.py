@@ -16,7 +16,7 @@ thread-safe by itself; the runtime calls it under the lock of its step.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from certfsm import SlaPath, SpecError
@@ -30,6 +30,8 @@ _INF = math.inf
 
 ValueCheck = tuple[str, float, frozenset[str] | None]
 """A ``value`` path's quick check: (metric, largest float64 <= the limit, tokens or None for every token)."""
+MissingMetric = Callable[[str, str], object]
+"""`SlaMonitor.on_missing(metric, path_name)`: told of a path that applies in a cycle whose metrics lack its metric."""
 
 
 class SpecWithSla(Protocol):
@@ -51,6 +53,13 @@ class SlaMonitor:
     token is refused (a typo would otherwise make every scoped path
     silently not apply). Path names are unique; statuses list the paths
     in the given order.
+
+    `on_missing` (None, or a callable of (metric, path name)) is told, every
+    such cycle, of each path that applies while its metric is absent from
+    the metrics (a missing metric is a violation, docs/semantics.md, "SLA
+    paths"): the runtime sets it to warn once. It runs only on the cycles
+    the quiet check already passes to the full update, so it costs nothing
+    while the metrics are given.
     """
 
     __slots__ = (
@@ -64,6 +73,7 @@ class SlaMonitor:
         "_accepted",
         "_value_checks",
         "_quiet_checks",
+        "on_missing",
     )
 
     def __init__(self, paths: Iterable[SlaPath] = (), *, tokens: Iterable[str] | None = None) -> None:
@@ -86,6 +96,7 @@ class SlaMonitor:
         self._accepted: set[str] = set()  # names of `tokens` already checked (update_ok checks each once)
         self._value_checks = self._checks_of_value_paths()
         self._quiet_checks = self._quiet()
+        self.on_missing: MissingMetric | None = None
 
     @classmethod
     def from_spec(cls, spec: SpecWithSla) -> SlaMonitor:
@@ -173,6 +184,8 @@ class SlaMonitor:
             accepted = False
         if not accepted:
             self._accept(token)
+        if None in samples and self.on_missing is not None:
+            self._tell_missing(metrics, token)
         self.cycle += 1
         ok = True
         for monitor in self._monitors:
@@ -181,6 +194,17 @@ class SlaMonitor:
         self._ok = ok
         self._quiet_checks = self._quiet()
         return ok
+
+    def _tell_missing(self, metrics: Mapping[str, Any], token: str) -> None:
+        """Call `on_missing(metric, path)` for each path that applies this cycle and whose metric is absent from
+        `metrics` (not a None or NaN given for it: those say "not measured" on purpose); before anything changes,
+        so a hook that raises (a warning turned into an error) leaves the monitor as it was."""
+        hook = self.on_missing
+        if hook is None:
+            return
+        for monitor in self._monitors:
+            if monitor.metric not in metrics and (monitor.every_token or token in monitor.tokens):
+                hook(monitor.metric, monitor.name)
 
     def _quiet(self) -> tuple[ValueCheck, ...] | None:
         """`_value_checks` when every path is quiet, else None.
@@ -266,6 +290,7 @@ class SlaMonitor:
         clone._accepted = set(self._accepted)
         clone._value_checks, clone._quiet_checks = self._value_checks, self._quiet_checks
         clone._monitors = tuple(monitor.copy() for monitor in self._monitors)
+        clone.on_missing = None  # a copy runs what-ifs and replays: the hook's owner did not ask about those
         return clone
 
     def __repr__(self) -> str:
