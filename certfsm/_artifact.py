@@ -164,6 +164,16 @@ class Artifact:
     signature: ArtifactSignature | None = None
     refinement: Refinement | None = None
 
+    def __repr__(self) -> str:
+        """A summary a person can read: the dataclass's own repr would print the spec and every table."""
+        names = self.stored_spec.input_names
+        where = f" from {self.path.name}" if self.path is not None else ""
+        return (
+            f"Artifact({self.stored_spec.name}{where}: {len(names)} inputs, {self.n_cells} cells "
+            f"({'x'.join(map(str, self.shape))}), {len(self.token_names)} tokens, {len(self.certificate)} certificate "
+            f"entries{', signed' if self.signature is not None else ''}; sha256 {self.sha256[:12]}...)"
+        )
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(len(e) - 1 for e in self.edges)

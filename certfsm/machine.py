@@ -101,6 +101,13 @@ def exact_reading_value(name: str, value: Any, what: str) -> float | Fraction:
     return float(exact) if Fraction(float(exact)) == exact else exact
 
 
+def _listed(names: Sequence[str], limit: int = 8) -> str:
+    """`names` joined for a repr, the middle elided past `limit` so that a repr stays one short line."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join([*names[: limit - 2], "...", names[-1]]) + f" ({len(names)})"
+
+
 class Reason(enum.IntEnum):
     """Why the machine emitted its token this cycle. Stable values (4 bits): hardware outputs them."""
 
@@ -116,6 +123,17 @@ class Reason(enum.IntEnum):
     OVERRIDE_WAITING = 9
     OVERRIDE_REFUSED_NOT_OVERRIDABLE = 10
     OVERRIDE_REFUSED_FORBIDDEN = 11
+
+    def __str__(self) -> str:
+        """The name (``print(decision.reason)`` shows FALLBACK_SLA); `int(reason)` and comparisons give the code."""
+        return self.name
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:
+        """The code, as before: the machine proofs, the Verilog and the C write reasons into their text as
+        ``f"{Reason.SWITCH}"``; `int.__format__` alone would take `__str__` for an empty spec."""
+        return format(int(self), spec)
 
 
 @dataclass(frozen=True)
@@ -410,6 +428,17 @@ class Machine:
     params: MachineParams
     artifact_sha256: str = ""
     refinement: Refinement | None = None
+
+    def __repr__(self) -> str:
+        """A summary a person can read (inputs, cells, tokens, the artifact's hash): the dataclass's own repr
+        would print every table entry, tens of thousands of characters for the example."""
+        shape = "x".join(map(str, self.shape))
+        tokens = [f"{t} (conservative)" if k == self.params.conservative else t for k, t in enumerate(self.tokens)]
+        sha = f"sha256 {self.artifact_sha256[:12]}..." if self.artifact_sha256 else "no artifact"
+        return (
+            f"Machine({self.n_inputs} inputs {_listed(self.names)}; {self.n_cells} cells ({shape}), "
+            f"{sum(self.exact)} exact; {len(self.tokens)} tokens {_listed(tokens)}; {sha})"
+        )
 
     @classmethod
     def from_artifact(cls, artifact: Artifact) -> Machine:
