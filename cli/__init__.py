@@ -693,15 +693,20 @@ def audit_verify(log: Path = typer.Argument(..., help="An audit log (its first f
 def audit_export(
     log: Path = typer.Argument(..., help="An audit log."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write JSON Lines here (default: stdout)."),
+    artifact: Optional[Path] = typer.Option(
+        None, "--artifact", help="The logged artifact, to write each token's name (token_name) beside its index."
+    ),
 ) -> None:
-    """The log as JSON Lines: a header line per file, a line per record, and the verification last."""
+    """The log as JSON Lines: a header line per file, a line per record (reason and token names beside their
+    numbers), and the verification last."""
     from certfsm.runtime import export_jsonl
 
-    if out is None:
-        verification = export_jsonl(log, sys.stdout)
-    else:
-        with open(out, "w", encoding="utf-8") as handle:
-            verification = export_jsonl(log, handle)
+    with _in_flags(artifact="--artifact"):
+        if out is None:
+            verification = export_jsonl(log, sys.stdout, artifact=artifact)
+        else:
+            with open(out, "w", encoding="utf-8") as handle:
+                verification = export_jsonl(log, handle, artifact=artifact)
     raise typer.Exit(EXIT_OK if verification.ok else EXIT_FAILED)
 
 

@@ -1,39 +1,43 @@
 """certfsm.runtime: run a certified controller.
 
-- `load(path, trusted_keys=...) -> Controller`: the artifact through the
-  core loader (hash, canonical form, structure, every required
-  certificate entry proved and, with trusted keys, a trusted key's
-  Ed25519 signature over the payload); anything else is refused with the
-  loader's one-line message.
-- the audit log: `open_audit(controller, path)` appends every step, swap
-  and override request to a SHA-256-chained binary log; `verify_log`,
-  `read_log`, `export_jsonl`; `replay_log` re-executes a log and shows
-  every decision reproduced; `write_audit_report` draws a log for people
-  (matplotlib imported only then).
-- `run_artifact(artifact, probe, ...)`: `certfsm run` as one call (load,
-  probe, audit log, metrics, SIGINT/SIGTERM stop, SIGHUP reload, all
-  closed on every path); `run(controller, probe, ...)`: its loop (`open_probe`
-  names a probe: linux, trace:FILE.csv, example-trace; `Calibration`
-  maps probe quantities to inputs).
-- observability: `RuntimeCounters` (attach with
-  `Controller.attach_counters`) counts decisions per token and reason,
-  SLA breaches and recoveries, swaps, override requests and step
-  latency; `serve_metrics(counters, port)` exports them for Prometheus
-  (the optional prometheus-client, imported only then).
-- `Controller.step(reading, metrics=..., now=...) -> Decision` one cycle
+- `load(path, trusted_keys=..., sla=..., record=...) -> Controller`: the
+  artifact through the core loader (hash, canonical form, structure,
+  every required certificate entry proved and, with trusted keys, a
+  trusted key's Ed25519 signature over the payload); anything else is
+  refused with the loader's one-line message. `load_machine(path)` gives
+  the certified `certfsm.machine.Machine` alone, for `Controller.swap`.
+- `Controller`: `step(reading, metrics=..., now=...) -> Decision` one cycle
   (`step_fixed` for fixed-point integers), `decide_many(readings)` a batch
   of table decisions, `override(token, cycles)`, `swap(machine)` between
-  two cycles.
+  two cycles. `RuntimeInputWarning` says once per controller that a
+  reading leaves out an input or the metrics leave out an SLA metric (the
+  cycles fall back by design; `warnings` filters it or makes it an error).
+- the audit log: `open_audit(controller, path)` starts an `AuditWriter`
+  that appends every step, swap and override request to a SHA-256-chained
+  binary log; `verify_log`, `read_log`, `export_jsonl` (JSON Lines, names
+  beside numbers); `replay_log` re-executes a log and shows every decision
+  reproduced; `write_audit_report` draws a log for people (matplotlib
+  imported only then).
+- `run_artifact(artifact, probe, ...)`: `certfsm run` as one call (load,
+  probe, audit log, metrics, SIGINT/SIGTERM stop, SIGHUP reload, all
+  closed on every path).
+- observability: `RuntimeCounters` (`RuntimeCounters.for_machine(machine)`,
+  attached with `Controller.attach_counters`) counts decisions per token
+  and reason, SLA breaches and recoveries, swaps, override requests and
+  step latency; `serve_metrics(counters, port)` exports them for
+  Prometheus (the optional prometheus-client, imported only then).
 
 Homes (the underscore modules; outside this package only the names
-above are used): the controller and `load`'s SLA monitor in
-`_controller`; the audit log's bytes in `_audit_format`, its writer in
-`_audit`, its reader and verifier in `_audit_read`, replay in `_replay`,
-the report in `_report`; the run loop in `_run`; probes in `_probes`,
-`_probes_linux`, `_probes_trace`, with `_calibration` and the reading
-blob `_blob`; counters in `_observe`, their Prometheus export in
-`_metrics_export`. The artifact loader and the machine are the core's
-(`certfsm.load_artifact`, `certfsm.machine`).
+above are used): the controller, its `Decision` and `load`'s SLA monitor
+in `_controller`, the one-time warnings in `_input_warnings`; the audit
+log's bytes in `_audit_format`, its writer in `_audit`, its reader,
+verifier and records as JSON in `_audit_read`, the export with names in
+`_log_export`, replay in `_replay`, the report in
+`_report`; the run loop in `_run`; probes in `_probes`, `_probes_linux`,
+`_probes_trace`, with `_calibration` and the reading blob `_blob`;
+counters in `_observe`, their Prometheus export in `_metrics_export`. The
+artifact loader and the machine are the core's (`certfsm.load_artifact`,
+`certfsm.machine`).
 
 Importing this package pulls in neither certfsm.verify, the distillation
 and proof modules of certfsm.fsm, onnx, onnxruntime, maraboupy, z3 nor
@@ -49,8 +53,10 @@ from typing import TYPE_CHECKING, Any
 from certfsm.machine import Machine
 
 from ._audit import AuditWriter
-from ._audit_read import export_jsonl, read_log, verify_log
+from ._audit_read import read_log, verify_log
 from ._controller import Controller, spec_sla_monitor
+from ._input_warnings import RuntimeInputWarning
+from ._log_export import export_jsonl
 from ._observe import RuntimeCounters
 from ._replay import replay_log
 from ._report import write_audit_report
@@ -119,6 +125,7 @@ __all__ = [
     "write_audit_report",
     "AuditWriter",
     "RuntimeCounters",
+    "RuntimeInputWarning",
     "serve_metrics",
     "run_artifact",
     "Controller",

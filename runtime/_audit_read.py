@@ -19,7 +19,7 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -347,7 +347,13 @@ def read_log(path: str | os.PathLike[str]) -> Iterator[Record]:
         raise AuditLogError(verification.describe())
 
 
-def export_jsonl(path: str | os.PathLike[str], out: str | Path | TextIO) -> LogVerification:
+def export_jsonl(
+    path: str | os.PathLike[str],
+    out: str | Path | TextIO,
+    *,
+    token_names: Sequence[str] | None = None,
+    reason_names: Mapping[int, str] | None = None,
+) -> LogVerification:
     """Write the log as JSON Lines to `out` (a path or a text stream) and return its verification.
 
     Lines: a `header` object at each file, one object per verified record
@@ -356,10 +362,18 @@ def export_jsonl(path: str | os.PathLike[str], out: str | Path | TextIO) -> LogV
     object. Floats are exact (shortest repr); NaN, a missing value, is
     null and infinities are the strings "inf" and "-inf". Export stops at
     the first bad record; the last line says why.
+
+    Names beside numbers: a step keeps `token` (output index), `code` and
+    `reason` (its code) and adds `token_name` and `reason_name`; an
+    override adds `token_name`. Each name is null where its table is not
+    given (`token_names` by output index, `reason_names` by code): this
+    module reads bytes and knows no machine, so `runtime.export_jsonl`
+    passes the names (`_log_export`).
     """
     if isinstance(out, (str, Path)):
         with open(out, "w", encoding="utf-8") as stream:
-            return export_jsonl(path, stream)
+            return export_jsonl(path, stream, token_names=token_names, reason_names=reason_names)
+    names = (token_names, reason_names or {})
     write = out.write
 
     def header_line(file: Path, header: LogHeader) -> None:
@@ -382,7 +396,7 @@ def export_jsonl(path: str | os.PathLike[str], out: str | Path | TextIO) -> LogV
 
     walk = _Walk(path, on_header=header_line)
     for layout, body, chain in walk.frames():
-        write(json.dumps(_jsonable(layout.decode(body, chain), layout)) + "\n")
+        write(json.dumps(_jsonable(layout.decode(body, chain), layout, *names)) + "\n")
     verification = walk.verdict()
     write(
         json.dumps(
@@ -402,7 +416,9 @@ def export_jsonl(path: str | os.PathLike[str], out: str | Path | TextIO) -> LogV
     return verification
 
 
-def _jsonable(record: Record, layout: FrameLayout) -> dict[str, Any]:
+def _jsonable(
+    record: Record, layout: FrameLayout, tokens: Sequence[str] | None, reasons: Mapping[int, str]
+) -> dict[str, Any]:
     kind = type(record).__name__.removesuffix("Record").lower()
     line: dict[str, Any] = {"kind": kind, "index": record.index, "time": json_float(record.time)}
     if isinstance(record, StepRecord):
@@ -411,8 +427,10 @@ def _jsonable(record: Record, layout: FrameLayout) -> dict[str, Any]:
             metrics={n: json_float(v) for n, v in record.metrics.items()},
             cell=record.cell,
             token=record.token,
+            token_name=None if tokens is None else tokens[record.token],
             code=record.code,
             reason=record.reason,
+            reason_name=reasons.get(record.reason),
             sla_ok=record.sla_ok,
             override=record.override,
             state=record.state._asdict(),
@@ -421,7 +439,8 @@ def _jsonable(record: Record, layout: FrameLayout) -> dict[str, Any]:
     elif isinstance(record, SwapRecord):
         line.update(old_sha256=record.old_sha256, new_sha256=record.new_sha256, state=record.state._asdict())
     elif isinstance(record, OverrideRecord):
-        line.update(token=record.token, cycles=record.cycles)
+        name = None if tokens is None or record.token is None else tokens[record.token]
+        line.update(token=record.token, token_name=name, cycles=record.cycles)
     elif isinstance(record, RefusalRecord):
         line.update(artifact_sha256=record.artifact_sha256, refused_sha256=record.refused_sha256, reason=record.reason)
     else:

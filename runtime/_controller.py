@@ -23,13 +23,14 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol
 
 from certfsm import ArtifactError, SpecError
 from certfsm.fast_binning import CellOf, RowBinning, compile_cell_of, compile_cell_of_fixed
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
+from ._input_warnings import warn_once
 from ._step_table import StepTable
 
 if TYPE_CHECKING:
@@ -122,6 +123,17 @@ class Decision(_DecisionFields):
     def in_envelope(self) -> bool:
         return self.cell != OUT_OF_ENVELOPE
 
+    def __repr__(self) -> str:
+        """The fields a person reads, the reason by name, the cell as -1 out of the envelope; equality and
+        unpacking are the tuple's, untouched."""
+        state = self.state
+        at = "" if self.time is None else f", time={self.time!r}"
+        return (
+            f"Decision(token={self.token!r}, code={self.code}, reason={self.reason!s}, cell={self.cell}, "
+            f"sla_ok={self.sla_ok}, state=(current {state.current}, candidate {state.candidate}, "
+            f"count {state.count}, cooldown {state.cooldown}){at})"
+        )
+
 
 Recorder = Callable[[Decision, Reading, "Metrics | None", "int | None"], object]
 """`record(decision, reading, metrics, override)`: told of every decision, under the controller's lock."""
@@ -168,6 +180,9 @@ class Controller:
         self._batch: tuple[_Compiled, npt.NDArray[np.int64], RowBinning] | None = (
             None  # decide_many's, made on first use
         )
+        self._told: set[Hashable] = set()  # the causes of RuntimeInputWarning already told (`warn_once`)
+        if getattr(sla, "on_missing", False) is None:  # a `certfsm.sla.SlaMonitor` no one listens to yet
+            setattr(sla, "on_missing", self._tell_missing_metric)
         self._enter(machine.initial_state())
 
     def _enter(self, state: State) -> None:
@@ -180,6 +195,23 @@ class Controller:
     @property
     def machine(self) -> Machine:
         return self._compiled.machine
+
+    def __repr__(self) -> str:
+        """The artifact, the current token and state, the SLA monitor and what observes the cycles, in a line."""
+        machine, state = self._compiled.machine, self._state
+        sla = repr(self._sla) if self._sla is not None else "no SLA monitor"
+        if len(sla) > 80:
+            sla = type(self._sla).__name__
+        observers = [
+            what
+            for what, attached in (("recorder", self._record), ("audit log", self._audit), ("counters", self._counters))
+            if attached is not None
+        ]
+        return (
+            f"Controller(sha256 {machine.artifact_sha256[:12]}..., {machine.n_inputs} inputs, {machine.n_cells} "
+            f"cells; token {self._token_name}, candidate {state.candidate}, count {state.count}, cooldown "
+            f"{state.cooldown}; {sla}{'; ' + ', '.join(observers) if observers else ''})"
+        )
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -219,12 +251,71 @@ class Controller:
                 raise ValueError(
                     f"reading names unknown input {unknown[0]!r}; the inputs are {', '.join(machine.names)}"
                 )
+            if len(values) < machine.n_inputs:  # unknown names were refused: some input is not named
+                self._tell_missing_inputs(values)
             return tuple(values.get(name) for name in machine.names)
         return tuple(values)
 
-    step: Callable[..., Decision]
-    """``step(reading, metrics=None, now=None) -> Decision``: decide one cycle from real-valued readings (a sequence
-    in input order, or a mapping by name). An attribute of each controller, not a method (`_bind_step` says why)."""
+    def _tell_missing_inputs(self, values: Mapping[object, object]) -> None:
+        """Warn once per input that a mapping reading leaves out (`RuntimeInputWarning`)."""
+        machine = self._compiled.machine
+        untold = [name for name in machine.names if name not in values and ("input", name) not in self._told]
+        if untold:
+            warn_once(
+                self._told,
+                [("input", name) for name in untold],
+                f"reading has no value for input{'s' * (len(untold) > 1)} {', '.join(map(repr, untold))} (the mapping names {len(values)} "
+                f"of the {machine.n_inputs} inputs: {', '.join(machine.names)}): a missing value is out of the "
+                'envelope (docs/semantics.md, "Cells"), so every such cycle falls back to the conservative token '
+                f"{machine.tokens[machine.params.conservative]} (FALLBACK_ENVELOPE); name every input in the "
+                "mapping, with None for a value not measured (which falls back without this warning)",
+            )
+
+    def _tell_missing_metric(self, metric: str, path: str) -> None:
+        """Warn once per SLA path whose metric a cycle's metrics leave out (`SlaMonitor.on_missing`)."""
+        if ("metric", path) in self._told:
+            return
+        machine = self._compiled.machine
+        limits = next(
+            (
+                f" (more than {p.max_violations} in {p.window} cycles)"
+                for p in getattr(self._sla, "paths", ())
+                if getattr(p, "name", None) == path
+            ),
+            "",
+        )
+        warn_once(
+            self._told,
+            [("metric", path)],
+            f"SLA metric {metric!r} of path {path!r} is missing from metrics= (step was called without "
+            f"metrics=, or with a mapping that lacks it): a missing metric is a violation "
+            f'(docs/semantics.md, "SLA paths"), and once the violations exceed the path\'s limit{limits} every '
+            f"cycle falls back to the conservative token {machine.tokens[machine.params.conservative]} "
+            f"(FALLBACK_SLA); pass metrics={{{metric!r}: ...}} to step every cycle (None for a cycle it was "
+            "not measured, which is a violation without this warning)",
+        )
+
+    def step(self, reading: Reading, metrics: Metrics | None = None, now: float | None = None) -> Decision:
+        """Decide one cycle from real-valued readings: `reading` a sequence in input order or a mapping by input
+        name (None: a value not measured), `metrics` the cycle's SLA metrics by name, `now` its time (seconds; the
+        audit log stamps `clock()` when None).
+
+        Never raises for values: NaN, inf, None and readings outside the
+        envelope give the conservative token (FALLBACK_ENVELOPE); a missing
+        SLA metric is a violation (FALLBACK_SLA once the path is breached).
+        A mapping that leaves out an input, or metrics that leave out a
+        metric an SLA path reads, is told once as a `RuntimeInputWarning`.
+        A malformed reading (wrong length, not a number, an unknown input
+        name) is a TypeError or ValueError naming the input, raised before
+        anything changes.
+
+        Each controller answers this with its own fast function (`quick_step`
+        for the machine in force, or `_step_observed` while observers are
+        attached; `_bind_step`), which shadows this method on the instance;
+        calling the method on the class runs that same function.
+        """
+        step: Callable[..., Decision] = object.__getattribute__(self, "step")  # the instance's, not this method
+        return step(reading, metrics, now)
 
     def _step_observed(self, reading: Reading, metrics: Metrics | None = None, now: float | None = None) -> Decision:
         """`step` while observers are attached: every cycle through `_cycle`, which tells them."""
@@ -295,13 +386,15 @@ class Controller:
         observers are attached (their cycles take `_cycle` anyway), and note which in `_observed`. Called whenever
         the machine or the observers change, under the lock or before any step.
 
-        `step` is an attribute of the instance, and the class defines none:
-        CPython 3.11 looks up an instance attribute that shadows a class
-        attribute without its fast path, which cost 45 ns a cycle here.
+        The function is an attribute of the instance that shadows the
+        documented method `Controller.step`, so `ctl.step(...)` calls the
+        closure directly with no method in between.
         """
         # Whether a cycle has anyone to tell (recorder, audit log, counters): one test per cycle instead of three.
         self._observed = self._record is not None or self._audit is not None or self._counters is not None
-        self.step = self._step_observed if self._observed else quick_step(self, self._compiled)
+        # setattr: `self.step = ...` reads to mypy as assigning a method; `self.__dict__[...]` would turn the
+        # instance's inline attribute values into a dict, and every attribute the cycle reads would get slower.
+        setattr(self, "step", self._step_observed if self._observed else quick_step(self, self._compiled))
 
     def _cell(self, compiled: _Compiled, reading: Reading, fixed: bool) -> tuple[Sequence[object], int]:
         """(reading in input order, cell) through the plain binning: readings off the compiled fast path."""

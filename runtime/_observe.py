@@ -22,7 +22,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from certfsm.machine import Reason
+from certfsm.machine import Machine, Reason
 
 # Upper bounds of the latency buckets, in nanoseconds (a last, unbounded bucket follows):
 # a table step takes microseconds, a step with an fsync'd audit record milliseconds.
@@ -68,7 +68,19 @@ class CountersSnapshot:
 
 
 class RuntimeCounters:
-    """Counts a running controller's cycles; see the module docstring. `tokens`: the machine's token names."""
+    """Counts a running controller's cycles; see the module docstring.
+
+    Make it with `RuntimeCounters.for_machine(controller.machine)`; `tokens`
+    (the machine's token names, by output index) is what that passes, and
+    counts are kept by output index, so the names must be the machine's in
+    its order. A hot swap keeps the tokens (`Controller.swap` refuses any
+    other layout), so one set of counters serves every machine of a run.
+    """
+
+    @classmethod
+    def for_machine(cls, machine: Machine) -> RuntimeCounters:
+        """Counters for the controller running `machine` (a `certfsm.machine.Machine`), named by its tokens."""
+        return cls(machine.tokens)
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self._tokens = tuple(tokens)

@@ -47,6 +47,7 @@ from certfsm.machine import Machine, Reason
 
 from ._audit_format import LogHeader, StepRecord, SwapRecord
 from ._audit_read import LogVerification, read_header, read_log, verify_log
+from ._log_export import check_logged_artifact
 
 if TYPE_CHECKING:
     import numpy as np
@@ -193,12 +194,7 @@ def _machine_of(
 
     loaded = load_artifact(artifact)
     machine = Machine.from_artifact(loaded)
-    logged = {header.artifact_sha256, *(w.new_sha256 for w in swaps)}
-    if machine.artifact_sha256 not in logged or machine.names != header.input_names:
-        raise UsageError(
-            f"artifact={os.fspath(artifact)!r}: artifact {machine.artifact_sha256[:12]} is not the one "
-            f"the log names ({header.artifact_sha256[:12]}); give the artifact the log was written with"
-        )
+    check_logged_artifact(machine, header, (w.new_sha256 for w in swaps), artifact)
     return machine, loaded.stored_spec
 
 

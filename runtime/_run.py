@@ -208,7 +208,7 @@ def run_artifact(
     previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} if in_main_thread else {}
     try:
         if metrics_port is not None:
-            counters = RuntimeCounters(controller.machine.tokens)
+            counters = RuntimeCounters.for_machine(controller.machine)
             controller.attach_counters(counters)
             server = serve_metrics(counters, metrics_port)
         writer = open_audit(controller, audit, fsync_every=fsync_every) if audit is not None else None
