@@ -174,17 +174,22 @@ class SlaMonitor:
                     "give a dict from metric name to value"
                 )
         samples = []
+        unread = False  # some metric is no finite float >= 0: perhaps absent (`_tell_missing`)
         for name in self._metrics:
             value = metrics.get(name)
             # The common case first: a finite float >= 0 (NaN, negatives and +-inf fail the chained comparison).
-            samples.append(value + 0.0 if type(value) is float and 0.0 <= value < _INF else read_metric(name, value))
+            if type(value) is float and 0.0 <= value < _INF:
+                samples.append(value + 0.0)
+            else:
+                samples.append(read_metric(name, value))
+                unread = True
         try:
             accepted = token in self._accepted
         except TypeError:  # unhashable: certainly not a token name
             accepted = False
         if not accepted:
             self._accept(token)
-        if None in samples and self.on_missing is not None:
+        if unread and self.on_missing is not None:
             self._tell_missing(metrics, token)
         self.cycle += 1
         ok = True
