@@ -36,8 +36,11 @@ by its modules and its tests. The verdicts (`PROVED`, `VIOLATED`,
 - `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs, and
   `check_network_fits_spec`, the one check that a network fits a spec
   (`_run`); `write_report` writes summary.json, report.md and one
-  SMT-LIB 2.6 file per query (`_report`); `recheck_folder` re-runs them
-  with a stock solver (`_recheck`).
+  SMT-LIB 2.6 file per query and a proof certificate per proof
+  (`_report`, `_certificate`; `write_certificate` writes one on its own,
+  for `certfsm vnnlib --certificate`); `recheck_folder` re-runs the
+  SMT-LIB files with a stock solver (`_recheck`), and
+  `certfsm.checker` re-checks the certificates.
 - SMT-LIB and Z3, one door each: `smtlib_text` makes every query script,
   `write_proof_query` writes every non-network proof file (table and
   machine proofs of `certfsm.fsm`) with the same header as `write_smtlib`
@@ -55,6 +58,7 @@ import them when called.
 
 from ._box_batch import prove_boxes
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
+from ._certificate import write_certificate
 from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs
@@ -101,6 +105,7 @@ __all__ = [
     "verify_spec",
     "verify_vnnlib",
     "vnncomp_answer",
+    "write_certificate",
     "write_proof_query",
     "write_report",
 ]

@@ -326,6 +326,8 @@ class ObjectiveBounds:
     vertex where that linear lower bound is smallest (a cheap attack point).
     `unstable` (B,): number of ReLUs whose sign is not fixed on the box.
     `hidden`: the hidden-layer bounds that were used, packed (see `pack`).
+    `choice` (B, R): which lower slopes gave each row's bound, a position in
+    `SLOPE_CHOICES` (what a proof certificate records for a row).
     """
 
     lower: np.ndarray
@@ -333,6 +335,7 @@ class ObjectiveBounds:
     minimisers: np.ndarray
     unstable: np.ndarray
     hidden: list
+    choice: np.ndarray | None = None
 
 
 def objective_bounds(
@@ -365,8 +368,8 @@ def objective_bounds(
     radius = (uppers - lowers) / 2.0
     magnitude = output_magnitude(network, hidden, lowers, uppers)
     slack = ROUNDING_TOLERANCE * (1.0 + magnitude @ np.abs(C).T + np.abs(d))
-    lower, coefficients = None, None
-    for slopes in _slope_choices(hidden):
+    lower, coefficients, choice = None, None, np.zeros((batch, count), dtype=np.int8)
+    for index, slopes in enumerate(_slope_choices(hidden)):
         coef, const = _backward(network, hidden, top, rows, consts, owner, slopes)
         coef = coef.reshape(batch, count, n_in)
         bound = _concretise(coef, const.reshape(batch, count), centre, radius) - slack
@@ -376,9 +379,10 @@ def objective_bounds(
             better = bound > lower
             lower = np.where(better, bound, lower)
             coefficients = np.where(better[:, :, None], coef, coefficients)
+            choice[better] = index
     minimisers = np.where(coefficients >= 0.0, lowers[:, None, :], uppers[:, None, :])
     unstable = sum(np.count_nonzero((layer.low < 0.0) & (layer.high > 0.0), axis=1) for layer in hidden)
-    return ObjectiveBounds(lower, coefficients, minimisers, np.asarray(unstable), hidden)
+    return ObjectiveBounds(lower, coefficients, minimisers, np.asarray(unstable), hidden, choice)
 
 
 def output_magnitude(network: Network, hidden: list[LayerBounds], lowers: np.ndarray, uppers: np.ndarray) -> np.ndarray:
@@ -389,8 +393,13 @@ def output_magnitude(network: Network, hidden: list[LayerBounds], lowers: np.nda
     return _next_magnitude(np.maximum(np.abs(lowers), np.abs(uppers)), last)
 
 
+SLOPE_CHOICES = ("adaptive", "zero", "one", "parallel")
+"""The names of the lower slopes `_slope_choices` yields, in its order: on each unstable neuron 1 where
+u > -l else 0, then 0, then 1, then the upper slope u / (u - l)."""
+
+
 def _slope_choices(hidden: list[LayerBounds]):
-    """Lower-slope choices tried for the objective (each sound; the best bound per row is kept).
+    """Lower-slope choices tried for the objective (each sound; the best bound per row is kept; `SLOPE_CHOICES`).
 
     The adaptive choice alone is not monotone: a sub-box can get a looser
     objective bound than its parent. Trying also the slopes 0, 1 and the

@@ -262,6 +262,7 @@ class _Search:
     for_engine: list = field(default_factory=list)
     closed: _split.Closed = field(default_factory=_split.Closed)
     stats: dict = field(default_factory=dict)
+    closures: list = field(default_factory=list)
 
     def open_count(self) -> int:
         return sum(len(b) for b in self.open) + sum(len(b) for b in self.for_engine)
@@ -276,7 +277,7 @@ class _Search:
 
 def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, started, budget=None) -> Result:
     objectives = _split.Objectives.of(prop, network.n_outputs)
-    boxes, _ = _split.root(network, prop, objectives)
+    boxes, rooted = _split.root(network, prop, objectives)
     stats = {
         "boxes": 1,
         "max_depth": 0,
@@ -292,9 +293,10 @@ def _branch_and_bound(network, prop, engine, deadline, jobs, progress, seed, sta
             time.monotonic() - started,
             reason="bounds refute the unsafe set on the whole box",
             stats=stats,
+            proof=tuple(rooted.closures),
         )
     complete = box_engine_name() if engine == "auto" else None
-    search = _Search(network, prop, objectives, [boxes], stats=stats)
+    search = _Search(network, prop, objectives, [boxes], stats=stats, closures=list(rooted.closures))
     stats.update(falsify_seconds=0.0, attacks=0, seed=seed, workers=1)
     context = (network, prop, objectives, complete)
     runners = [_pool.InlinePool(run_task, context)]
@@ -375,6 +377,7 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
         seconds,
         reason=f"every box of a partition of the input box is closed ({stats['boxes']} boxes bounded)",
         stats=stats,
+        proof=tuple(search.closures),
     )
 
 
@@ -491,6 +494,7 @@ def _absorb_search(search: _Search, outcome: _split.Outcome, started: float) -> 
     stats["max_depth"] = max(stats["max_depth"], outcome.max_depth)
     stats["closed_by_bounds"] += outcome.closed.count()
     search.closed.merge(outcome.closed)
+    search.closures += outcome.closures
     if len(outcome.open):
         search.open.append(outcome.open)
     if len(outcome.for_engine):
@@ -552,6 +556,10 @@ def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete,
             )
         stats["closed_by_engine"] += 1
         search.closed.add(box.depth)
+        search.closures += [
+            _split.Closure(box.lower[0].copy(), box.upper[0].copy(), int(k), ("z3",))
+            for k in np.flatnonzero(box.open[0])
+        ]
         return None
     if result.verdict == VIOLATED:
         validation = validate_counterexample(search.network, search.prop, result.counterexample)
@@ -580,6 +588,7 @@ def _absorb_engine(search: _Search, box: _split.Boxes, result: Result, complete,
     stats["boxes"] += bounded.boxes
     if bounded.boxes:
         search.closed.add_split(box, children)
+        search.closures += bounded.closures
     if len(children):
         search.for_engine.append(children)
     return None

@@ -1,4 +1,9 @@
-"""The report folder: summary.json, report.md and one .smt2 file per query.
+"""The report folder: summary.json, report.md, one .smt2 file per query and one certificate per proof.
+
+A property proved by branch and bound also gets its proof certificate,
+``NN_name.cert.json`` (`_certificate`), named and hashed in its entry of
+summary.json (``certificate``, ``certificate_sha256``); where none could
+be written, ``certificate_missing`` says why.
 
 The folder is built beside its destination and swapped in with renames,
 so a failure (bad input, crash, Ctrl-C) never leaves a half-written
@@ -197,7 +202,10 @@ def write_report(
                 seconds=result.seconds,
                 extra={"reason": result.reason} if result.reason else None,
             )
-            entries.append(_entry(index, prop, result, naming, name, sha))
+            entry = _entry(index, prop, result, naming, name, sha)
+            if result.verdict == "proved":
+                entry.update(_certificate_entry(staging, name.removesuffix(".smt2"), network, prop, result))
+            entries.append(entry)
         verdicts = [r.verdict for r in results]
         summary = {
             "certfsm_summary": SUMMARY_SCHEMA_VERSION,
@@ -213,6 +221,18 @@ def write_report(
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
         (staging / "report.md").write_text(_markdown(summary, naming))
     return summary
+
+
+def _certificate_entry(staging: Path, stem: str, network, prop: Property, result: Result) -> dict:
+    """Write the proof's certificate into the report; its summary fields."""
+    from ._certificate import NoCertificate, write_proof_certificate
+
+    name = f"{stem}.cert.json"
+    try:
+        sha = write_proof_certificate(staging / name, network, [prop], [result])
+    except NoCertificate as why:
+        return {"certificate": None, "certificate_missing": str(why)}
+    return {"certificate": name, "certificate_sha256": sha}
 
 
 def overall_verdict(verdicts) -> str:

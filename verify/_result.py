@@ -28,13 +28,17 @@ class Result(VerdictRecord):
     `outputs` holds the network's float64 scores there. `engine` names what
     decided ("falsify", "bounds", "marabou", "z3", "marabou+bounds" ...).
     `stats` carries engine-specific numbers (sub-boxes, splits, queries).
-    `check` names the property it checked (`property`). Compared by
-    identity: it carries arrays.
+    `check` names the property it checked (`property`). `proof`, on a
+    ``proved`` from branch and bound, holds the `_split.Closure` of every
+    disjunct on every box of the partition it built, from which
+    `_certificate` writes a proof certificate (None: not recorded).
+    Compared by identity: it carries arrays.
     """
 
     counterexample: np.ndarray | None = None
     outputs: np.ndarray | None = None
     stats: dict = field(default_factory=dict)
+    proof: tuple | None = None
 
     __eq__ = object.__eq__
     __hash__ = object.__hash__

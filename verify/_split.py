@@ -31,6 +31,12 @@ Invariants:
   proof needs their exact sum to be 1.
 - Candidates (points whose float64 outputs are unsafe) are only
   candidates: the caller validates them.
+- Every box of the search tree on which a disjunct closes leaves one
+  `Closure` (its box, the disjunct and what closed it: the refuting row
+  with the name of its lower slopes, or the optimised row weights and
+  slopes), so a proof leaves the partition it built for each disjunct,
+  which a proof certificate keeps (`_certificate`; docs/design.md, "Box
+  trees"). Recording reads values the search computes anyway.
 
 The callers run the search with numpy's BLAS on one thread
 (`_pool.single_threaded_blas`): these are many small matrix products.
@@ -47,7 +53,7 @@ import numpy as np
 
 from certfsm import Network
 
-from ._bounds import LayerBounds, objective_bounds, pack, preactivation_bounds
+from ._bounds import SLOPE_CHOICES, LayerBounds, objective_bounds, pack, preactivation_bounds
 from ._falsify import local_search
 from ._property import Property
 from ._slopes import optimised_disjunct_bounds
@@ -59,6 +65,26 @@ MAX_CANDIDATES = 4
 SPLIT_TIE_BREAK = 1e-9
 SLOPE_STEPS = 10
 WARM_SLOPES_LIMIT = 4096
+
+
+@dataclass(frozen=True, eq=False)
+class Closure:
+    """Disjunct `disjunct` of the unsafe set is refuted on the closed box [lower, upper] of the search tree.
+
+    `evidence` says how: ``("row", r, slopes)``, row r of the disjunct
+    (counted within it) with the lower slopes named `slopes` (one of
+    `_bounds.SLOPE_CHOICES`); ``("combination", weights, neurons, slopes)``,
+    the rows combined with `weights` and the lower slope ``slopes[i]`` on
+    hidden neuron ``neurons[i]`` (the neurons unstable on the box; the
+    others keep their exact or adaptive slopes); ``("z3",)``, an exact
+    UNSAT of the box's query. None: not known (a proof without it leaves
+    no certificate).
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    disjunct: int
+    evidence: tuple | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +141,9 @@ class Boxes:
     `WARM_SLOPES_LIMIT` (memory), else the last axis is empty. `origin`
     (B,): the index of the box this one was cut from when many boxes are
     searched at once (`_box_batch`; 0 for a single property's search),
-    inherited by the children.
+    inherited by the children. `proof` (B, D) objects: how each disjunct
+    closed on this box since the box was made (a `Closure` evidence
+    tuple), None where it did not; `split` turns them into `Closure`s.
     """
 
     lower: np.ndarray
@@ -129,12 +157,28 @@ class Boxes:
     weights: np.ndarray | None = None
     slopes: np.ndarray | None = None
     origin: np.ndarray | None = None
+    proof: np.ndarray | None = None
 
-    _FIELDS = ("lower", "upper", "open", "depth", "worst", "rows", "hidden", "combined", "weights", "slopes", "origin")
+    _FIELDS = (
+        "lower",
+        "upper",
+        "open",
+        "depth",
+        "worst",
+        "rows",
+        "hidden",
+        "combined",
+        "weights",
+        "slopes",
+        "origin",
+        "proof",
+    )
 
     def __post_init__(self) -> None:
-        """Fresh boxes (no optimisation yet) may leave out `combined`, `weights`, `slopes` and `origin`."""
+        """Fresh boxes (no optimisation yet) may leave out `combined`, `weights`, `slopes`, `origin` and `proof`."""
         count, disjuncts = self.open.shape
+        if self.proof is None:
+            object.__setattr__(self, "proof", np.full((count, disjuncts), None, dtype=object))
         if self.origin is None:
             object.__setattr__(self, "origin", np.zeros(count, dtype=np.int64))
         if self.combined is None:
@@ -208,6 +252,8 @@ class Bounded:
 
     `layers`: the hidden-layer bounds of every box (`_bounds.LayerBounds`,
     unpacked), for the slope optimisation of the boxes that are kept.
+    `proof` (B, D): the row that closed each disjunct closed here (see
+    `Boxes.proof`). `closures`: what `split` and `root` closed (`Closure`).
     """
 
     open: np.ndarray
@@ -217,6 +263,8 @@ class Bounded:
     attack_points: np.ndarray
     boxes: int
     layers: list = field(default_factory=list)
+    proof: np.ndarray | None = None
+    closures: list = field(default_factory=list)
 
 
 def _best_rows(objectives: Objectives, rows: np.ndarray) -> np.ndarray:
@@ -267,6 +315,7 @@ def bound(
     if known_combined is not None:
         best = np.maximum(best, known_combined)
     now_open = still_open & ~(_refuted_disjuncts(objectives, rows) | (best > 0.0))
+    proof = _row_proofs(objectives, result, still_open & ~now_open)
     worst = _worst(now_open, best)
     centres = (lower + upper) / 2.0
     if objectives.C.size:
@@ -274,7 +323,31 @@ def bound(
         points = np.concatenate([centres, result.minimisers[np.arange(count), chosen]])
     else:
         points = centres
-    return Bounded(now_open, worst, rows, pack(result.hidden, count), points, count, result.hidden)
+    return Bounded(now_open, worst, rows, pack(result.hidden, count), points, count, result.hidden, proof)
+
+
+def _row_proofs(objectives: Objectives, result, closed: np.ndarray) -> np.ndarray:
+    """(B, D) objects: for each disjunct closed here, its first row that this box's own bound refutes, with the
+    name of the lower slopes that gave that bound (None where no such row: then the proof is not recorded)."""
+    proof = np.full(closed.shape, None, dtype=object)
+    if not closed.any():
+        return proof
+    refuted = objectives.refuted(result.lower)
+    for box, k in zip(*np.nonzero(closed)):
+        members = np.flatnonzero(objectives.owner == k)
+        hits = np.flatnonzero(refuted[box, members])
+        if hits.size:
+            row = int(hits[0])
+            proof[box, k] = ("row", row, SLOPE_CHOICES[int(result.choice[box, members[row]])])
+    return proof
+
+
+def _closures(boxes: Boxes) -> list:
+    """The `Closure` of every disjunct that closed on these boxes since they were made."""
+    return [
+        Closure(boxes.lower[box].copy(), boxes.upper[box].copy(), int(k), boxes.proof[box, k])
+        for box, k in zip(*np.nonzero(boxes.proof != None))  # noqa: E711 (elementwise on objects)
+    ]
 
 
 def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: list, steps: int | None = None) -> Boxes:
@@ -290,7 +363,7 @@ def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: lis
     if not len(boxes) or steps <= 0 or not objectives.count:
         return boxes
     open_disjuncts, combined = boxes.open.copy(), boxes.combined.copy()
-    weights, slopes = boxes.weights.copy(), boxes.slopes.copy()
+    weights, slopes, proof = boxes.weights.copy(), boxes.slopes.copy(), boxes.proof.copy()
     for k in range(objectives.count):
         members = np.flatnonzero(objectives.owner == k)
         if not members.size:
@@ -315,6 +388,9 @@ def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: lis
             )
             combined[which, k] = np.maximum(combined[which, k], value)
             open_disjuncts[which, k] &= ~(combined[which, k] > 0.0)
+            for at in np.flatnonzero(value > 0.0):
+                unstable = np.flatnonzero(np.concatenate([(h.low[at] < 0.0) & (h.high[at] > 0.0) for h in part]))
+                proof[which[at], k] = ("combination", found_weights[at].copy(), unstable, found_slopes[at, unstable])
             weights[np.ix_(which, members)] = found_weights
             if slopes.shape[2]:
                 slopes[which, k] = found_slopes
@@ -326,6 +402,7 @@ def optimise(network: Network, objectives: Objectives, boxes: Boxes, layers: lis
         worst=_worst(open_disjuncts, best),
         weights=weights,
         slopes=slopes,
+        proof=proof,
     )
 
 
@@ -333,8 +410,19 @@ def root(network: Network, prop: Property, objectives: Objectives) -> tuple[Boxe
     """The property's box, bounded: open if some disjunct is not refuted on it."""
     lower, upper = prop.lower[None], prop.upper[None]
     bounded = bound(network, objectives, lower, upper, np.ones((1, objectives.count), bool))
-    boxes = Boxes(lower, upper, bounded.open, np.zeros(1, np.int64), bounded.worst, bounded.rows, bounded.hidden)
+    boxes = Boxes(
+        lower,
+        upper,
+        bounded.open,
+        np.zeros(1, np.int64),
+        bounded.worst,
+        bounded.rows,
+        bounded.hidden,
+        proof=bounded.proof,
+    )
     boxes = optimise(network, objectives, boxes, bounded.layers)
+    bounded = replace(bounded, closures=_closures(boxes))
+    boxes = replace(boxes, proof=None)
     return boxes.take(np.flatnonzero(boxes.open.any(axis=1))), bounded
 
 
@@ -390,6 +478,7 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
         np.tile(boxes.weights, repeat),
         np.tile(boxes.slopes, (2 * dims.size, 1, 1)),
         np.tile(boxes.origin, 2 * dims.size),
+        bounded.proof,
     )
     candidates = optimise(network, objectives, candidates, bounded.layers, steps=1)
     shortfall = np.where(candidates.open.any(axis=1), np.minimum(candidates.worst, 0.0), 0.0)
@@ -400,12 +489,15 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     rows = np.arange(count)
     picked = np.concatenate([choice * 2 * count + rows, choice * 2 * count + count + rows])
     children = candidates.take(picked)
-    keep = np.flatnonzero(children.open.any(axis=1))
-    children = children.take(keep)
+    is_open = children.open.any(axis=1)
+    closures = _closures(children.take(np.flatnonzero(~is_open)))
+    children = children.take(np.flatnonzero(is_open))
     layers = preactivation_bounds(network, children.lower, children.upper, known=children.hidden, slope_choices=True)
     children = optimise(network, objectives, replace(children, hidden=pack(layers, len(children))), layers)
+    closures += _closures(children)
+    children = replace(children, proof=None)
     children = children.take(np.flatnonzero(children.open.any(axis=1)))
-    return children, bounded
+    return children, replace(bounded, closures=closures)
 
 
 @dataclass(eq=False)
@@ -416,6 +508,7 @@ class Outcome:
     for_engine: Boxes
     candidates: list = field(default_factory=list)
     closed: Closed = field(default_factory=Closed)
+    closures: list = field(default_factory=list)
     bounded_boxes: int = 0
     max_depth: int = 0
 
@@ -464,6 +557,7 @@ def search(
         children, bounded = split(network, objectives, work)
         outcome.bounded_boxes += bounded.boxes
         outcome.closed.add_split(work, children)
+        outcome.closures += bounded.closures
         outcome.max_depth = max(outcome.max_depth, int(work.depth.max()) + 1)
         if len(outcome.candidates) < MAX_CANDIDATES:
             outcome.candidates += _unsafe_points(network, prop, bounded.attack_points)
