@@ -265,6 +265,9 @@ def vnnlib(
     engine: str = typer.Option("auto", help=ENGINE_HELP),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
     progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
+    certificate: Optional[Path] = typer.Option(
+        None, "--certificate", help="On unsat, write the proof certificate here (check it with certfsm check-proof)."
+    ),
 ) -> None:
     """Check a VNN-LIB property VNN-COMP style: prints (and writes) unsat, sat with a witness, timeout or unknown."""
     from certfsm.verify import InputNaming, format_vnncomp_result, verify_vnnlib, vnncomp_answer, write_report
@@ -306,11 +309,40 @@ def vnnlib(
                 naming=InputNaming.plain(run.network.n_inputs, run.network.n_outputs),
                 settings={"engine": engine, "timeout": timeout, "jobs": _jobs(jobs)},
             )
+    if certificate is not None and answer == "unsat":
+        from certfsm.verify import write_certificate
+
+        written = write_certificate(certificate, run.network, run.properties, run.results)
+        typer.echo(f"certificate: {certificate} ({written})" if written else "certificate: none recorded", err=True)
     typer.echo(text.rstrip("\n"))
     for prop_box, result in zip(run.properties, run.results):
         if result.verdict == "unknown" or result.stats.get("cross_checked") is False:
             typer.echo(f"{prop_box.name}: {result.verdict} ({result.reason})", err=True)
     raise typer.Exit(EXIT_OK if answer == "unsat" else EXIT_FAILED)
+
+
+@app.command("check-proof")
+def check_proof(
+    cert: Optional[Path] = typer.Argument(None, metavar="CERT", help="A proof certificate (.cert.json)."),
+    model: Optional[Path] = typer.Option(None, "--model", help="The ONNX model the certificate is about."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Check every certificate of this report folder."),
+) -> None:
+    """Re-check proof certificates with the independent checker (certfsm.checker), without re-proving.
+
+    Exit 0 when every certificate checks, 1 when one fails (the line names the first failing leaf), 2 on bad input.
+    """
+    from certfsm.checker import CertificateError, check_certificate, check_report
+
+    if (report is None) == (cert is None) or (cert is not None and model is None):
+        raise UsageError("check-proof takes CERT --model M.onnx, or --report DIR; give one of the two")
+    try:
+        results = check_report(report) if report is not None else [check_certificate(cert, model)]
+    except CertificateError as error:
+        raise UsageError(str(error)) from None
+    for result in results:
+        verdict = f"checked ({result.leaves} leaves)" if result.ok else f"FAILED: {result.failure}"
+        typer.echo(f"{result.certificate}: {verdict} in {result.seconds:.2f} s")
+    raise typer.Exit(EXIT_OK if all(r.ok for r in results) else EXIT_FAILED)
 
 
 @app.command()

@@ -32,11 +32,12 @@ FOLDERS = {
     "sla": "certfsm.sla",
     "hdl_export": "certfsm.hdl_export",
     "cli": "certfsm.cli",
+    "checker": "certfsm.checker",
     "bench": "bench",
 }
 """Each production folder and the import name of its package."""
 
-SUB_PACKAGES = {"verify", "fsm", "runtime", "sla", "hdl_export", "cli"}
+SUB_PACKAGES = {"verify", "fsm", "runtime", "sla", "hdl_export", "cli", "checker"}
 """The packages that live under the `certfsm.` import namespace (everything else there is the core)."""
 
 
@@ -153,6 +154,7 @@ FLOORS = {
     "certfsm": 0,
     "certfsm.verify": 1,
     "certfsm.sla": 1,
+    "certfsm.checker": 1,
     "certfsm.fsm": 2,
     "certfsm.runtime": 2,
     "certfsm.hdl_export": 3,
@@ -325,6 +327,7 @@ TEST_FOLDERS = {
     "sla": "certfsm.sla",
     "hdl_export": "certfsm.hdl_export",
     "cli": "certfsm.cli",
+    "checker": "certfsm.checker",
 }
 """Each package's test folder under tests/ and the package whose private modules its tests (and the helper
 modules beside them) may import."""
@@ -430,18 +433,11 @@ FOR_USERS = {
         ("certfsm", name): "the box tree of a refined table (docs/design.md, 'Box trees'), for fsm to build and the "
         "runtime and the export to read"
         for name in (
-            "Box",
-            "BoxTree",
             "BoxTreeError",
             "Evidence",
-            "Interval",
-            "Leaf",
-            "LeafStatus",
             "Refinement",
-            "Split",
             "TreeBudget",
             "decode_tree",
-            "encode_tree",
             "leaf_allowed_mask",
         )
     },

@@ -1,0 +1,199 @@
+"""Proof certificates are checked by certfsm.checker, and every mutation of one is refused, naming the leaf.
+
+The checker shares no code with the prover (it imports nothing of certfsm), so these tests prove with
+`certfsm.verify`, write the certificate through the report writer and check it with `certfsm.checker` alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from certfsm import load_onnx
+from certfsm.checker import CertificateError, check_certificate
+from certfsm.verify import check, parse_vnnlib, write_certificate
+
+ROOT = Path(__file__).resolve().parents[2]
+ACASXU = Path(os.environ.get("CERTFSM_ACASXU", ROOT.parent / "shared" / "benchmarks" / "acasxu"))
+
+
+def _network(path: Path, seed: int) -> Path:
+    """A random 2-16-16-2 ReLU chain (MatMul + Add), float32 weights."""
+    rng = np.random.default_rng(seed)
+    sizes, nodes, inits, current = [2, 16, 16, 2], [], [], "x"
+    for k in range(3):
+        weight = rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1])).astype(np.float32)
+        bias = rng.normal(0, 0.1, sizes[k + 1]).astype(np.float32)
+        inits += [numpy_helper.from_array(weight, f"W{k}"), numpy_helper.from_array(bias, f"b{k}")]
+        nodes += [
+            helper.make_node("MatMul", [current, f"W{k}"], [f"m{k}"]),
+            helper.make_node("Add", [f"m{k}", f"b{k}"], [f"a{k}"]),
+        ]
+        current = f"a{k}"
+        if k < 2:
+            nodes.append(helper.make_node("Relu", [current], [f"r{k}"]))
+            current = f"r{k}"
+    graph = helper.make_graph(
+        nodes,
+        "net",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info(current, onnx.TensorProto.FLOAT, [1, 2])],
+        inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def _proved(tmp_path: Path, seed: int = 0):
+    """A network, and a property it provably meets that needs branch and bound: y0 - y1 stays above its minimum
+    over a grid, less a margin."""
+    model = _network(tmp_path / "net.onnx", seed)
+    network = load_onnx(model)
+    grid = np.stack(np.meshgrid(np.linspace(-1, 1, 101), np.linspace(-1, 1, 101)), -1).reshape(-1, 2)
+    lowest = float(np.min(network.evaluate(grid) @ np.array([1.0, -1.0])))
+    rhs = f"{lowest - 0.05:.6f}"
+    text = "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const Y_0 Real)\n(declare-const Y_1 Real)\n"
+    text += "(assert (>= X_0 -1))\n(assert (<= X_0 1))\n(assert (>= X_1 -1))\n(assert (<= X_1 1))\n"
+    text += f"(assert (<= (- Y_0 Y_1) {rhs}))\n"
+    (tmp_path / "p.vnnlib").write_text(text)
+    prop = parse_vnnlib(tmp_path / "p.vnnlib", n_inputs=2, n_outputs=2)[0]
+    result = check(network, prop, engine="bounds", timeout=60, jobs=1)
+    assert result.verdict == "proved", result.reason
+    cert = tmp_path / "p.cert.json"
+    assert write_certificate(cert, network, [prop], [result])
+    return model, cert
+
+
+def _rewrite(cert: Path, change) -> Path:
+    document = json.loads(cert.read_text())
+    change(document)
+    out = cert.with_name("mutated.cert.json")
+    out.write_text(json.dumps(document))
+    return out
+
+
+def _refused(cert: Path, model: Path, pattern: str) -> None:
+    try:
+        outcome = check_certificate(cert, model)
+    except CertificateError as error:
+        assert pattern in str(error), str(error)
+        return
+    assert not outcome.ok
+    assert pattern in outcome.failure, outcome.failure
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_certificates_of_generated_networks_check(tmp_path, seed):
+    model, cert = _proved(tmp_path, seed)
+    outcome = check_certificate(cert, model)
+    assert outcome.ok, outcome.failure
+    assert outcome.leaves >= 1
+
+
+def _proof(document):
+    return document["properties"][0]["proofs"][0]
+
+
+def _split_tree(tmp_path):
+    """A proved certificate whose tree splits at least once (seeds are tried until one does)."""
+    for seed in range(10):
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        model, cert = _proved(folder, seed)
+        if len(_proof(json.loads(cert.read_text()))["leaves"]) > 2:
+            return model, cert
+    pytest.skip("no generated network needed a split")
+
+
+def test_a_dropped_leaf_is_refused(tmp_path):
+    model, cert = _split_tree(tmp_path)
+    _refused(_rewrite(cert, lambda d: _proof(d)["leaves"].pop()), model, "leaves")
+
+
+def test_a_moved_split_is_refused(tmp_path):
+    model, cert = _split_tree(tmp_path)
+
+    def move(document):
+        tree = _proof(document)["tree"]
+        first = next(j for j, node in enumerate(tree) if node[0] == "split" and j > 0)
+        tree[first][2] = 5.0  # outside its node: the leaves would overlap or leave a gap
+
+    _refused(_rewrite(cert, move), model, "not strictly inside its node")
+
+
+def _break_evidence(leaf):
+    bounds = leaf["bounds"]
+    if "row" in bounds:
+        bounds["slopes"] = "zero" if bounds["slopes"] != "zero" else "one"
+    else:
+        bounds["slopes"] = [1.0 - s for s in bounds["slopes"]]
+
+
+def test_changed_slopes_are_refused_naming_the_leaf(tmp_path):
+    model, cert = _split_tree(tmp_path)
+    document = json.loads(cert.read_text())
+    refused = 0
+    for k in range(len(_proof(document)["leaves"])):
+        mutated = _rewrite(cert, lambda d, k=k: _break_evidence(_proof(d)["leaves"][k]))
+        outcome = check_certificate(mutated, model)
+        refused += not outcome.ok
+        if not outcome.ok:
+            assert f"leaf {k}" in outcome.failure
+    assert refused >= 1
+
+
+def test_a_swapped_constant_is_refused_naming_a_leaf(tmp_path):
+    model, cert = _split_tree(tmp_path)
+
+    def swap(document):
+        row = document["properties"][0]["property"]["unsafe"][0][0]
+        row["rhs"] = str(float(row["rhs"]) + 1.0)
+
+    _refused(_rewrite(cert, swap), model, "leaf")
+
+
+def test_a_changed_weight_is_refused(tmp_path):
+    model, cert = _split_tree(tmp_path)
+    graph = onnx.load(model)
+    tensor = graph.graph.initializer[4]  # W2, the output layer
+    weight = numpy_helper.to_array(tensor).copy()
+    weight[0, 0] -= 10.0
+    tensor.CopyFrom(numpy_helper.from_array(weight, tensor.name))
+    changed = model.with_name("changed.onnx")
+    onnx.save(graph, changed)
+    _refused(cert, changed, "SHA-256")
+    import hashlib
+
+    sha = hashlib.sha256(changed.read_bytes()).hexdigest()
+    _refused(_rewrite(cert, lambda d: d.update(network_sha256=sha)), changed, "leaf")
+
+
+def test_the_checker_imports_nothing_of_certfsm():
+    for source in (ROOT / "checker").glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                assert not (node.module or "").startswith("certfsm"), f"{source.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("certfsm") for a in node.names), source.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("net,prop", [("1_9", "prop_1"), ("2_4", "prop_3"), ("3_3", "prop_4")])
+def test_certificates_of_acasxu_unsat_instances_check(tmp_path, net, prop):
+    model = ACASXU / "onnx" / f"ACASXU_run2a_{net}_batch_2000.onnx"
+    if not model.exists():
+        pytest.skip(f"the ACAS Xu benchmark is not at {ACASXU} (set CERTFSM_ACASXU)")
+    network = load_onnx(model)
+    properties = parse_vnnlib(ACASXU / "vnnlib" / f"{prop}.vnnlib", n_inputs=5, n_outputs=5)
+    results = [check(network, p, timeout=60, jobs=1) for p in properties]
+    cert = tmp_path / "c.cert.json"
+    assert write_certificate(cert, network, properties, results)
+    outcome = check_certificate(cert, model)
+    assert outcome.ok, outcome.failure
