@@ -326,7 +326,8 @@ def _unfilled_message(where: str, parts: list[str | int], schema: dict[str, Any]
             f"the network reads (name it in inputs[{parts[1]}].unit): every proof covers [min, max], so take the "
             "range from the plant, not from the model"
         )
-    return f"{where} is not filled in (null); write it: {schema.get('description', 'see certfsm/spec.schema.json')}"
+    expected = str(schema.get("description", "see certfsm/spec.schema.json")).rstrip(".")
+    return f"{where} is not filled in (null); write the value it needs ({expected[:1].lower()}{expected[1:]})"
 
 
 def _first_repeat(items: list[object]) -> object:

@@ -498,7 +498,8 @@ BAD_SPECS = [
     (
         "null-edge",
         set_at(("inputs", 1, "edges", 2), None),
-        r"^spec\.json: inputs\[1\]\.edges\[2\]: null is not of type 'number'; expected: A finite number\.$",
+        r"^spec\.json: inputs\[1\]\.edges\[2\] is not filled in \(null\); write the value it needs \(a finite "
+        r"number\)$",
     ),
     (
         "bool-is-not-int",
