@@ -94,7 +94,9 @@ def test_a_null_elsewhere_reads_as_what_to_fill_in(tmp_path):
     path = tmp_path / "s.spec.json"
     run_main("spec", "init", "--model", MODEL, "--out", path)
     fill(path, decision=None)
-    with pytest.raises(SpecError, match=r": decision is not filled in \(null\); write the value it needs \(how the network.s scores"):
+    with pytest.raises(
+        SpecError, match=r": decision is not filled in \(null\); write the value it needs \(how the network.s scores"
+    ):
         load_spec(path)
 
 
