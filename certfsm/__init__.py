@@ -103,6 +103,8 @@ if TYPE_CHECKING:  # the lazy names as the type checker sees them: the same name
         BoxTree,
         Evidence,
         Interval,
+        MAX_TREE_DEPTH,
+        MAX_TREE_LEAVES,
         Leaf,
         LeafStatus,
         Refinement,
@@ -111,6 +113,7 @@ if TYPE_CHECKING:  # the lazy names as the type checker sees them: the same name
         decode_tree,
         encode_tree,
         leaf_allowed_mask,
+        threshold_problem,
     )
     from ._decimal import decimal_value, float_at_least, float_at_most
     from ._decision import decide, gated_decide, preference
@@ -143,6 +146,9 @@ _LAZY = {
     "decode_tree": "_box_tree",
     "encode_tree": "_box_tree",
     "leaf_allowed_mask": "_box_tree",
+    "threshold_problem": "_box_tree",
+    "MAX_TREE_DEPTH": "_box_tree",
+    "MAX_TREE_LEAVES": "_box_tree",
     "Network": "_network",
     "decide": "_decision",
     "gated_decide": "_decision",
@@ -274,6 +280,9 @@ __all__ = [
     "decode_tree",
     "encode_tree",
     "leaf_allowed_mask",
+    "MAX_TREE_DEPTH",
+    "MAX_TREE_LEAVES",
+    "threshold_problem",
     "CELLS_EXACT",
     "CertfsmError",
     "EngineError",

@@ -202,6 +202,17 @@ def verify(
     raise typer.Exit(EXIT_OK if summary["overall"] == "proved" else EXIT_FAILED)
 
 
+def _refine_budget(text: str):
+    """--refine DEPTH,LEAVES as the core's TreeBudget, refused in the flag's words."""
+    from certfsm import TreeBudget
+
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise typer.BadParameter(f"--refine {text!r} is not DEPTH,LEAVES; give e.g. --refine 8,64")
+    depth, leaves = (int(p) for p in parts)
+    return TreeBudget(depth, leaves)
+
+
 def _distill_flags(out: Path, samples: int) -> None:
     """Refuse a bad --out or --samples of distill in the flags' words, before any work (the library refuses the
     same values in its own words: out=, samples=)."""
@@ -409,6 +420,13 @@ def distill(
     sign: Optional[Path] = typer.Option(
         None, "--sign", metavar="KEY", help="Sign the artifact with this private key (from certfsm keygen)."
     ),
+    refine: Optional[str] = typer.Option(
+        None,
+        "--refine",
+        metavar="DEPTH,LEAVES",
+        help="Refine every cell that is not exact into a tree at most DEPTH splits deep with at most LEAVES "
+        "leaves (replaces the spec's refine object).",
+    ),
 ) -> None:
     """Distil the network into a certified lookup-table state machine: artifact plus report folder."""
     from certfsm import load_spec
@@ -444,6 +462,7 @@ def distill(
             progress=bar.update,
             stage=bar.stage,
             strict=strict,
+            refine=None if refine is None else _refine_budget(refine),
         )
     fidelity, cross = run.summary["fidelity"], run.cross_check
     typer.echo(

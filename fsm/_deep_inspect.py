@@ -40,7 +40,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from certfsm import ModelError, ReportError, load_artifact, load_onnx, spec_from_dict
+from certfsm import ArtifactError, ModelError, ReportError, load_artifact, load_onnx, spec_from_dict
 
 from ._cell_problem import _problem
 from ._deep_cells import CellFailure, WitnessCheck, reprove_exact_cells, revalidate_witnesses
@@ -186,6 +186,12 @@ def deep_inspect(
     tell = stage or (lambda message: None)
     artifact_path, model_path = Path(artifact_path), Path(model_path)
     artifact = load_artifact(artifact_path, trusted_keys=trusted_keys)
+    if artifact.refinement is not None:
+        raise ArtifactError(
+            f"{artifact_path}: a refined table ({len(artifact.refinement.cells)} cells split into "
+            f"{artifact.refinement.n_leaves} leaves); inspect --deep re-proves flat tables only so far, so it "
+            "does not claim what it cannot check; re-prove the exact leaves from the report's leaves.jsonl"
+        )
     network = model_for_artifact(model_path, artifact)
     if report is not None and not Path(report).is_dir():
         raise ReportError(f"{report}: no such report folder; give the folder certfsm distill wrote with report=")

@@ -61,12 +61,12 @@ import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
-from certfsm import MAX_CELLS, EngineError, Network, SpecError, frozen_array
+from certfsm import MAX_CELLS, EngineError, LeafStatus, Network, Refinement, SpecError, frozen_array
 from certfsm.verify import WorkBudget, single_threaded_blas
 
 from ._cell_engines import _Task
@@ -75,6 +75,7 @@ from ._cell_sampling import _sampling_phase
 from ._cell_workers import _BoundTask, _Outcome, _run_tasks
 from ._checkpoint import _Checkpoint, _fingerprints, _trusted_part
 from ._distill_progress import PHASES, _Tally
+from ._refine import refine
 from ._table import CONSERVATIVE, EXACT, UNDECIDED, Table, allowed_masks
 
 
@@ -112,6 +113,11 @@ class Distillation:
     held_back: dict[int, int]
     stats: dict
     seconds: float
+    refinement: Refinement | None = None
+    """The box trees of the refined cells (only with the spec's ``refine``; `_refine`); their flat entries stay
+    conservative."""
+    leaf_records: tuple[dict, ...] = ()
+    """One record per leaf of `refinement`: cell, leaf, exact box, status, token, engine, witness or reason."""
 
 
 def distill(
@@ -244,7 +250,7 @@ def distill(
 
         _run_tasks(problem, tasks, follow_up, jobs, on_outcome)
         seconds["bounds_and_engines"] = time.monotonic() - clock
-    return _result(
+    flat = _result(
         spec,
         problem,
         decided,
@@ -258,6 +264,51 @@ def distill(
         seed,
         budget,
     )
+    if spec.refine is None:
+        return flat
+    with single_threaded_blas():
+        return _refined(spec, problem, flat, jobs, seed, budget, guard, progress, started)
+
+
+def _refined(spec, problem: _Problem, flat: Distillation, jobs, seed, budget, guard, progress, started) -> Distillation:
+    """`flat` with its cells that are not exact refined (`_refine`), the stats saying what refinement did."""
+    table, total = flat.table, flat.table.n_cells
+    open_cells = [int(c) for c in np.flatnonzero(table.status != EXACT)]
+
+    def tell(message: str) -> None:
+        if progress is not None:
+            progress(total, total, message)
+
+    result = refine(
+        problem,
+        spec,
+        spec.refine,
+        open_cells,
+        dict(flat.witnesses),
+        jobs=jobs,
+        seed=seed,
+        work=budget,
+        guard=guard,
+        exact_before=float(flat.stats["exact_volume_share"]),
+        progress=tell,
+    )
+    lower, upper = table.grid.all_cell_bounds()
+    volume = np.prod(upper - lower, axis=1)
+    volume = volume / volume.sum()
+    exact = table.status == EXACT
+    before = {name: float(volume[exact & (table.proposal == t)].sum()) for t, name in enumerate(problem.outputs)}
+    after = {name: before[name] + result.stats["exact_volume_by_token"][name] for name in problem.outputs}
+    stats = dict(flat.stats)
+    elapsed = time.monotonic() - started
+    stats["refinement"] = {
+        **result.stats,
+        "exact_volume_share_before": float(sum(before.values())),
+        "exact_volume_by_token_before": before,
+        "exact_volume_share": float(sum(after.values())),
+        "exact_volume_by_token": after,
+    }
+    stats["seconds"] = {**stats["seconds"], "refinement": result.stats["seconds"], "total": round(elapsed, 3)}
+    return replace(flat, stats=stats, seconds=elapsed, refinement=result.refinement, leaf_records=result.records)
 
 
 def _guard_fired(cell: int, guard: float, budget: WorkBudget, store, decided: int) -> str:
@@ -397,8 +448,20 @@ def sampled_cross_check(
         "on_conservative": int(conservative.sum()),
         "conservative_agreements": int(np.count_nonzero(conservative & (decisions == problem.conservative))),
     }
+    expected = table.proposal[cells]
+    refinement = distillation.refinement
+    if refinement is not None:  # a point of a refined cell is checked against its leaf when the leaf is exact
+        for k in np.flatnonzero(np.isin(cells, refinement.cells)):
+            tree = refinement.tree_of(int(cells[k]))
+            leaf = tree.leaves[tree.leaf_index([float(v) for v in x[k]])]
+            if leaf.status is LeafStatus.EXACT:
+                on_exact[k], expected[k] = True, leaf.token
+        wrong = on_exact & (expected != decisions)
+        report["on_exact_leaves"] = int(np.count_nonzero(on_exact & np.isin(cells, refinement.cells)))
+        report["mismatches"] = int(wrong.sum())
+        report["mismatch_cells"] = sorted({int(c) for c in cells[wrong]})[:10]
     if check_onnxruntime:
         exact_points = np.flatnonzero(on_exact)
         deployed = problem.onnx_decisions(x[exact_points]) if exact_points.size else np.zeros(0, dtype=np.int64)
-        report["onnxruntime_mismatches"] = int(np.count_nonzero(deployed != table.proposal[cells[exact_points]]))
+        report["onnxruntime_mismatches"] = int(np.count_nonzero(deployed != expected[exact_points]))
     return report

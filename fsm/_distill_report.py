@@ -125,6 +125,9 @@ def write_summary(
         ],
         "cells_file": "cells.jsonl",
     }
+    if "refinement" in stats:  # only a refined table's summary has these, so a flat one keeps its bytes
+        summary["refinement"] = stats["refinement"]
+        summary["leaves_file"] = "leaves.jsonl"
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (folder / "report.md").write_text(_markdown(summary, spec), encoding="utf-8")
     return summary
@@ -146,6 +149,29 @@ def _description(name: str) -> str:
 
 def _percent(share: float) -> str:
     return f"{100.0 * share:.1f}%"
+
+
+def _refinement_lines(refinement: dict | None) -> list[str]:
+    """The report's refinement section (none for a flat table): leaves by status, exact volume per token."""
+    if refinement is None:
+        return []
+    leaves = refinement["leaves_by_status"]
+    before, after = refinement["exact_volume_by_token_before"], refinement["exact_volume_by_token"]
+    return [
+        "## Refinement",
+        "",
+        f"Cells that were not exact were split (at most {refinement['max_depth']} deep, {refinement['max_leaves']} "
+        f"leaves per cell) and their parts proved again: {refinement['cells_refined']} cells hold a tree of "
+        f"{refinement['leaves']} leaves in all ({leaves['exact']} exact, {leaves['conservative']} conservative, "
+        f"{leaves['undecided']} undecided, {leaves['held_back']} held back by the rules), one line each in "
+        "`leaves.jsonl`.",
+        "",
+        "| token | exact volume, flat | exact volume, refined |",
+        "|---|---:|---:|",
+        *(f"| {token} | {_percent(before[token])} | {_percent(after[token])} |" for token in before),
+        f"| all | {_percent(refinement['exact_volume_share_before'])} | {_percent(refinement['exact_volume_share'])} |",
+        "",
+    ]
 
 
 def _markdown(summary: dict, spec) -> str:
@@ -206,6 +232,7 @@ def _markdown(summary: dict, spec) -> str:
         "A conservative cell holds the conservative token. Its witness pair (two inputs of the cell whose "
         "gated decisions differ, in float64 and in onnxruntime) is in `cells.jsonl`, one line per cell.",
         "",
+        *_refinement_lines(summary.get("refinement")),
         "## How cells were decided",
         "",
         "| engine | cells |",

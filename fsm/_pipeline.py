@@ -134,6 +134,7 @@ def distill_controller(
     progress=None,
     stage: Stage | None = None,
     strict: bool = False,
+    refine=None,
 ) -> DistillRun:
     """Distil `spec`'s network into a certified table and machine; write `out` (.cfsm) and the `report` folder.
 
@@ -147,7 +148,9 @@ def distill_controller(
     `default_checkpoint(out)` (see the module docstring). With `strict`,
     the run succeeds only when no cell is held back or undecided
     (`DistillRun.succeeded`; the artifact and report are written either
-    way). Raises SpecError for bad arguments, ReportError/ArtifactError
+    way). `refine` (a `certfsm.TreeBudget`) replaces the spec's ``refine``
+    budget, and is written into the artifact's spec with it (None: the
+    spec's own). Raises SpecError for bad arguments, ReportError/ArtifactError
     when a file cannot be written, EngineError when the guard fires.
     """
     from certfsm import ARTIFACT_SUFFIX
@@ -155,6 +158,19 @@ def distill_controller(
     from ._decision_map import busiest_slice, check_axes, default_axes, render_decision_map
 
     out, report = Path(out), Path(report)
+    if refine is not None:
+        from certfsm import MAX_TREE_DEPTH, MAX_TREE_LEAVES, TreeBudget
+
+        if not (
+            isinstance(refine, TreeBudget)
+            and 1 <= refine.max_depth <= MAX_TREE_DEPTH
+            and 2 <= refine.max_leaves <= MAX_TREE_LEAVES
+        ):
+            raise SpecError(
+                f"refine={refine!r} is not a certfsm.TreeBudget with max_depth 1..{MAX_TREE_DEPTH} and max_leaves "
+                f"2..{MAX_TREE_LEAVES}; give e.g. refine=TreeBudget(8, 64)"
+            )
+        spec = replace(spec, refine=refine)
     if out.suffix != ARTIFACT_SUFFIX:
         raise SpecError(
             f"out={str(out)!r}: an artifact file name ends in {ARTIFACT_SUFFIX}; give e.g. "
@@ -220,8 +236,12 @@ def distill_controller(
             for x, y in pairs
         ]
         _write_cells(staging / "cells.jsonl", distillation, spec)
+        if distillation.refinement is not None:
+            _write_leaves(staging / "leaves.jsonl", distillation)
         tell(f"writing {out}")
-        artifact_sha256 = _write_artifact(out, spec, network, table, params, certificate)
+        artifact_sha256 = _write_artifact(
+            out, spec, network, table, params, certificate, refinement=distillation.refinement
+        )
         summary = write_summary(
             staging,
             spec=spec,
@@ -309,7 +329,7 @@ def _record(name: str, proof: Proof) -> VerdictRecord:
     )
 
 
-def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate) -> str:
+def _write_artifact(out: Path, spec, network, table, params: MachineParams, certificate, refinement=None) -> str:
     from certfsm import allowed_bitmasks, artifact_payload, write_artifact
 
     payload = artifact_payload(
@@ -327,8 +347,17 @@ def _write_artifact(out: Path, spec, network, table, params: MachineParams, cert
         codes=params.codes,
         certificate=certificate,
         created_by=f"certfsm {certfsm_version()}",
+        refinement=refinement,
     )
     return write_artifact(out, payload)
+
+
+def _write_leaves(path: Path, distillation: Distillation) -> None:
+    """One JSON line per leaf of a refined cell in the table: cell, leaf (pre-order), exact box (per input low,
+    high as exact rationals, closed), status, token, what decided it, and the witness pair or the reason."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for record in distillation.leaf_records:
+            handle.write(json.dumps(record) + "\n")
 
 
 def _write_cells(path: Path, distillation: Distillation, spec) -> None:
