@@ -125,7 +125,13 @@ def _leaf_boxes(tree, low: list, high: list, count: int, where: str) -> tuple[li
 
 def _leaf_bounds(ops, nodes) -> dict:
     """{leaf number: (lows, highs)} of every node's bounds, computed level by level down the tree, each node's
-    intersected with its parent's (sound: the parent's box contains the child's)."""
+    intersected with its parent's (sound: the parent's box contains the child's).
+
+    A node is bounded twice, as the prover bounds a box: with the adaptive
+    slopes alone, then with every slope choice intersected with that. Both
+    are sound, so is their intersection; the first pass is not redundant,
+    since tighter bounds below a layer can change its adaptive slopes and
+    leave it looser."""
     depth = []
     for _, parent, _ in nodes:
         depth.append(0 if parent < 0 else depth[parent] + 1)
@@ -142,7 +148,8 @@ def _leaf_bounds(ops, nodes) -> dict:
                 known = tuple(
                     [np.stack([done[q][side][i] for q in parents]) for i in range(len(ops) + 1)] for side in (0, 1)
                 )
-            lows, highs = forward(ops, lower, upper, known=known)
+            lows, highs = forward(ops, lower, upper, (), known)
+            lows, highs = forward(ops, lower, upper, known=(lows, highs))
             for row, j in enumerate(part):
                 bounds = ([a[row] for a in lows], [a[row] for a in highs])
                 done[j] = bounds

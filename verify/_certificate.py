@@ -30,9 +30,13 @@ spaces), holds:
   written beside the certificate, unsat).
 
 The tree of a disjunct is rebuilt from the boxes on which it closed
-(`_split.Closure`): branch and bound halves a box at the float64
-midpoint of one input, so a node's children are found by the one input
-whose midpoint no leaf straddles. Leaves that do not partition the box
+(`_split.Closure`) and the inputs the search halved them on
+(`_split.Cut`): branch and bound halves a box at the float64 midpoint of
+one input, so a node's children are found by the input the search cut
+that box on, or else by the one input whose midpoint no leaf straddles.
+Following the search's own cuts gives the checker the same parents to
+inherit bounds from (bounds are not monotone in the box: another order
+of the same partition can leave a leaf looser). Leaves that do not partition the box
 exactly (a gap, an overlap) or a closure without evidence leave no
 certificate: `certificate_document` says why, and the verdict stands.
 """
@@ -50,6 +54,7 @@ from certfsm import Box, BoxTree, Interval, Leaf, LeafStatus, Split, encode_tree
 
 from ._property import Property
 from ._smtlib import smtlib_script
+from ._split import Closure, Cut
 
 FORMAT_VERSION = 1
 
@@ -112,10 +117,12 @@ def _evidence(evidence: tuple) -> dict:
     }
 
 
-def _tree(prop: Property, lowers: np.ndarray, uppers: np.ndarray) -> tuple:
+def _tree(prop: Property, lowers: np.ndarray, uppers: np.ndarray, cuts: dict) -> tuple:
     """(root node, leaf order): the split tree whose leaves are exactly the boxes [lowers[i], uppers[i]].
 
-    Raises NoCertificate where the boxes do not partition the property's box by midpoint splits.
+    `cuts`: {(lower bytes, upper bytes): input} of the boxes the search
+    halved, tried first at each node. Raises NoCertificate where the boxes
+    do not partition the property's box by midpoint splits.
     """
     order: list[int] = []
 
@@ -125,7 +132,8 @@ def _tree(prop: Property, lowers: np.ndarray, uppers: np.ndarray) -> tuple:
         if members.size == 1 and np.array_equal(lowers[members[0]], low) and np.array_equal(uppers[members[0]], high):
             order.append(int(members[0]))
             return Leaf(LeafStatus.EXACT, 0, 0)
-        for dim in np.flatnonzero(high > low):
+        first = cuts.get((low.tobytes(), high.tobytes()))
+        for dim in ([first] if first is not None else []) + list(np.flatnonzero(high > low)):
             middle = (low[dim] + high[dim]) / 2.0
             below = uppers[members, dim] <= middle
             if np.all(below | (lowers[members, dim] >= middle)) and below.any() and not below.all():
@@ -155,6 +163,8 @@ def proof_documents(network, prop: Property, closures: tuple, queries: str, inde
     """
     files: dict[str, str] = {}
     proofs = []
+    cuts = {(c.lower.tobytes(), c.upper.tobytes()): c.dim for c in closures if isinstance(c, Cut)}
+    closures = tuple(c for c in closures if isinstance(c, Closure))
     for disjunct in range(len(prop.unsafe)):
         mine = [c for c in closures if c.disjunct == disjunct]
         if any(c.evidence is None for c in mine):
@@ -163,7 +173,7 @@ def proof_documents(network, prop: Property, closures: tuple, queries: str, inde
             raise NoCertificate(f"no box of disjunct {disjunct} was recorded closed")
         lowers = np.array([c.lower for c in mine])
         uppers = np.array([c.upper for c in mine])
-        root, order = _tree(prop, lowers, uppers)
+        root, order = _tree(prop, lowers, uppers, cuts)
         try:
             tree = BoxTree(_root_box(prop), root, (None,) * prop.n_inputs)
         except ValueError as error:

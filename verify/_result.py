@@ -30,8 +30,9 @@ class Result(VerdictRecord):
     `stats` carries engine-specific numbers (sub-boxes, splits, queries).
     `check` names the property it checked (`property`). `proof`, on a
     ``proved`` from branch and bound, holds the `_split.Closure` of every
-    disjunct on every box of the partition it built, from which
-    `_certificate` writes a proof certificate (None: not recorded).
+    disjunct on every box of the partition it built and the `_split.Cut`
+    of every box it halved, from which `_certificate` writes a proof
+    certificate (None: not recorded).
     Compared by identity: it carries arrays.
     """
 

@@ -34,7 +34,10 @@ Invariants:
 - Every box of the search tree on which a disjunct closes leaves one
   `Closure` (its box, the disjunct and what closed it: the refuting row
   with the name of its lower slopes, or the optimised row weights and
-  slopes), so a proof leaves the partition it built for each disjunct,
+  slopes), and every box it halves one `Cut` (the box and the input), so
+  a proof leaves the partition it built for each disjunct, in the order
+  it built it (a checker that follows the same tree inherits bounds from
+  the same parents),
   which a proof certificate keeps (`_certificate`; docs/design.md, "Box
   trees"). Recording reads values the search computes anyway.
 
@@ -85,6 +88,15 @@ class Closure:
     upper: np.ndarray
     disjunct: int
     evidence: tuple | None
+
+
+@dataclass(frozen=True, eq=False)
+class Cut:
+    """The search halved the closed box [lower, upper] at the float64 midpoint of input `dim`."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    dim: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,7 +265,8 @@ class Bounded:
     `layers`: the hidden-layer bounds of every box (`_bounds.LayerBounds`,
     unpacked), for the slope optimisation of the boxes that are kept.
     `proof` (B, D): the row that closed each disjunct closed here (see
-    `Boxes.proof`). `closures`: what `split` and `root` closed (`Closure`).
+    `Boxes.proof`). `closures`: what `split` and `root` closed (`Closure`),
+    and the `Cut` of every box `split` halved.
     """
 
     open: np.ndarray
@@ -490,7 +503,8 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     picked = np.concatenate([choice * 2 * count + rows, choice * 2 * count + count + rows])
     children = candidates.take(picked)
     is_open = children.open.any(axis=1)
-    closures = _closures(children.take(np.flatnonzero(~is_open)))
+    closures: list = [Cut(boxes.lower[i].copy(), boxes.upper[i].copy(), int(dims[choice[i]])) for i in rows]
+    closures += _closures(children.take(np.flatnonzero(~is_open)))
     children = children.take(np.flatnonzero(is_open))
     layers = preactivation_bounds(network, children.lower, children.upper, known=children.hidden, slope_choices=True)
     children = optimise(network, objectives, replace(children, hidden=pack(layers, len(children))), layers)

@@ -175,6 +175,30 @@ def test_a_changed_weight_is_refused(tmp_path):
     _refused(_rewrite(cert, lambda d: d.update(network_sha256=sha)), changed, "leaf")
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_checkers_node_bounds_contain_every_sampled_value(tmp_path, seed):
+    """Interval, forward linear and back-substituted bounds, in both passes, hold at sampled points and vertices."""
+    from certfsm.checker._arith import forward, read_model
+
+    ops = read_model(_network(tmp_path / "net.onnx", seed))
+    rng = np.random.default_rng(seed)
+    lower = rng.uniform(-1.0, 0.5, (8, 2))
+    upper = lower + rng.uniform(0.0, 1.0, (8, 2)) ** 3
+    lows, highs = forward(ops, lower, upper, ())
+    lows, highs = forward(ops, lower, upper, known=(lows, highs))
+    corners = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    fractions = np.concatenate([corners, rng.random((400, 2))])
+    for box in range(len(lower)):
+        values = lower[box] + fractions * (upper[box] - lower[box])
+        for i in range(len(ops) + 1):
+            assert np.all(lows[i][box] <= values + 1e-12) and np.all(values <= highs[i][box] + 1e-12), (box, i)
+            if i < len(ops):
+                op = ops[i]
+                values = (
+                    values @ op[1] if op[0] == "matmul" else values + op[1] if op[0] == "add" else np.maximum(values, 0)
+                )
+
+
 def test_the_checker_imports_nothing_of_certfsm():
     for source in (ROOT / "checker").glob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):
@@ -185,7 +209,9 @@ def test_the_checker_imports_nothing_of_certfsm():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("net,prop", [("1_9", "prop_1"), ("2_4", "prop_3"), ("3_3", "prop_4")])
+@pytest.mark.parametrize(
+    "net,prop", [("1_9", "prop_1"), ("2_4", "prop_3"), ("3_3", "prop_4"), ("3_3", "prop_1"), ("1_1", "prop_2")]
+)
 def test_certificates_of_acasxu_unsat_instances_check(tmp_path, net, prop):
     model = ACASXU / "onnx" / f"ACASXU_run2a_{net}_batch_2000.onnx"
     if not model.exists():
