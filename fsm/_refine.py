@@ -39,7 +39,8 @@ splits, the samples (a fixed function of the seed, the cell and the
 leaf's place in its tree), the chunks and every budget are counted in
 leaves, boxes and solver queries, so the same spec and model give the same
 tree on 1 or many jobs. Workers only compute; results are applied in leaf
-order in this process.
+order in this process. Nothing of a refinement goes to the checkpoint
+(`_checkpoint` keeps flat decisions only): a resumed run refines again.
 """
 
 from __future__ import annotations
