@@ -1,7 +1,9 @@
 """certfsm.checker: re-check a proof certificate without re-proving, sharing no code with the prover.
 
 It imports numpy and onnx only: nothing of certfsm (docs/design.md, "Box
-trees", "Checking"). The certificate format is stated in
+trees", "Checking"); threadpoolctl, when installed, only keeps numpy's
+BLAS on one thread while it checks (many small products, which threads
+slow down). The certificate format is stated in
 `certfsm.verify._certificate`'s docstring; this package reads it by its
 own code, so a rule stated wrongly on either side shows as a refusal.
 
@@ -123,7 +125,7 @@ def _leaf_boxes(tree, low: list, high: list, count: int, where: str) -> tuple[li
     return boxes, nodes
 
 
-def _leaf_bounds(ops, nodes) -> dict:
+def _leaf_bounds(ops, nodes, cache: dict) -> dict:
     """{leaf number: (lows, highs)} of every node's bounds, computed level by level down the tree, each node's
     intersected with its parent's (sound: the parent's box contains the child's).
 
@@ -131,13 +133,24 @@ def _leaf_bounds(ops, nodes) -> dict:
     slopes alone, then with every slope choice intersected with that. Both
     are sound, so is their intersection; the first pass is not redundant,
     since tighter bounds below a layer can change its adaptive slopes and
-    leave it looser."""
+    leave it looser. A leaf gets the first pass only here; `_check_disjunct` gives
+    it the second where its evidence needs that (any sound bounds will do
+    for a leaf, so which ones it is checked with does not matter). `cache`
+    holds the bounds of the boxes already bounded for another disjunct of
+    the property, by exact box (sound bounds of that box, whichever tree
+    they came down)."""
     depth = []
     for _, parent, _ in nodes:
         depth.append(0 if parent < 0 else depth[parent] + 1)
     done, found = {}, {}
     for level in range(max(depth) + 1):
-        at = [j for j, d in enumerate(depth) if d == level]
+        at = []
+        for j in [j for j, d in enumerate(depth) if d == level]:
+            hit = cache.get((tuple(nodes[j][0][0]), tuple(nodes[j][0][1])))
+            if hit is not None and (hit[1] or nodes[j][2] is not None):
+                done[j] = hit[0]
+            else:
+                at.append(j)
         for start in range(0, len(at), _CHUNK):
             part = at[start : start + _CHUNK]
             lower = np.array([[_float_down(v) for v in nodes[j][0][0]] for j in part])
@@ -149,12 +162,17 @@ def _leaf_bounds(ops, nodes) -> dict:
                     [np.stack([done[q][side][i] for q in parents]) for i in range(len(ops) + 1)] for side in (0, 1)
                 )
             lows, highs = forward(ops, lower, upper, (), known)
-            lows, highs = forward(ops, lower, upper, known=(lows, highs))
+            inner = np.array([nodes[j][2] is None for j in part])
+            if inner.any():
+                more = forward(
+                    ops, lower[inner], upper[inner], known=([a[inner] for a in lows], [a[inner] for a in highs])
+                )
+                for a, b in zip(lows + highs, more[0] + more[1]):
+                    a[inner] = b
             for row, j in enumerate(part):
-                bounds = ([a[row] for a in lows], [a[row] for a in highs])
-                done[j] = bounds
-                if nodes[j][2] is not None:
-                    found[nodes[j][2]] = bounds
+                done[j] = ([a[row] for a in lows], [a[row] for a in highs])
+                cache[(tuple(nodes[j][0][0]), tuple(nodes[j][0][1]))] = (done[j], bool(inner[row]))
+        found.update({nodes[j][2]: done[j] for j in done if nodes[j][2] is not None})
         done = {j: b for j, b in done.items() if depth[j] == level}
     return found
 
@@ -179,7 +197,27 @@ def _evidence(leaf, rows: int, n_hidden: int, where: str) -> tuple:
     return weights, codes
 
 
-def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where) -> str:
+def _refuted(ops, lows, highs, weights, codes, A, b_up, at_zero) -> tuple:
+    """(refuted, bound) per leaf: a lower bound of ``weights . (A y - b)`` over its box and whether it refutes."""
+    objective = weights @ A
+    error = np.abs(weights) @ np.abs(A) * ((A.shape[0] + 2) * 2.0**-52) + 1e-300
+    offsets = np.cumsum([0] + [lows[i].shape[1] for i, op in enumerate(ops) if op[0] == "relu"])
+
+    def slopes(relu, low, high, parallel):
+        given = codes[:, offsets[relu] : offsets[relu + 1]]
+        adaptive = (high > -low).astype(np.float64)
+        return np.where(np.isnan(given), adaptive, np.where(given == -1.0, parallel, given))
+
+    bound = lower_bound(ops, lows, highs, len(ops), objective, np.arange(len(weights)), (slopes,))[0]
+    magnitude = np.maximum(np.abs(lows[-1]), np.abs(highs[-1]))
+    bound = np.nextafter(bound - np.nextafter(np.sum(error * magnitude, axis=1) * 1.01, np.inf), -np.inf)
+    rhs = weights @ b_up + (np.abs(weights) @ np.abs(b_up)) * ((A.shape[0] + 2) * 2.0**-52) + 1e-300
+    bound = np.nextafter(bound - np.nextafter(rhs, np.inf), -np.inf)
+    strict_enough = np.all(at_zero[None, :] | (weights <= 0.0), axis=1)
+    return (bound > 0.0) | ((bound >= 0.0) & strict_enough), bound
+
+
+def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache) -> str:
     """'' when every leaf refutes the disjunct's rows, else why the first one does not."""
     A = np.array([[float(_rational(c, where)) for c in row["coefficients"]] for row in rows], dtype=np.float64)
     exact_b = [_rational(row["rhs"], where) for row in rows]
@@ -195,30 +233,20 @@ def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where) -> str:
         if isinstance(leaf, dict) and "z3" in leaf:
             return f"{where}, leaf {k}: a z3 leaf, which this checker does not re-run yet"
     evidence = [_evidence(leaf, len(rows), n_hidden, f"{where}.leaves[{k}]") for k, leaf in enumerate(leaves)]
-    found = _leaf_bounds(ops, nodes)
+    found = _leaf_bounds(ops, nodes, cache)
     for start in range(0, len(boxes), _CHUNK):
         part = range(start, min(start + _CHUNK, len(boxes)))
         lows = [np.stack([found[k][0][i] for k in part]) for i in range(len(ops) + 1)]
         highs = [np.stack([found[k][1][i] for k in part]) for i in range(len(ops) + 1)]
         weights = np.array([evidence[k][0] for k in part])
         codes = np.array([evidence[k][1] for k in part])
-        objective = weights @ A
-        error = np.abs(weights) @ np.abs(A) * ((len(rows) + 2) * 2.0**-52) + 1e-300
-        offsets = np.cumsum([0] + [lows[i].shape[1] for i, op in enumerate(ops) if op[0] == "relu"])
-
-        def slopes(relu, low, high, parallel):
-            given = codes[:, offsets[relu] : offsets[relu + 1]]
-            adaptive = (high > -low).astype(np.float64)
-            return np.where(np.isnan(given), adaptive, np.where(given == -1.0, parallel, given))
-
-        owner = np.arange(len(part))
-        bound = lower_bound(ops, lows, highs, len(ops), objective, owner, slopes)
-        magnitude = np.maximum(np.abs(lows[-1]), np.abs(highs[-1]))
-        bound = np.nextafter(bound - np.nextafter(np.sum(error * magnitude, axis=1) * 1.01, np.inf), -np.inf)
-        rhs = weights @ b_up + (np.abs(weights) @ np.abs(b_up)) * ((len(rows) + 2) * 2.0**-52) + 1e-300
-        bound = np.nextafter(bound - np.nextafter(rhs, np.inf), -np.inf)
-        strict_enough = np.all(at_zero[None, :] | (weights <= 0.0), axis=1)
-        refuted = (bound > 0.0) | ((bound >= 0.0) & strict_enough)
+        refuted, bound = _refuted(ops, lows, highs, weights, codes, A, b_up, at_zero)
+        again = np.flatnonzero(~refuted)
+        if again.size:
+            lower = np.array([[_float_down(v) for v in boxes[part[k]][0]] for k in again])
+            upper = np.array([[_float_up(v) for v in boxes[part[k]][1]] for k in again])
+            tight = forward(ops, lower, upper, known=([a[again] for a in lows], [a[again] for a in highs]))
+            refuted[again], bound[again] = _refuted(ops, *tight, weights[again], codes[again], A, b_up, at_zero)
         if not refuted.all():
             k = part[int(np.argmin(refuted))]
             box = ", ".join(f"x{i} in [{float(lo):.9g}, {float(hi):.9g}]" for i, (lo, hi) in enumerate(zip(*boxes[k])))
@@ -228,6 +256,15 @@ def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where) -> str:
 
 def check_certificate(path, model) -> Checked:
     """Check the certificate at `path` against the ONNX file `model` (see the module docstring)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return _check_certificate(path, model)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _check_certificate(path, model)
+
+
+def _check_certificate(path, model) -> Checked:
     started = time.monotonic()
     path, model = Path(path), Path(model)
     try:
@@ -258,7 +295,7 @@ def check_certificate(path, model) -> Checked:
     for op in ops:
         widths.append(op[1].shape[1] if op[0] == "matmul" else widths[-1])
         n_hidden += widths[-1] if op[0] == "relu" else 0
-    total = 0
+    total, cache = 0, {}
     try:
         for p, entry in enumerate(document["properties"]):
             stated = entry["property"]
@@ -276,7 +313,7 @@ def check_certificate(path, model) -> Checked:
                 where = f"property {stated['name']}, disjunct {k}"
                 boxes, nodes = _leaf_boxes(proof["tree"], low, high, len(proof["leaves"]), where)
                 total += len(boxes)
-                failure = _check_disjunct(ops, rows, proof["leaves"], boxes, nodes, n_hidden, where)
+                failure = _check_disjunct(ops, rows, proof["leaves"], boxes, nodes, n_hidden, where, cache)
                 if failure:
                     return Checked(name, False, total, time.monotonic() - started, failure)
     except (KeyError, TypeError, IndexError) as error:

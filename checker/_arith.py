@@ -75,11 +75,19 @@ def _sum_up(x):
 
 
 def _dot_low(a, b):
-    """A lower bound of the exact row-wise dot products of a and b (both (P, n), or b (n,))."""
-    products = a * b
-    n = products.shape[-1]
-    error = _up(_sum_up(np.abs(products)) * ((n + 3) * _HALF_ULP) + (n + 1) * _TINY)
-    return _down(np.sum(products, axis=-1) - error)
+    """A lower bound of the exact row-wise dot products of a and b (both (..., n), or b (n,))."""
+    if b.ndim == 1:
+        value, size = a @ b, np.abs(a) @ np.abs(b)
+    else:
+        value, size = np.einsum("...n,...n->...", a, b), np.einsum("...n,...n->...", np.abs(a), np.abs(b))
+    n = a.shape[-1]
+    return _down(value - _up(size * ((n + 3) * _HALF_ULP) + (n + 1) * _TINY))
+
+
+def _dot_up(a, b):
+    """An upper bound of the exact row-wise dot products of non-negative (P, n) arrays."""
+    n = a.shape[-1]
+    return _up(np.einsum("pn,pn->p", a, b) * (1.0 + (n + 3) * _HALF_ULP) + (n + 1) * _TINY)
 
 
 def read_model(path) -> list[tuple]:
@@ -212,48 +220,84 @@ def forward(ops, lower, upper, choices=_CHOICES, known=None):
                 rows[np.arange(boxes.size), neurons] = 1.0
                 rows[np.arange(boxes.size, 2 * boxes.size), neurons] = -1.0
                 owner = np.concatenate([boxes, boxes])
-                bound = lower_bound(ops, lows, highs, index + 1, rows, owner, None)
-                for choice in choices:
-                    bound = np.maximum(bound, lower_bound(ops, lows, highs, index + 1, rows, owner, choice))
+                bound = np.max(lower_bound(ops, lows, highs, index + 1, rows, owner, (None,) + tuple(choices)), axis=0)
                 low[boxes, neurons] = np.maximum(low[boxes, neurons], bound[: boxes.size])
                 high[boxes, neurons] = np.minimum(high[boxes, neurons], -bound[boxes.size :])
     return lows, highs
 
 
-def lower_bound(ops, lows, highs, node, coef, owner, slopes):
-    """A lower bound of ``coef[p] . v_node`` over box ``owner[p]`` (see the module docstring).
+def _relaxations(ops, lows, highs, node, slopes) -> dict:
+    """Per box, for each operation below `node`: what `lower_bound` needs of it, computed once for all rows.
 
-    `slopes`: None (adaptive: 1 where u > -l, else 0), or a callable
-    (relu number, l, u) -> (P, n) lower slopes for the unstable neurons.
+    A ReLU at i: (lower slope, upper slope, upper intercept), (B, n)
+    each; every op: the weight of ``|coef|`` in its rounding cost and a
+    per-box constant (see the module docstring: a ReLU's products cost at
+    most ``2^-52 |new| . |z| + tiny . sum |z|``, a product with M at most
+    ``gamma_m |coef| . (|v_i| |M|) + m tiny . sum |v_i|``).
     """
-    const = np.zeros(coef.shape[0])
-    relu = sum(op[0] == "relu" for op in ops[:node])
+    found, relu = {}, sum(op[0] == "relu" for op in ops[:node])
     for index in range(node - 1, -1, -1):
-        op, low, high = ops[index], lows[index][owner], highs[index][owner]
+        op, low, high = ops[index], lows[index], highs[index]
         magnitude = np.maximum(np.abs(low), np.abs(high))
         if op[0] == "add":
+            continue
+        if op[0] == "matmul":
+            inner, width = op[1].shape
+            reach = _up((magnitude @ np.abs(op[1])) * (1.0 + (inner + 2) * _HALF_ULP) + (inner + 1) * _TINY)
+            weight = _up(reach * ((width + 2) * _HALF_ULP))
+            found[index] = (weight, _up(_sum_up(magnitude) * ((width + 1) * _TINY)))
+            continue
+        relu -= 1
+        unstable = (low < 0.0) & (high > 0.0)
+        width = np.where(unstable, high - low, 1.0)
+        upper = np.where(low >= 0.0, 1.0, np.where(unstable, np.clip(high / width, 0.0, 1.0), 0.0))
+        intercept = np.where(unstable, np.maximum(_up(-upper * low), _up(high - _down(upper * high))), 0.0)
+        alpha = []
+        for choice in slopes:
+            given = (high > -low).astype(np.float64) if choice is None else choice(relu, low, high, upper)
+            given = np.clip(np.nan_to_num(given, nan=0.0), 0.0, 1.0)
+            alpha.append(np.where(low >= 0.0, 1.0, np.where(unstable, given, 0.0)))
+        alpha = np.concatenate(alpha)
+        weight = _up(magnitude * _HALF_ULP)
+        found[index] = (weight, _up(_sum_up(magnitude) * _TINY), alpha, upper, intercept)
+    return found
+
+
+def lower_bound(ops, lows, highs, node, coef, owner, slopes):
+    """(C, P): a lower bound of ``coef[p] . v_node`` over box ``owner[p]`` with each of C lower slopes.
+
+    `slopes`: a tuple, each None (adaptive: 1 where u > -l, else 0) or a
+    callable (relu number, l, u, upper slope) -> (B, n) lower slopes per
+    box for the unstable neurons (see the module docstring). The rounding
+    costs of a ReLU and of the product below it are charged together,
+    since the coefficients between them do not change.
+    """
+    found, count = _relaxations(ops, lows, highs, node, slopes), lows[0].shape[0]
+    rows = coef.shape[0]
+    coef = np.tile(coef, (len(slopes), 1))
+    choice_owner = (np.arange(len(slopes))[:, None] * count + owner[None, :]).reshape(-1)
+    owner = np.tile(owner, len(slopes))
+    const = np.zeros(coef.shape[0])
+    pending, extra = None, np.zeros(lows[0].shape[0])
+    for index in range(node - 1, -1, -1):
+        op = ops[index]
+        if op[0] == "add":
             const = _down(const + _dot_low(coef, op[1]))
-        elif op[0] == "matmul":
-            coef, error = _product(coef, op[1].T)
-            const = _down(const - _sum_up(error * magnitude * (1.0 + _HALF_ULP) + _TINY))
-        else:
-            relu -= 1
-            unstable = (low < 0.0) & (high > 0.0)
-            width = np.where(unstable, high - low, 1.0)
-            upper_slope = np.where(unstable, np.clip(high / width, 0.0, 1.0), 0.0)
-            intercept = np.maximum(_up(-upper_slope * low), _up(high - _down(upper_slope * high)))
-            if slopes is None:
-                alpha = (high > -low).astype(np.float64)
-            else:
-                alpha = np.clip(np.nan_to_num(slopes(relu, low, high, upper_slope), nan=0.0), 0.0, 1.0)
-            negative = coef < 0.0
-            slope = np.where(low >= 0.0, 1.0, np.where(unstable, np.where(negative, upper_slope, alpha), 0.0))
-            new = coef * slope
-            lost = _up(np.abs(new) * _HALF_ULP + _TINY)
-            const = _down(
-                const + _dot_low(np.where(negative & unstable, coef, 0.0), np.where(unstable, intercept, 0.0))
-            )
-            const = _down(const - _sum_up(lost * magnitude * (1.0 + _HALF_ULP) + _TINY))
-            coef = new
+            continue
+        weight, more = found[index][:2]
+        extra = _up(extra + more)
+        if op[0] == "matmul":
+            pending = weight if pending is None else _up(pending + weight)
+            const = _down(const - _dot_up(np.abs(coef), pending[owner]))
+            coef, pending = coef @ op[1].T, None
+            continue
+        if pending is not None:
+            const = _down(const - _dot_up(np.abs(coef), pending[owner]))
+        alpha, upper, intercept = found[index][2][choice_owner], found[index][3][owner], found[index][4][owner]
+        const = _down(const - _dot_up(np.maximum(-coef, 0.0), intercept))
+        coef, pending = coef * np.where(coef < 0.0, upper, alpha), weight
+    if pending is not None:
+        const = _down(const - _dot_up(np.abs(coef), pending[owner]))
+    const = _down(const - extra[owner])
     vertex = np.where(coef >= 0.0, lows[0][owner], highs[0][owner])
-    return _down(const + _dot_low(coef, vertex))
+    return _down(const + _dot_low(coef, vertex)).reshape(len(slopes), rows)
