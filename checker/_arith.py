@@ -13,18 +13,7 @@ of the exact network (float32 weights read as the rationals they are):
   ``fl(|A| |B|) >= (1 - gamma_n) |A| |B|``. `_product` returns fl(A B)
   with the bound ``(n + 2) 2^-52 fl(|A| |B|) + (n + 1) tiny``, rounded up,
   which exceeds both (n <= 2^40).
-- Interval bounds of every node follow from these (`forward`), and so do
-  forward linear bounds (`_linear_step`): functions ``F_lo . [x, 1] <=
-  v_i <= F_hi . [x, 1]`` over the box, carried node by node. Through
-  ``v M`` the lower function takes ``F_lo`` where ``M >= 0`` and ``F_hi``
-  where ``M < 0`` (the upper one the reverse); through ``+ c`` the
-  constant moves outward; through a ReLU the lower function is ``alpha
-  F_lo`` with alpha 0 or 1 (exact; ``alpha z <= relu(z)``) and the upper
-  one ``s F_hi + t`` with the line above relu on the node's interval (see
-  below). Each float product's error is bounded as above and costs at
-  most that error times ``|x|`` (or 1 for the constant), moved into the
-  constant outward; the function's bound over the box is taken at the
-  vertex chosen by its signs (`_concretise`). Linear
+- Interval bounds of every node follow from these (`forward`). Linear
   bounds (`lower_bound`) keep the invariant ``target >= coef . v_i +
   const`` for every input of the box: through ``v_{i+1} = v_i M`` the
   float ``coef M^T`` replaces the exact one and the difference, at most
@@ -140,42 +129,6 @@ _CHOICES = (
 """The lower slopes tried besides the adaptive ones when a ReLU input is bounded again: 0, 1 and u / (u - l)."""
 
 
-def _concretise(functions, lower, upper, side):
-    """A bound of each function ``F . [x, 1]`` over its box, (B, n): `side` +1 a lower bound, -1 an upper one."""
-    ones = np.ones((lower.shape[0], 1))
-    low1, high1 = np.concatenate([lower, ones], 1)[:, None, :], np.concatenate([upper, ones], 1)[:, None, :]
-    coef = np.swapaxes(functions, 1, 2) * side
-    return side * _dot_low(coef, np.where(coef >= 0.0, low1, high1))
-
-
-def _linear_step(op, low_fn, high_fn, magnitude, low, high):
-    """The forward linear functions (B, n_in + 1, n) of the node after `op` (see the module docstring); `low`,
-    `high`: the interval of the node before it (a ReLU's input)."""
-    if op[0] == "add":
-        low_fn, high_fn = low_fn.copy(), high_fn.copy()
-        low_fn[:, -1], high_fn[:, -1] = _down(low_fn[:, -1] + op[1]), _up(high_fn[:, -1] + op[1])
-        return low_fn, high_fn
-    if op[0] == "matmul":
-        positive, negative = np.maximum(op[1], 0.0), np.minimum(op[1], 0.0)
-        both = np.concatenate([low_fn, high_fn], 2)
-        value, error = _product(both, np.block([[positive, negative], [negative, positive]]))
-        width = op[1].shape[1]
-        low_fn, high_fn = value[:, :, :width], value[:, :, width:]
-    else:
-        unstable = (low < 0.0) & (high > 0.0)
-        width = np.where(unstable, high - low, 1.0)
-        slope = np.where(low >= 0.0, 1.0, np.where(unstable, np.clip(high / width, 0.0, 1.0), 0.0))
-        intercept = np.where(unstable, np.maximum(_up(-slope * low), _up(high - _down(slope * high))), 0.0)
-        alpha = np.where(low >= 0.0, 1.0, np.where(unstable & (high > -low), 1.0, 0.0))
-        low_fn, high_fn = low_fn * alpha[:, None, :], high_fn * slope[:, None, :]
-        error = np.concatenate([np.zeros_like(low_fn), _up(np.abs(high_fn) * _HALF_ULP + _TINY)], 2)
-        high_fn[:, -1] = _up(high_fn[:, -1] + intercept)
-    cost = _sum_up(np.swapaxes(error, 1, 2) * magnitude[:, None, :] * (1.0 + _HALF_ULP) + _TINY)
-    width = low_fn.shape[2]
-    low_fn[:, -1], high_fn[:, -1] = _down(low_fn[:, -1] - cost[:, :width]), _up(high_fn[:, -1] + cost[:, width:])
-    return low_fn, high_fn
-
-
 def forward(ops, lower, upper, choices=_CHOICES, known=None):
     """Interval bounds of every node v_0 .. v_K over boxes (B, n): lists of (B, n_i) arrays.
 
@@ -187,12 +140,8 @@ def forward(ops, lower, upper, choices=_CHOICES, known=None):
     """
     lows, highs = [lower], [upper]
     relus_seen = 0
-    identity = np.concatenate([np.eye(lower.shape[1]), np.zeros((1, lower.shape[1]))])
-    low_fn = high_fn = np.broadcast_to(identity, (lower.shape[0],) + identity.shape)
-    magnitude = np.concatenate([np.maximum(np.abs(lower), np.abs(upper)), np.ones((lower.shape[0], 1))], 1)
     for index, op in enumerate(ops):
         low, high = lows[-1], highs[-1]
-        low_fn, high_fn = _linear_step(op, low_fn, high_fn, magnitude, low, high)
         if op[0] == "relu":
             low, high = np.maximum(low, 0.0), np.maximum(high, 0.0)
             relus_seen += 1
@@ -207,9 +156,6 @@ def forward(ops, lower, upper, choices=_CHOICES, known=None):
             low, high = _down(middle - reach), _up(middle + reach)
         if known is not None:
             low, high = np.maximum(low, known[0][index + 1]), np.minimum(high, known[1][index + 1])
-        if op[0] != "relu":
-            low = np.maximum(low, _concretise(low_fn, lower, upper, 1.0))
-            high = np.minimum(high, _concretise(high_fn, lower, upper, -1.0))
         lows.append(low)
         highs.append(high)
         is_relu_input = index + 1 < len(ops) and ops[index + 1][0] == "relu"
