@@ -30,8 +30,10 @@ its docstring says why each step is sound). If L > 0, every x of the leaf
 has some row with ``a_r . y > b_r``, so the conjunction fails there; if
 L >= 0 and every row with w_r > 0 is strict or has its float right-hand
 side above the exact one, the same follows. The right-hand sides are the
-exact rationals written, rounded up. So D_k is reached on no leaf, hence
-nowhere in B. The network is the file whose SHA-256 the certificate
+exact rationals written, rounded up. A leaf that Z3 closed is decided
+again by a query this checker builds from the leaf box, the disjunct and
+the weights, in exact rationals (`checker._exact`). So D_k is reached on
+no leaf, hence nowhere in B. The network is the file whose SHA-256 the certificate
 names, checked first.
 """
 
@@ -47,11 +49,13 @@ from pathlib import Path
 import numpy as np
 
 from ._arith import ModelError, forward, lower_bound, read_model
+from ._exact import z3_refutes
 
 __all__ = ["CertificateError", "Checked", "check_certificate", "check_report"]
 
 FORMAT_VERSION = 1
 _CHUNK = 256
+_Z3_SECONDS = 300.0
 _SLOPE_CODES = {"adaptive": np.nan, "zero": 0.0, "one": 1.0, "parallel": -1.0}
 
 
@@ -217,8 +221,8 @@ def _refuted(ops, lows, highs, weights, codes, A, b_up, at_zero) -> tuple:
     return (bound > 0.0) | ((bound >= 0.0) & strict_enough), bound
 
 
-def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache) -> str:
-    """'' when every leaf refutes the disjunct's rows, else why the first one does not."""
+def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache, folder) -> str:
+    """'' when every leaf refutes the disjunct's rows, else why the first one does not (bounds leaves first)."""
     A = np.array([[float(_rational(c, where)) for c in row["coefficients"]] for row in rows], dtype=np.float64)
     exact_b = [_rational(row["rhs"], where) for row in rows]
     b_up = np.array([_float_up(b) for b in exact_b])
@@ -229,13 +233,12 @@ def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache) -> 
         for c, a in zip(row["coefficients"], a_row)
     ):
         return f"{where}: a coefficient is not a float64; scale the row"
-    for k, leaf in enumerate(leaves):
-        if isinstance(leaf, dict) and "z3" in leaf:
-            return f"{where}, leaf {k}: a z3 leaf, which this checker does not re-run yet"
-    evidence = [_evidence(leaf, len(rows), n_hidden, f"{where}.leaves[{k}]") for k, leaf in enumerate(leaves)]
+    exact = [k for k, leaf in enumerate(leaves) if isinstance(leaf, dict) and set(leaf) == {"z3"}]
+    bounded = [k for k in range(len(leaves)) if k not in set(exact)]
+    evidence = {k: _evidence(leaves[k], len(rows), n_hidden, f"{where}.leaves[{k}]") for k in bounded}
     found = _leaf_bounds(ops, nodes, cache)
-    for start in range(0, len(boxes), _CHUNK):
-        part = range(start, min(start + _CHUNK, len(boxes)))
+    for start in range(0, len(bounded), _CHUNK):
+        part = bounded[start : start + _CHUNK]
         lows = [np.stack([found[k][0][i] for k in part]) for i in range(len(ops) + 1)]
         highs = [np.stack([found[k][1][i] for k in part]) for i in range(len(ops) + 1)]
         weights = np.array([evidence[k][0] for k in part])
@@ -249,9 +252,23 @@ def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache) -> 
             refuted[again], bound[again] = _refuted(ops, *tight, weights[again], codes[again], A, b_up, at_zero)
         if not refuted.all():
             k = part[int(np.argmin(refuted))]
-            box = ", ".join(f"x{i} in [{float(lo):.9g}, {float(hi):.9g}]" for i, (lo, hi) in enumerate(zip(*boxes[k])))
-            return f"{where}, leaf {k} ({box}): its bound is {bound[k - start]:.6g}, which does not refute the disjunct"
+            why = f"its bound is {bound[int(np.argmin(refuted))]:.6g}, which does not refute the disjunct"
+            return f"{where}, leaf {k} ({_box_text(boxes[k])}): {why}"
+    for k in exact:
+        try:
+            name, sha = str(leaves[k]["z3"]["file"]), leaves[k]["z3"]["sha256"]
+            data = (folder / name).read_bytes()
+        except (OSError, KeyError, TypeError):
+            data, name, sha = b"", "?", "?"
+        why = "" if hashlib.sha256(data).hexdigest() == sha else f"its query file {name} is missing or changed"
+        why = why or z3_refutes(ops, rows, *boxes[k], found[k][0], found[k][1], _Z3_SECONDS)
+        if why:
+            return f"{where}, leaf {k} ({_box_text(boxes[k])}): {why}"
     return ""
+
+
+def _box_text(box) -> str:
+    return ", ".join(f"x{i} in [{float(lo):.9g}, {float(hi):.9g}]" for i, (lo, hi) in enumerate(zip(*box)))
 
 
 def check_certificate(path, model) -> Checked:
@@ -276,15 +293,14 @@ def _check_certificate(path, model) -> Checked:
         ) from None
     if not isinstance(document, dict) or document.get("certfsm_certificate") != FORMAT_VERSION:
         raise CertificateError(f"{path}: not a certfsm certificate of format {FORMAT_VERSION}")
-    name = str(path)
-    sha = hashlib.sha256(model_bytes).hexdigest()
+    total, cache, sha = 0, {}, hashlib.sha256(model_bytes).hexdigest()
+
+    def outcome(failure: str = "") -> Checked:
+        return Checked(str(path), not failure, total, time.monotonic() - started, failure)
+
     if document.get("network_sha256") != sha:
-        return Checked(
-            name,
-            False,
-            0,
-            time.monotonic() - started,
-            f"{path}: the model {model} has SHA-256 {sha}, the certificate is about {document.get('network_sha256')}",
+        return outcome(
+            f"{path}: the model {model} has SHA-256 {sha}, the certificate is about {document.get('network_sha256')}"
         )
     try:
         ops = read_model(model)
@@ -295,32 +311,27 @@ def _check_certificate(path, model) -> Checked:
     for op in ops:
         widths.append(op[1].shape[1] if op[0] == "matmul" else widths[-1])
         n_hidden += widths[-1] if op[0] == "relu" else 0
-    total, cache = 0, {}
     try:
         for p, entry in enumerate(document["properties"]):
             stated = entry["property"]
             low = [_rational(i["lower"], f"properties[{p}].inputs") for i in stated["inputs"]]
             high = [_rational(i["upper"], f"properties[{p}].inputs") for i in stated["inputs"]]
             if len(entry["proofs"]) != len(stated["unsafe"]):
-                return Checked(
-                    name,
-                    False,
-                    total,
-                    time.monotonic() - started,
-                    f"property {stated['name']}: {len(stated['unsafe'])} disjuncts but {len(entry['proofs'])} proofs",
+                return outcome(
+                    f"property {stated['name']}: {len(stated['unsafe'])} disjuncts, {len(entry['proofs'])} proofs"
                 )
             for k, (rows, proof) in enumerate(zip(stated["unsafe"], entry["proofs"])):
                 where = f"property {stated['name']}, disjunct {k}"
                 boxes, nodes = _leaf_boxes(proof["tree"], low, high, len(proof["leaves"]), where)
                 total += len(boxes)
-                failure = _check_disjunct(ops, rows, proof["leaves"], boxes, nodes, n_hidden, where, cache)
+                failure = _check_disjunct(ops, rows, proof["leaves"], boxes, nodes, n_hidden, where, cache, path.parent)
                 if failure:
-                    return Checked(name, False, total, time.monotonic() - started, failure)
+                    return outcome(failure)
     except (KeyError, TypeError, IndexError) as error:
         raise CertificateError(
             f"{path}: a field is missing or of the wrong kind ({error!r}); write it as certfsm does"
         ) from None
-    return Checked(name, True, total, time.monotonic() - started)
+    return outcome()
 
 
 def check_report(folder) -> list[Checked]:
@@ -334,19 +345,13 @@ def check_report(folder) -> list[Checked]:
         raise CertificateError(
             f"{folder}: not a report folder with summary.json ({error}); give a report written by certfsm verify or vnnlib"
         ) from None
-    results = []
-    for entry in summary["properties"]:
-        if not entry.get("certificate"):
-            continue
-        data = (folder / entry["certificate"]).read_bytes() if (folder / entry["certificate"]).exists() else b""
-        if hashlib.sha256(data).hexdigest() != entry.get("certificate_sha256"):
-            results.append(
-                Checked(
-                    str(folder / entry["certificate"]), False, 0, 0.0, "missing or changed since summary.json hashed it"
-                )
-            )
-            continue
-        results.append(check_certificate(folder / entry["certificate"], model))
     if not names:
         raise CertificateError(f"{folder}: summary.json lists no certificate; run certfsm verify or vnnlib with proofs")
+    results = []
+    for entry in (e for e in summary["properties"] if e.get("certificate")):
+        cert = folder / entry["certificate"]
+        if hashlib.sha256(cert.read_bytes() if cert.exists() else b"").hexdigest() == entry.get("certificate_sha256"):
+            results.append(check_certificate(cert, model))
+        else:
+            results.append(Checked(str(cert), False, 0, 0.0, "missing or changed since summary.json hashed it"))
     return results

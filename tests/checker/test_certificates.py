@@ -51,20 +51,20 @@ def _network(path: Path, seed: int) -> Path:
     return path
 
 
-def _proved(tmp_path: Path, seed: int = 0):
+def _proved(tmp_path: Path, seed: int = 0, margin: float = 0.05, engine: str = "bounds"):
     """A network, and a property it provably meets that needs branch and bound: y0 - y1 stays above its minimum
-    over a grid, less a margin."""
+    over a grid, less a margin (so small with engine auto that Z3 closes some leaves)."""
     model = _network(tmp_path / "net.onnx", seed)
     network = load_onnx(model)
     grid = np.stack(np.meshgrid(np.linspace(-1, 1, 101), np.linspace(-1, 1, 101)), -1).reshape(-1, 2)
     lowest = float(np.min(network.evaluate(grid) @ np.array([1.0, -1.0])))
-    rhs = f"{lowest - 0.05:.6f}"
+    rhs = f"{lowest - margin:.6f}"
     text = "(declare-const X_0 Real)\n(declare-const X_1 Real)\n(declare-const Y_0 Real)\n(declare-const Y_1 Real)\n"
     text += "(assert (>= X_0 -1))\n(assert (<= X_0 1))\n(assert (>= X_1 -1))\n(assert (<= X_1 1))\n"
     text += f"(assert (<= (- Y_0 Y_1) {rhs}))\n"
     (tmp_path / "p.vnnlib").write_text(text)
     prop = parse_vnnlib(tmp_path / "p.vnnlib", n_inputs=2, n_outputs=2)[0]
-    result = check(network, prop, engine="bounds", timeout=60, jobs=1)
+    result = check(network, prop, engine=engine, timeout=60, jobs=1)
     assert result.verdict == "proved", result.reason
     cert = tmp_path / "p.cert.json"
     assert write_certificate(cert, network, [prop], [result])
@@ -177,7 +177,7 @@ def test_a_changed_weight_is_refused(tmp_path):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_checkers_node_bounds_contain_every_sampled_value(tmp_path, seed):
-    """Interval, forward linear and back-substituted bounds, in both passes, hold at sampled points and vertices."""
+    """Interval and back-substituted bounds, in both passes, hold at sampled points and vertices."""
     from certfsm.checker._arith import forward, read_model
 
     ops = read_model(_network(tmp_path / "net.onnx", seed))
@@ -197,6 +197,45 @@ def test_the_checkers_node_bounds_contain_every_sampled_value(tmp_path, seed):
                 values = (
                     values @ op[1] if op[0] == "matmul" else values + op[1] if op[0] == "add" else np.maximum(values, 0)
                 )
+
+
+def _with_z3_leaves(tmp_path):
+    """A proved certificate with at least one leaf that Z3 closed."""
+    pytest.importorskip("z3")
+    model, cert = _proved(tmp_path, 0, margin=0.002, engine="auto")
+    if not any("z3" in leaf for leaf in _proof(json.loads(cert.read_text()))["leaves"]):
+        pytest.skip("Z3 closed no leaf of the generated property")
+    return model, cert
+
+
+def test_z3_leaves_are_decided_again_by_the_checkers_own_query(tmp_path):
+    model, cert = _with_z3_leaves(tmp_path)
+    outcome = check_certificate(cert, model)
+    assert outcome.ok, outcome.failure
+
+
+def test_a_changed_query_file_is_refused_naming_the_leaf(tmp_path):
+    model, cert = _with_z3_leaves(tmp_path)
+    leaves = _proof(json.loads(cert.read_text()))["leaves"]
+    k = next(k for k, leaf in enumerate(leaves) if "z3" in leaf)
+    query = cert.parent / leaves[k]["z3"]["file"]
+    query.write_text(query.read_text().replace("(check-sat)", "(check-sat)\n"))
+    _refused(cert, model, f"leaf {k} ")
+    _refused(cert, model, "query file")
+
+
+def test_a_z3_leaf_of_a_false_claim_is_refused_naming_the_leaf(tmp_path):
+    """Every leaf becomes a z3 leaf (its file and hash intact) of a disjunct that every point reaches."""
+    model, cert = _with_z3_leaves(tmp_path)
+
+    def falsify(document):
+        leaves = _proof(document)["leaves"]
+        recorded = next(leaf for leaf in leaves if "z3" in leaf)
+        leaves[:] = [recorded] * len(leaves)
+        document["properties"][0]["property"]["unsafe"][0][0]["rhs"] = "1000"
+
+    _refused(_rewrite(cert, falsify), model, "leaf 0 ")
+    _refused(_rewrite(cert, falsify), model, "z3 answers sat")
 
 
 def test_the_checker_imports_nothing_of_certfsm():

@@ -1,0 +1,63 @@
+"""A z3 leaf, decided again by a query this checker builds itself, in exact rational arithmetic.
+
+Soundness. The query states: a real x in the leaf's closed box (its exact
+bounds, which contain the half-open leaf and every point of it inside the
+property's box), the network applied to x with every weight the rational
+that its float32 value denotes (read by this checker's own loader), and
+every row of the disjunct (``a . y <= b``, ``<`` when strict) with the
+certificate's exact constants. UNSAT means no point of the leaf reaches
+the disjunct. Two kinds of facts are added to help z3, both true at every
+point of the box, so they cannot turn a satisfiable query unsat: a ReLU
+whose input this checker has bounded (`_arith`, sound) at or above 0 is
+the identity there, at or below 0 is 0, and an unstable one's input lies
+in its bounds. The recorded query file is not trusted: only its SHA-256
+is compared with the certificate's, so that a report is the one written.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+
+def _exact(z3, value):
+    value = Fraction(value)
+    return z3.RealVal(f"{value.numerator}/{value.denominator}")
+
+
+def z3_refutes(ops, rows, low, high, lows, highs, seconds: float) -> str:
+    """'' when z3 answers unsat for the leaf's query (see the module docstring), else what it answered."""
+    try:
+        import z3
+    except ImportError:
+        return "a z3 leaf needs the z3-solver package (pip install z3-solver)"
+    solver = z3.Solver()
+    solver.set("timeout", max(1, int(seconds * 1000)))
+    values = [z3.Real(f"x{i}") for i in range(len(low))]
+    for value, lo, hi in zip(values, low, high):
+        solver.add(_exact(z3, lo) <= value, value <= _exact(z3, hi))
+    for index, op in enumerate(ops):
+        if op[0] == "matmul":
+            weights = op[1]
+            sums = []
+            for j in range(weights.shape[1]):
+                terms = [_exact(z3, w) * v for w, v in zip(weights[:, j], values) if w != 0.0]
+                sums.append(z3.Sum(terms) if terms else z3.RealVal(0))
+            values = sums
+        elif op[0] == "add":
+            values = [v + _exact(z3, c) for v, c in zip(values, op[1])]
+        else:
+            named = []
+            for j, value in enumerate(values):
+                lo, hi = lows[index][j], highs[index][j]
+                if lo >= 0.0 or hi <= 0.0:
+                    named.append(value if lo >= 0.0 else z3.RealVal(0))
+                    continue
+                out = z3.Real(f"r{index}_{j}")
+                solver.add(_exact(z3, lo) <= value, value <= _exact(z3, hi), out == z3.If(value > 0, value, 0))
+                named.append(out)
+            values = named
+    for row in rows:
+        lhs = z3.Sum([_exact(z3, c) * y for c, y in zip(row["coefficients"], values)])
+        solver.add(lhs < _exact(z3, row["rhs"]) if row["strict"] else lhs <= _exact(z3, row["rhs"]))
+    answer = solver.check()
+    return "" if answer == z3.unsat else f"z3 answers {answer} on the leaf's exact query"
