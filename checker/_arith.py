@@ -24,7 +24,9 @@ of the exact network (float32 weights read as the rationals they are):
   on [l, u] for the line that lies above relu at l and at u (relu is
   convex, so above it on the whole interval), with t rounded up; each
   float product coef * slope is off by at most 2^-52 of itself, which
-  costs that times ``|z|``. At the input, ``coef . x`` is smallest at the
+  costs that times ``|z|``; so does each product or quotient by a
+  constant of ``Mul`` and ``Div`` (one rounding each; the interval of
+  ``v c`` or ``v / c`` has its ends at those of v). At the input, ``coef . x`` is smallest at the
   box's vertex chosen by the signs of coef.
 
 So every value returned is a true bound for every real input of the
@@ -80,7 +82,8 @@ def _dot_up(a, b):
 
 
 def read_model(path) -> list[tuple]:
-    """The chain of operations from the ONNX file: ("matmul", M) (v -> v @ M), ("add", c), ("relu",)."""
+    """The chain of operations from the ONNX file: ("matmul", M) (v -> v @ M), ("add", c), ("mul", c), ("div", c)
+    (elementwise by constants) and ("relu",)."""
     import onnx
     from onnx import numpy_helper
 
@@ -109,6 +112,10 @@ def read_model(path) -> list[tuple]:
             if node.op_type == "Sub" and node.input[0] != current:
                 raise ModelError(f"{path}: node {node.name}: constant - x is not read; write x - constant")
             ops.append(("add", (-1.0 if node.op_type == "Sub" else 1.0) * others[0].reshape(-1)))
+        elif node.op_type in ("Mul", "Div") and len(others) == 1 and others[0] is not None:
+            if node.op_type == "Div" and (node.input[0] != current or not np.all(others[0] != 0.0)):
+                raise ModelError(f"{path}: node {node.name}: only x / constant (no zero) is read")
+            ops.append((node.op_type.lower(), others[0].reshape(-1)))
         elif node.op_type == "Gemm" and node.input[0] == current and others[0] is not None:
             if attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0 or attributes.get("transA"):
                 raise ModelError(f"{path}: node {node.name}: Gemm with alpha, beta or transA is not read")
@@ -147,6 +154,9 @@ def forward(ops, lower, upper, choices=_CHOICES, known=None):
             relus_seen += 1
         elif op[0] == "add":
             low, high = _down(low + op[1]), _up(high + op[1])
+        elif op[0] in ("mul", "div"):
+            ends = (low * op[1], high * op[1]) if op[0] == "mul" else (low / op[1], high / op[1])
+            low, high = _down(np.minimum(*ends)), _up(np.maximum(*ends))
         else:
             centre = (low + high) * 0.5
             radius = np.maximum(_up(centre - low), _up(high - centre))
@@ -186,6 +196,9 @@ def _relaxations(ops, lows, highs, node, slopes) -> dict:
         op, low, high = ops[index], lows[index], highs[index]
         magnitude = np.maximum(np.abs(low), np.abs(high))
         if op[0] == "add":
+            continue
+        if op[0] in ("mul", "div"):
+            found[index] = (_up(magnitude * _HALF_ULP), _up(_sum_up(magnitude) * _TINY))
             continue
         if op[0] == "matmul":
             inner, width = op[1].shape
@@ -239,6 +252,9 @@ def lower_bound(ops, lows, highs, node, coef, owner, slopes):
             continue
         if pending is not None:
             const = _down(const - _dot_up(np.abs(coef), pending[owner]))
+        if op[0] in ("mul", "div"):
+            coef, pending = (coef * op[1] if op[0] == "mul" else coef / op[1]), weight
+            continue
         alpha, upper, intercept = found[index][2][choice_owner], found[index][3][owner], found[index][4][owner]
         const = _down(const - _dot_up(np.maximum(-coef, 0.0), intercept))
         coef, pending = coef * np.where(coef < 0.0, upper, alpha), weight

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 
 def _exact(z3, value):
     value = Fraction(value)
@@ -45,6 +47,9 @@ def z3_refutes(ops, rows, low, high, lows, highs, seconds: float) -> str:
             values = sums
         elif op[0] == "add":
             values = [v + _exact(z3, c) for v, c in zip(values, op[1])]
+        elif op[0] in ("mul", "div"):
+            scale = np.broadcast_to(op[1], len(values))
+            values = [v * _exact(z3, c) if op[0] == "mul" else v / _exact(z3, c) for v, c in zip(values, scale)]
         else:
             named = []
             for j, value in enumerate(values):

@@ -17,17 +17,23 @@ import pytest
 from onnx import helper, numpy_helper
 
 from certfsm import load_onnx
-from certfsm.checker import CertificateError, check_certificate
+from certfsm.checker import CertificateError, check_certificate, check_report
 from certfsm.verify import check, parse_vnnlib, write_certificate
 
 ROOT = Path(__file__).resolve().parents[2]
 ACASXU = Path(os.environ.get("CERTFSM_ACASXU", ROOT.parent / "shared" / "benchmarks" / "acasxu"))
 
 
-def _network(path: Path, seed: int) -> Path:
-    """A random 2-16-16-2 ReLU chain (MatMul + Add), float32 weights."""
+def _network(path: Path, seed: int, normalise: bool = False) -> Path:
+    """A random 2-16-16-2 ReLU chain (MatMul + Add), float32 weights; with `normalise`, first (x - m) / s * k."""
     rng = np.random.default_rng(seed)
     sizes, nodes, inits, current = [2, 16, 16, 2], [], [], "x"
+    if normalise:
+        for op, name in (("Sub", "m"), ("Div", "s"), ("Mul", "k")):
+            constant = rng.uniform(0.3, 3.0, 2).astype(np.float32) * np.float32(-1.0 if name == "k" else 1.0)
+            inits.append(numpy_helper.from_array(constant, name))
+            nodes.append(helper.make_node(op, [current, name], [f"{name}_out"]))
+            current = f"{name}_out"
     for k in range(3):
         weight = rng.normal(0, 1 / np.sqrt(sizes[k]), (sizes[k], sizes[k + 1])).astype(np.float32)
         bias = rng.normal(0, 0.1, sizes[k + 1]).astype(np.float32)
@@ -180,7 +186,7 @@ def test_the_checkers_node_bounds_contain_every_sampled_value(tmp_path, seed):
     """Interval and back-substituted bounds, in both passes, hold at sampled points and vertices."""
     from certfsm.checker._arith import forward, read_model
 
-    ops = read_model(_network(tmp_path / "net.onnx", seed))
+    ops = read_model(_network(tmp_path / "net.onnx", seed, normalise=seed % 2 == 1))
     rng = np.random.default_rng(seed)
     lower = rng.uniform(-1.0, 0.5, (8, 2))
     upper = lower + rng.uniform(0.0, 1.0, (8, 2)) ** 3
@@ -194,9 +200,9 @@ def test_the_checkers_node_bounds_contain_every_sampled_value(tmp_path, seed):
             assert np.all(lows[i][box] <= values + 1e-12) and np.all(values <= highs[i][box] + 1e-12), (box, i)
             if i < len(ops):
                 op = ops[i]
-                values = (
-                    values @ op[1] if op[0] == "matmul" else values + op[1] if op[0] == "add" else np.maximum(values, 0)
-                )
+                step = {"matmul": lambda v: v @ op[1], "add": lambda v: v + op[1], "mul": lambda v: v * op[1]}
+                step.update(div=lambda v: v / op[1], relu=lambda v: np.maximum(v, 0.0))
+                values = step[op[0]](values)
 
 
 def _with_z3_leaves(tmp_path):
@@ -236,6 +242,17 @@ def test_a_z3_leaf_of_a_false_claim_is_refused_naming_the_leaf(tmp_path):
 
     _refused(_rewrite(cert, falsify), model, "leaf 0 ")
     _refused(_rewrite(cert, falsify), model, "z3 answers sat")
+
+
+def test_the_certificates_of_a_spec_report_check(tmp_path):
+    """certfsm verify on the example's spec (a model that normalises with Sub and Div) writes certificates that
+    check_report accepts, every one."""
+    from cli_in_process import run_main
+
+    code, out, err = run_main("verify", "--example", "--report", tmp_path / "report", "--no-progress")
+    assert code == 0, out + err
+    outcomes = check_report(tmp_path / "report")
+    assert len(outcomes) == 6 and all(o.ok for o in outcomes), [o.failure for o in outcomes]
 
 
 def test_the_checker_imports_nothing_of_certfsm():
