@@ -7,11 +7,9 @@ slow down). The certificate format is stated in
 `certfsm.verify._certificate`'s docstring; this package reads it by its
 own code, so a rule stated wrongly on either side shows as a refusal.
 
-`check_certificate(path, model)` answers `Checked` (``ok`` with the
-counts) or names the first leaf that fails and why; `check_report(folder)`
-checks every certificate a report lists against the model summary.json
-names. `CertificateError` (a ValueError) is bad input: unreadable file,
-unknown format, a tree that is not a tree.
+`check_certificate(path, model)` answers `Checked`, else names the first
+failing leaf and why; `check_report(folder)` checks every certificate a
+report lists. `CertificateError` (a ValueError) is bad input.
 
 Soundness argument. A property says: no x in the box B (exact rational
 bounds) has outputs in the unsafe set, a union of disjuncts D_k, each a
@@ -31,10 +29,9 @@ has some row with ``a_r . y > b_r``, so the conjunction fails there; if
 L >= 0 and every row with w_r > 0 is strict or has its float right-hand
 side above the exact one, the same follows. The right-hand sides are the
 exact rationals written, rounded up. A leaf that Z3 closed is decided
-again by a query this checker builds from the leaf box, the disjunct and
-the weights, in exact rationals (`checker._exact`). So D_k is reached on
-no leaf, hence nowhere in B. The network is the file whose SHA-256 the certificate
-names, checked first.
+again by a query this checker builds, in exact rationals
+(`checker._exact`). So D_k is reached on no leaf, hence nowhere in B.
+The network is the file whose SHA-256 the certificate names.
 """
 
 from __future__ import annotations
@@ -133,16 +130,11 @@ def _leaf_bounds(ops, nodes, cache: dict) -> dict:
     """{leaf number: (lows, highs)} of every node's bounds, computed level by level down the tree, each node's
     intersected with its parent's (sound: the parent's box contains the child's).
 
-    A node is bounded twice, as the prover bounds a box: with the adaptive
-    slopes alone, then with every slope choice intersected with that. Both
-    are sound, so is their intersection; the first pass is not redundant,
-    since tighter bounds below a layer can change its adaptive slopes and
-    leave it looser. A leaf gets the first pass only here; `_check_disjunct` gives
-    it the second where its evidence needs that (any sound bounds will do
-    for a leaf, so which ones it is checked with does not matter). `cache`
-    holds the bounds of the boxes already bounded for another disjunct of
-    the property, by exact box (sound bounds of that box, whichever tree
-    they came down)."""
+    A node is bounded as the prover bounds a box: with the adaptive slopes
+    alone, then with every slope choice, intersected (tighter bounds below
+    a layer can change its adaptive slopes and leave it looser). A leaf
+    gets the second pass only where its evidence needs it (`_check_disjunct`).
+    `cache`: bounds by exact box, from the certificate's other trees."""
     depth = []
     for _, parent, _ in nodes:
         depth.append(0 if parent < 0 else depth[parent] + 1)

@@ -183,14 +183,9 @@ def forward(ops, lower, upper, choices=_CHOICES, known=None):
 
 
 def _relaxations(ops, lows, highs, node, slopes) -> dict:
-    """Per box, for each operation below `node`: what `lower_bound` needs of it, computed once for all rows.
-
-    A ReLU at i: (lower slope, upper slope, upper intercept), (B, n)
-    each; every op: the weight of ``|coef|`` in its rounding cost and a
-    per-box constant (see the module docstring: a ReLU's products cost at
-    most ``2^-52 |new| . |z| + tiny . sum |z|``, a product with M at most
-    ``gamma_m |coef| . (|v_i| |M|) + m tiny . sum |v_i|``).
-    """
+    """Per box and op below `node`: the weight of ``|coef|`` in its rounding cost and a constant, and for a ReLU
+    its (lower slopes per choice, upper slope, intercept). A product with M costs at most ``gamma_m |coef| .
+    (|v_i| |M|) + m tiny . sum |v_i|``; one rounding per coefficient ``2^-52 |new| . |v_i| + tiny . sum |v_i|``."""
     found, relu = {}, sum(op[0] == "relu" for op in ops[:node])
     for index in range(node - 1, -1, -1):
         op, low, high = ops[index], lows[index], highs[index]
