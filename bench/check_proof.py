@@ -1,4 +1,4 @@
-"""Benchmark: proving time against checking time of proof certificates, per unsat ACAS Xu instance.
+"""Benchmark: proving time against checking time of proof certificates, per unsat ACAS Xu (or acasxu-hard) instance.
 
 For each unsat instance of instances.csv, prove it with `certfsm.verify.check` (the default engine, all
 cores), write its certificate (`certfsm.verify.write_certificate`) and check it with the independent
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Prove vs check time of proof certificates on ACAS Xu (unsat).")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated substrings of onnx/vnnlib names")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per property (default: the csv's)")
     parser.add_argument("--set", default="acasxu", help="benchmark folder under ../shared/benchmarks")
