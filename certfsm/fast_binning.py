@@ -44,7 +44,7 @@ from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from ._errors import SpecError
-from .machine import OUT_OF_ENVELOPE, Machine, c_order_strides, reading_thresholds
+from .machine import OUT_OF_ENVELOPE, Machine, c_order_strides, reading_key, reading_thresholds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -158,3 +158,141 @@ def _compile(machine: Machine, keys: Sequence[Sequence[float]], type_name: str, 
     function = namespace["cell_of"]
     function.source = source
     return cast(CellOf, function)
+
+
+# ------------------------------------------------------------- leaves of a refined table
+
+
+LeafWalk = Callable[[Sequence[Any]], int]
+"""A refined cell's tree compiled for one reading: a list or tuple of floats (ints, fixed point) -> the leaf's value."""
+
+
+def leaf_nodes(machine: Machine, value_of: Callable[[int, int], int], fixed: bool = False) -> dict[int, Any]:
+    """Per refined cell of `machine`, its tree as nested tuples (input, key, low, high) whose leaves hold
+    ``value_of(cell, leaf number)``; keys as `compile_leaf_walks` compares them. An empty dict for a flat table,
+    and with `fixed` for a machine without a fixed-point path."""
+    from ._box_tree import Leaf
+
+    if machine.refinement is None:
+        return {}
+    if fixed:
+        try:
+            machine.fixed_point
+        except SpecError:
+            return {}
+    nodes = {}
+    for cell, tree in zip(machine.refinement.cells, machine.refinement.trees):
+        numbers = iter(range(tree.n_leaves))
+
+        def nested(node: Any, cell: int = cell, numbers: Any = numbers, frac_bits: Any = tree.frac_bits) -> Any:
+            if isinstance(node, Leaf):
+                return value_of(cell, next(numbers))
+            low = nested(node.low)  # pre-order: the low subtree's leaves are numbered first
+            high = nested(node.high)
+            bits = frac_bits[node.input]
+            key = math.ceil(node.threshold * (1 << bits)) if fixed else reading_key(node.threshold)
+            return (node.input, key, low, high)
+
+        nodes[cell] = nested(tree.root)
+    return nodes
+
+
+def compile_leaf_walks(
+    machine: Machine, value_of: Callable[[int, int], int], fixed: bool = False
+) -> dict[int, LeafWalk]:
+    """Per refined cell of `machine`, a function of a reading that bins into the cell: the value
+    ``value_of(cell, leaf number)`` of the leaf that holds it.
+
+    Why generated: a walk over the tree's nodes costs an interpreted loop
+    and a tuple per level, about as much again as the cell's binning; here
+    each tree becomes straight-line nested ifs with its keys as constants,
+    one compare per level (as `compile_cell_of` generates the binning).
+    The keys are the tree's own (`certfsm._box_tree.BoxTree`): a float
+    reading x goes to the high child exactly when x >= the smallest float64
+    at or above the threshold (`certfsm.machine.reading_key`; `repr` writes
+    that float exactly), an integer v (fixed point) when v >= ceil(t * 2^f).
+    So on a list or tuple of floats (ints with `fixed`) a walk finds the leaf
+    `BoxTree.leaf_index` (`leaf_index_fixed`) finds, in at most
+    `BoxTree.depth` comparisons; tests/test_decoders.py holds it to the
+    split rule. An empty dict for a flat table, and with `fixed` for a
+    machine without a fixed-point path.
+    """
+    nodes = leaf_nodes(machine, value_of, fixed)
+    lines: list[str] = []
+
+    def emit(node: Any, depth: int) -> None:
+        pad = "    " * depth
+        while type(node) is tuple:
+            lines.append(f"{pad}if r[{node[0]}] >= {node[1]!r}:")
+            emit(node[3], depth + 1)
+            node = node[2]
+        lines.append(f"{pad}return {node!r}")
+
+    for cell, node in nodes.items():
+        lines.append(f"def leaf_{cell}(r):")
+        emit(node, 1)
+    namespace: dict[str, Any] = {}
+    kind = "fixed-point " if fixed else ""
+    exec(compile("\n".join(lines), f"<certfsm {kind}leaf walks of {machine.artifact_sha256[:12]}>", "exec"), namespace)
+    return {cell: cast(LeafWalk, namespace[f"leaf_{cell}"]) for cell in nodes}
+
+
+class LeafBinning:
+    """`compile_leaf_walks` for numpy rows of float64: per row of a refined cell, the value of its leaf.
+
+    Every tree's nodes lie in one set of arrays; each row starts at its
+    cell's root and moves down one level per pass, `depth` passes in all,
+    so only rows of refined cells are touched, vectorised.
+    """
+
+    def __init__(self, machine: Machine, value_of: Callable[[int, int], int]) -> None:
+        import numpy as np
+
+        inputs: list[int] = []
+        keys: list[float] = []
+        children: list[list[int]] = []  # per node: [low, high] node numbers; a leaf's own twice (a row stays)
+        values: list[int] = []
+        roots = {}
+
+        def add(walk: Any) -> int:
+            at = len(inputs)
+            inputs.append(0)
+            keys.append(0.0)
+            children.append([at, at])
+            values.append(0)
+            if type(walk) is tuple:
+                inputs[at], keys[at] = walk[0], walk[1]
+                children[at] = [add(walk[2]), add(walk[3])]
+            else:
+                values[at] = walk
+            return at
+
+        for cell, walk in leaf_nodes(machine, value_of).items():
+            roots[cell] = add(walk)
+        trees = () if machine.refinement is None else machine.refinement.trees
+        self.depth = max((tree.depth for tree in trees), default=0)
+        self._root = np.full(machine.n_cells, -1, dtype=np.int64)
+        for cell, root in roots.items():
+            self._root[cell] = root
+        self._input = np.asarray(inputs, dtype=np.int64)
+        self._key = np.asarray(keys, dtype=np.float64)
+        self._children = np.asarray(children, dtype=np.int64).reshape(-1, 2)
+        self._value = np.asarray(values, dtype=np.int64)
+
+    def apply(self, rows: np.ndarray, cells: np.ndarray, flat: np.ndarray) -> np.ndarray:
+        """`flat` (one value per row, from its cell) with the rows of refined cells given their leaf's value."""
+        import numpy as np
+
+        inside = cells >= 0
+        roots = np.full(cells.shape[0], -1, dtype=np.int64)
+        roots[inside] = self._root.take(cells[inside])
+        picked = np.flatnonzero(roots >= 0)
+        if picked.size == 0:
+            return flat
+        at, part = roots[picked], rows[picked]
+        for _ in range(self.depth):
+            high = part[np.arange(at.shape[0]), self._input.take(at)] >= self._key.take(at)
+            at = self._children[at, high.astype(np.int64)]
+        result = flat.copy()
+        result[picked] = self._value.take(at)
+        return result

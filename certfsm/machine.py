@@ -411,11 +411,12 @@ class Machine:
 
     `refinement` (None: a flat table) holds the box trees of a refined
     table (docs/design.md, "Box trees"): a reading's proposal and allowed
-    row then come from its leaf (`leaf_of`, `leaf_of_fixed`), and a refined
-    cell's own entry holds the conservative token, status conservative, and
-    the cell's mask, safe for a reader that ignores leaves. `step`, the
-    runtime, its step table, the Verilog and the C still read cells: each
-    refuses a refined machine (`require_flat`) until it reads leaves.
+    row then come from its leaf (`leaf_of`, `leaf_of_fixed`; `step_leaf`
+    steps on one), and a refined cell's own entry holds the conservative
+    token, status conservative, and the cell's mask, safe for a reader that
+    ignores leaves. `step` reads cells: on a refined cell it sees that
+    conservative entry. The runtime reads leaves; the Verilog and the C
+    still read cells and refuse a refined machine (`require_flat`).
     """
 
     names: tuple[str, ...]
@@ -539,7 +540,8 @@ class Machine:
         return cell
 
     def float_reading(self, reading: Iterable[Any]) -> tuple[float, ...]:
-        """Floats that bin into the same cell as `reading`, input by input: what a log of float64 values keeps.
+        """Floats that bin into the same cell (and leaf) as `reading`, input by input: what a log of float64 values
+        keeps.
 
         A float (and a number a float holds exactly) stays as it is; any
         other number becomes its nearest float when that lies in the same
@@ -567,7 +569,28 @@ class Machine:
                 keys = (low, *interior)
                 top = interior[k] if k < len(interior) else math.nextafter(high, math.inf)
                 result.append(min(max(nearest, keys[k]), math.nextafter(top, -math.inf)))
-        return tuple(result)
+        return self._in_same_leaf(reading, tuple(result))
+
+    def _in_same_leaf(self, reading: Iterable[Any], floats: tuple[float, ...]) -> tuple[float, ...]:
+        """`floats` (in the cell of `reading`) moved, input by input, into the box of the leaf that holds
+        `reading`, so that a refined table decides the logged floats as it decided the reading: the floats of a
+        leaf's interval [low, high) run from `reading_key(low)` to the float below `reading_key(high)` (to
+        `float_at_most(high)` on a closed side)."""
+        if self.refinement is None:
+            return floats
+        values = self._checked(reading, "reading")
+        cell = self.cell_of(values) if all(type(v) is float for v in values) else self._cell_exactly(values)
+        tree = None if cell == OUT_OF_ENVELOPE else self.refinement.tree_of(cell)
+        if tree is None:
+            return floats
+        box = tree.boxes[tree.leaf_index(values)]
+        return tuple(
+            min(
+                max(value, reading_key(side.low)),
+                float_at_most(side.high) if side.closed else math.nextafter(reading_key(side.high), -math.inf),
+            )
+            for value, side in zip(floats, box.intervals)
+        )
 
     def _checked(self, reading: Iterable[Any], what: str, integers: bool = False) -> tuple[Any, ...]:
         """One value per input: floats or exact rationals (None, a missing probe value, and numbers that have no
@@ -632,7 +655,7 @@ class Machine:
         with each threshold by the same rule (`certfsm._box_tree.BoxTree.leaf_index`). An unrefined cell is its
         own single leaf (`cell_leaf`)."""
         values = self._checked(reading, "reading")
-        cell = self.cell_of(values)
+        cell = self.cell_of(values) if all(type(v) is float for v in values) else self._cell_exactly(values)
         if cell == OUT_OF_ENVELOPE:
             return None
         tree = None if self.refinement is None else self.refinement.tree_of(cell)
@@ -684,6 +707,16 @@ class Machine:
         if cell == OUT_OF_ENVELOPE:
             return step(self.params, state, None, None, False, sla_ok, override)
         return step(self.params, state, self.proposal[cell], self._rows[cell], True, sla_ok, override)
+
+    def step_leaf(
+        self, state: State, leaf: Leaf | None, sla_ok: bool = True, override: int | None = None
+    ) -> tuple[State, int, Reason]:
+        """One cycle of `step` on a leaf (`leaf_of`; None out of the envelope): its token is the proposal and its
+        allowed mask the row (docs/semantics.md, "State machine"). On a flat table, `leaf_of` then `step_leaf`
+        equals `cell_of` then `step`."""
+        if leaf is None:
+            return step(self.params, state, None, None, False, sla_ok, override)
+        return step(self.params, state, leaf.token, self.leaf_row(leaf), True, sla_ok, override)
 
     def initial_state(self) -> State:
         return initial_state(self.params)

@@ -36,7 +36,10 @@ whole bin's readings as the cell does) because the layout is refused
 unless every bin holds a multiple of 2^-f. With edges on the grid (as in
 the example) that maximum is always the floor. A value above max is
 stored as at least the code after max, so it stays out of the envelope;
-a value below min decodes below min. Every comparison is exact: a float,
+a value below min decodes below min. A refined table's splits on an
+input with frac_bits lie on the same grid, so rounding down keeps a
+reading in its leaf too where that input's edges are on the grid
+(docs/semantics.md, "Cells"). Every comparison is exact: a float,
 an int, a Fraction or a Decimal is placed by its exact value, never
 rounded first.
 

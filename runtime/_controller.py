@@ -28,14 +28,22 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol
 
 from certfsm import ArtifactError, SpecError
-from certfsm.fast_binning import CellOf, RowBinning, compile_cell_of, compile_cell_of_fixed
+from certfsm.fast_binning import (
+    CellOf,
+    LeafBinning,
+    RowBinning,
+    compile_cell_of,
+    compile_cell_of_fixed,
+)
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State
 from ._input_warnings import warn_once
-from ._step_table import StepTable
+from ._step_table import REFINED_CELL, StepTable
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from certfsm import Leaf
 
     from certfsm.sla import SlaMonitor, SpecWithSla
 
@@ -87,7 +95,6 @@ class _Compiled(NamedTuple):
 
     @classmethod
     def of(cls, machine: Machine) -> "_Compiled":
-        machine.require_flat("the runtime")  # its binning and step table read cells, not a refined table's leaves
         return cls(machine, compile_cell_of(machine), compile_cell_of_fixed(machine), StepTable(machine))
 
 
@@ -110,6 +117,11 @@ _DecisionFields.__new__.__defaults__ = (None,)  # time
 
 class Decision(_DecisionFields):
     """One cycle's outcome: the token (name, output index, 4-bit code), why, where, and the state after.
+
+    `cell` is the grid cell of the reading (OUT_OF_ENVELOPE outside), also
+    on a refined table, whose leaf within the cell decided: the leaf is a
+    function of the reading, which the audit log keeps (docs/semantics.md,
+    "State machine").
 
     A named tuple rather than a frozen dataclass: one is built per control
     cycle, and a named tuple costs a fifth of the time to build (the
@@ -177,7 +189,7 @@ class Controller:
         # the last cycle's reading (a `_FixedReading` for step_fixed); None before any
         self._last_reading: Reading | None = None
         self._lock = threading.Lock()
-        self._batch: tuple[_Compiled, npt.NDArray[np.int64], RowBinning] | None = (
+        self._batch: tuple[_Compiled, npt.NDArray[np.int64], RowBinning, LeafBinning | None] | None = (
             None  # decide_many's, made on first use
         )
         self._told: set[Hashable] = set()  # the causes of RuntimeInputWarning already told (`warn_once`)
@@ -357,7 +369,8 @@ class Controller:
         lock = self._lock
         lock.acquire()  # acquire/release: a `with` block costs twice as much here, every cycle
         try:
-            if self._compiled is not compiled:
+            swapped = self._compiled is not compiled
+            if swapped:
                 compiled = self._compiled
                 reading, cell = self._cell(compiled, reading, fixed)
             sla_ok = True if self._sla_ok is None else self._sla_ok(metrics, self._token_name)
@@ -367,9 +380,12 @@ class Controller:
                 override = logged_override
             table = compiled.table
             mode = 1 if sla_ok and override is None else table.mode(sla_ok, override)
-            found = self._node[mode][table.cell_class[cell]]
+            cell_class = table.cell_class[cell]
+            if cell_class == REFINED_CELL:
+                cell_class = _leaf_class(compiled, reading, cell, fixed, off_fast_path or swapped)
+            found = self._node[mode][cell_class]
             if found is None:
-                found = table.transition(self._state, self._node, mode, cell, sla_ok, override)
+                found = table.transition(self._state, self._node, mode, cell_class, sla_ok, override)
             name, index, code, reason, state, self._node = found
             # The reading kept for a swap is a copy: a caller may refill its list for the next cycle.
             last = _FixedReading(reading) if fixed else reading if type(reading) is tuple else tuple(reading)
@@ -484,12 +500,13 @@ class Controller:
         """Replace the machine between two cycles, atomically; returns (old, new) artifact hashes.
 
         The new machine may have another grid (other edges, more or fewer
-        cells) but must have the same layout: inputs (names and
-        frac_bits), tokens and codes, and a fixed-point path when the
-        running one has one. The last reading is binned again by the new
-        machine (a cell index never passes from one grid to another), and
-        the current token is kept only where the new table allows it in
-        that cell; otherwise (or before any reading) the state restarts at
+        cells, flat or refined) but must have the same layout: inputs
+        (names and frac_bits), tokens and codes, and a fixed-point path
+        when the running one has one. The last reading is binned again by
+        the new machine (a cell index never passes from one grid to
+        another), and the current token is kept only where the new table
+        allows it in that reading's leaf (its cell, on a flat table);
+        otherwise (or before any reading) the state restarts at
         the conservative token. The candidate being confirmed is dropped,
         and the cooldown keeps running (capped at the new machine's
         `cooldown_cycles`).
@@ -508,8 +525,8 @@ class Controller:
                 self._note_refusal(str(error), machine.artifact_sha256 or None)
                 raise error
             current = self._state.current
-            cell = _cell_again(machine, self._last_reading)
-            if cell == OUT_OF_ENVELOPE or not machine.allowed[cell] >> current & 1:
+            leaf = _leaf_again(machine, self._last_reading)
+            if leaf is None or not leaf.allowed >> current & 1:
                 current = machine.params.conservative
             state = State(current, NO_CANDIDATE, 0, min(self._state.cooldown, machine.params.cooldown_cycles))
             if self._audit is not None:  # first: a swap the log cannot hold does not happen
@@ -536,7 +553,8 @@ class Controller:
     def decide_many(self, readings: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Table decisions for a batch of readings (rows in input order): no state, no SLA, no override.
 
-        Each row gets its cell's proposal, or the conservative token out of
+        Each row gets its leaf's proposal (its cell's, where the cell is
+        not refined), or the conservative token out of
         the envelope (NaN, inf, outside [min, max]). Returns output
         indices (numpy int64). Vectorised with numpy for rows of float64
         (and of the numbers float64 holds exactly); any other number is
@@ -548,14 +566,20 @@ class Controller:
         machine = self._compiled.machine
         rows = _batch_rows(readings, machine)
         if rows.dtype != np.float64:
-            tokens = [*machine.proposal, machine.params.conservative]
-            return np.array([tokens[machine.cell_of(list(row))] for row in rows], dtype=np.int64).reshape(-1)
-        lookup, binning = self._batch_tables()
-        return lookup.take(binning.cells(rows))
+            conservative = machine.params.conservative
+            leaves = [machine.leaf_of(list(row)) for row in rows]
+            return np.array([conservative if leaf is None else leaf.token for leaf in leaves], dtype=np.int64).reshape(
+                -1
+            )
+        lookup, binning, leaf_binning = self._batch_tables()
+        cells = binning.cells(rows)
+        tokens = lookup.take(cells)
+        return tokens if leaf_binning is None else leaf_binning.apply(rows, cells, tokens)
 
-    def _batch_tables(self) -> tuple[npt.NDArray[np.int64], RowBinning]:
-        """The proposals with the conservative token appended at index -1 (OUT_OF_ENVELOPE), and the vectorised
-        binning (`certfsm.fast_binning.RowBinning`); made once per machine."""
+    def _batch_tables(self) -> tuple[npt.NDArray[np.int64], RowBinning, LeafBinning | None]:
+        """The proposals with the conservative token appended at index -1 (OUT_OF_ENVELOPE), the vectorised
+        binning (`certfsm.fast_binning.RowBinning`) and, for a refined table, the vectorised walk to the leaves
+        of refined cells (`LeafBinning`); made once per machine."""
         import numpy as np
 
         compiled = self._compiled
@@ -563,8 +587,14 @@ class Controller:
         if cached is None or cached[0] is not compiled:
             machine = compiled.machine
             lookup = np.array([*machine.proposal, machine.params.conservative], dtype=np.int64)
-            cached = self._batch = (compiled, lookup, RowBinning(machine.edges, machine.shape))
-        return cached[1], cached[2]
+            refinement = machine.refinement
+            leaves = (
+                None
+                if refinement is None
+                else LeafBinning(machine, lambda cell, leaf: refinement.tree_of(cell).leaves[leaf].token)  # type: ignore[union-attr]
+            )
+            cached = self._batch = (compiled, lookup, RowBinning(machine.edges, machine.shape), leaves)
+        return cached[1], cached[2], cached[3]
 
 
 def _batch_rows(readings: npt.ArrayLike, machine: Machine) -> npt.NDArray[Any]:
@@ -618,7 +648,7 @@ def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Dec
     readings and compares every decision and state.
     """
     cell_of, table = compiled.cell_of, compiled.table
-    cell_class, node_of_miss = table.cell_class, table.transition
+    cell_class, node_of_miss, walks = table.cell_class, table.transition, table.walks
     lock = controller._lock
     acquire, release = lock.acquire, lock.release
     verdict = controller._sla_ok
@@ -637,9 +667,12 @@ def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Dec
             sla_ok = True if verdict is None else verdict(metrics, controller._token_name)
             mode = 1 if sla_ok else 0
             node = controller._node
-            found = node[mode][cell_class[cell]]
+            klass = cell_class[cell]
+            if klass < 0:  # REFINED_CELL: the class of its leaf (a list or tuple of floats: the binning took it)
+                klass = walks[cell](reading)  # type: ignore[arg-type]
+            found = node[mode][klass]
             if found is None:
-                found = node_of_miss(controller._state, node, mode, cell, sla_ok, None)
+                found = node_of_miss(controller._state, node, mode, klass, sla_ok, None)
             name, index, code, reason, state, controller._node = found
             controller._state, controller._token_name, controller._last_reading = state, name, reading
             return _new_tuple(Decision, (name, index, code, reason, cell, state, sla_ok, now))
@@ -680,15 +713,26 @@ def _fixed_point_problem(machine: Machine) -> str:
     return ""
 
 
-def _cell_again(machine: Machine, reading: Reading | None) -> int:
-    """The cell of the last reading in `machine`'s grid; OUT_OF_ENVELOPE before any reading, or for a reading
-    the caller has since refilled with something that is not a number."""
+def _leaf_again(machine: Machine, reading: Reading | None) -> Leaf | None:
+    """The leaf of the last reading in `machine`'s table (its cell's own leaf where the cell is not refined);
+    None before any reading, out of the envelope, or for a reading the caller has since refilled with something
+    that is not a number."""
     if reading is None:
-        return OUT_OF_ENVELOPE
+        return None
     try:
-        return machine.cell_of_fixed(reading) if type(reading) is _FixedReading else machine.cell_of(reading)
+        return machine.leaf_of_fixed(reading) if type(reading) is _FixedReading else machine.leaf_of(reading)
     except (TypeError, ValueError):
-        return OUT_OF_ENVELOPE
+        return None
+
+
+def _leaf_class(compiled: _Compiled, reading: Any, cell: int, fixed: bool, exact: bool) -> int:
+    """The step table's class of the leaf that holds `reading` in the refined `cell`: by the compiled walk for a
+    reading the compiled binning took (a list or tuple of floats, or of ints with `fixed`), else (`exact`) by
+    `Machine.leaf_of`, which places every other number exactly as `Machine.cell_of` does."""
+    table, machine = compiled.table, compiled.machine
+    if not exact:
+        return (table.walks_fixed if fixed else table.walks)[cell](reading)
+    return table.class_of_leaf(machine.leaf_of_fixed(reading) if fixed else machine.leaf_of(reading))
 
 
 def _verdict_of(sla: SlaSource) -> Verdict:

@@ -14,10 +14,14 @@ is a pure function of
 - the state (all four registers: current token, candidate, count,
   cooldown; the table is keyed by the whole `State`);
 - whether the cell is in the envelope;
-- for a cell in the envelope, the cell's `proposal` and its `allowed`
-  mask, and nothing else of the cell (`exact` only says how the proposal
-  was proved; `step` never reads it). Cells with the same (proposal,
-  allowed mask) are one *cell class*; out of the envelope is one more;
+- for a reading in the envelope, its leaf's proposal and `allowed` mask
+  (docs/semantics.md, "State machine": on a flat table, or in a cell
+  that is not refined, the leaf is the cell), and nothing else of it
+  (`exact` only says how the proposal was proved; `step` never reads it).
+  Leaves with the same (proposal, allowed mask) are one *cell class*,
+  whichever cell or tree they lie in, so the number of classes stays at
+  most 16 * 2^16 however many leaves a refined table has; out of the
+  envelope is one more;
 - `sla_ok`;
 - the override: `step` only asks whether it is None, whether it is in
   `params.overridable` and then which token it is. So the *override
@@ -26,10 +30,12 @@ is a pure function of
   not read further).
 
 Two calls whose arguments agree on all of these get the same result, so
-`machine.step` called once on a representative of each (state, cell
-class, sla_ok, override class) and remembered answers every call. The
-table fills lazily, on the first visit of each pair, by calling
-`machine.step` on the very arguments of that visit; a state no run has
+`step` called once on a representative of each (state, cell class,
+sla_ok, override class) and remembered answers every call. The table
+fills lazily, on the first visit of each pair, by calling
+`certfsm.machine.step` on the class's (proposal, allowed row) and the
+other arguments of that visit (`Machine.step` and `Machine.step_leaf`
+call it so too); a state no run has
 reached costs nothing (a hot swap can start from a state the new
 machine's initial state never reaches; it is handled the same way).
 
@@ -52,9 +58,16 @@ generations are alive. Every node, old or new, still only holds
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from certfsm.machine import OUT_OF_ENVELOPE, Machine, Reason, State
+from certfsm.fast_binning import LeafWalk, compile_leaf_walks
+from certfsm.machine import Machine, Reason, State, step
+
+if TYPE_CHECKING:
+    from certfsm import Leaf
+
+REFINED_CELL = -1
+"""`StepTable.cell_class` of a refined cell: its class is its leaf's (`class_of_leaf`, `walks`)."""
 
 Node = list[list["Transition | None"]]
 """The row of one state: ``node[mode][cell_class]`` (module docstring)."""
@@ -78,8 +91,12 @@ class Transition(NamedTuple):
 class StepTable:
     """`Machine.step` for one machine as a lazily filled table (see the module docstring for why it is equal).
 
-    `cell_class[cell]` is the class of a flat cell; index -1
-    (OUT_OF_ENVELOPE) is the out-of-envelope class, the last one.
+    `cell_class[cell]` is the class of a cell that is not refined, and
+    REFINED_CELL for a refined one, whose leaves have theirs:
+    ``walks[cell](reading)`` (`walks_fixed`) is the class of the leaf that
+    holds a list or tuple of floats (of ints, fixed point;
+    `certfsm.fast_binning.compile_leaf_walks`), `class_of_leaf` that of any leaf.
+    Index -1 (OUT_OF_ENVELOPE) is the out-of-envelope class, the last one.
     """
 
     __slots__ = (
@@ -87,6 +104,9 @@ class StepTable:
         "cell_class",
         "n_classes",
         "max_nodes",
+        "walks",
+        "walks_fixed",
+        "_class_of_pair",
         "_representative",
         "_override_class",
         "_other_override",
@@ -97,19 +117,34 @@ class StepTable:
     def __init__(self, machine: Machine, max_bytes: int = 64 << 20) -> None:
         self.machine = machine
         classes: dict[tuple[int, int], int] = {}
-        representative: list[int] = []
-        cell_class: list[int] = []
-        for cell, pair in enumerate(zip(machine.proposal, machine.allowed)):
+        representative: list[tuple[int, int] | None] = []  # per class (proposal, allowed mask); None: out
+
+        def class_of(pair: tuple[int, int]) -> int:
             index = classes.get(pair)
             if index is None:
                 index = classes[pair] = len(representative)
-                representative.append(cell)
-            cell_class.append(index)
-        representative.append(OUT_OF_ENVELOPE)
+                representative.append(pair)
+            return index
+
+        refinement = machine.refinement
+        cell_class = [
+            REFINED_CELL if refinement is not None and refinement.tree_of(cell) is not None else class_of(pair)
+            for cell, pair in enumerate(zip(machine.proposal, machine.allowed))
+        ]
+        leaf_class = {
+            cell: [class_of((leaf.token, leaf.allowed)) for leaf in tree.leaves]
+            for cell, tree in (() if refinement is None else zip(refinement.cells, refinement.trees))
+        }
+        representative.append(None)
         cell_class.append(len(classes))  # at index -1: OUT_OF_ENVELOPE
         self.cell_class = tuple(cell_class)
         self.n_classes = len(representative)
         self._representative = tuple(representative)
+        self._class_of_pair = classes
+        self.walks: dict[int, LeafWalk] = compile_leaf_walks(machine, lambda cell, leaf: leaf_class[cell][leaf])
+        self.walks_fixed: dict[int, LeafWalk] = compile_leaf_walks(
+            machine, lambda cell, leaf: leaf_class[cell][leaf], fixed=True
+        )
         overridable = sorted(machine.params.overridable)
         self._override_class = {token: k + 1 for k, token in enumerate(overridable)}
         self._other_override = len(overridable) + 1
@@ -136,50 +171,72 @@ class StepTable:
             return 1 if sla_ok else 0
         return (1 if sla_ok else 0) + 2 * self._override_class.get(override, self._other_override)
 
+    def class_of_leaf(self, leaf: Leaf | None) -> int:
+        """The class of a leaf (`Machine.leaf_of`; None: out of the envelope)."""
+        return self.n_classes - 1 if leaf is None else self._class_of_pair[leaf.token, leaf.allowed]
+
     def transition(
-        self, state: State, node: Node, mode: int, cell: int, sla_ok: bool, override: int | None
+        self, state: State, node: Node, mode: int, cell_class: int, sla_ok: bool, override: int | None
     ) -> Transition:
-        """What `machine.step(state, cell, sla_ok, override)` returns, from `node` = `self.node(state)`.
+        """What `machine.step_leaf(state, leaf, sla_ok, override)` returns for a leaf of class `cell_class`, from
+        `node` = `self.node(state)`.
 
         `mode` must be `self.mode(sla_ok, override)`. The fast path of a
         caller inlines the first two lines.
         """
-        found = node[mode][self.cell_class[cell]]
+        found = node[mode][cell_class]
         if found is None:
-            found = self._fill(state, node, mode, cell, sla_ok, override)
+            found = self._fill(state, node, mode, cell_class, sla_ok, override)
         return found
 
     def step(
         self, state: State, cell: int, sla_ok: bool = True, override: int | None = None
     ) -> tuple[State, int, Reason]:
         """Same signature and result as `Machine.step`, through the table; `cell` is what `cell_of` returns
-        (a flat cell, or OUT_OF_ENVELOPE)."""
-        found = self.transition(state, self.node(state), self.mode(sla_ok, override), cell, sla_ok, override)
+        (a cell that is not refined, or OUT_OF_ENVELOPE; a refined cell decides by its leaves, `step_leaf`)."""
+        cell_class = self.cell_class[cell]
+        if cell_class == REFINED_CELL:
+            raise ValueError(f"cell {cell} is refined: its leaves decide; step on the reading's leaf with step_leaf")
+        found = self.transition(state, self.node(state), self.mode(sla_ok, override), cell_class, sla_ok, override)
         return found.state, found.token, found.reason
 
-    def _fill(self, state: State, node: Node, mode: int, cell: int, sla_ok: bool, override: int | None) -> Transition:
+    def step_leaf(
+        self, state: State, leaf: Leaf | None, sla_ok: bool = True, override: int | None = None
+    ) -> tuple[State, int, Reason]:
+        """Same signature and result as `Machine.step_leaf`, through the table."""
+        mode = self.mode(sla_ok, override)
+        found = self.transition(state, self.node(state), mode, self.class_of_leaf(leaf), sla_ok, override)
+        return found.state, found.token, found.reason
+
+    def _fill(
+        self, state: State, node: Node, mode: int, cell_class: int, sla_ok: bool, override: int | None
+    ) -> Transition:
         machine = self.machine
-        next_state, token, reason = machine.step(state, cell, sla_ok, override)
+        pair = self._representative[cell_class]
+        if pair is None:
+            next_state, token, reason = step(machine.params, state, None, None, False, sla_ok, override)
+        else:
+            row = tuple(bool(pair[1] >> k & 1) for k in range(machine.params.n_tokens))
+            next_state, token, reason = step(machine.params, state, pair[0], row, True, sla_ok, override)
         found = Transition(
             machine.tokens[token], token, machine.params.codes[token], reason, next_state, self.node(next_state)
         )
-        node[mode][self.cell_class[cell]] = found
+        node[mode][cell_class] = found
         return found
 
     # ------------------------------------------------------------- enumeration (tests, exports)
 
-    def input_classes(self) -> list[tuple[int, bool, int | None]]:
-        """One representative (cell, sla_ok, override) per input class: every cell class, both SLA verdicts,
-        no override, each overridable token and one value that is not (the smallest non-overridable int)."""
+    def input_classes(self) -> list[tuple[Leaf | None, bool, int | None]]:
+        """One representative (leaf, sla_ok, override) per input class, for `step_leaf`: a leaf of every cell
+        class (None out of the envelope), both SLA verdicts, no override, each overridable token and one value that
+        is not (the smallest non-overridable int)."""
+        from certfsm import Leaf, LeafStatus
+
         params = self.machine.params
         other = next(k for k in range(-1, params.n_tokens + 1) if k not in params.overridable)
         overrides: list[int | None] = [None, *sorted(params.overridable), other]
-        return [
-            (cell, sla_ok, override)
-            for cell in self._representative
-            for sla_ok in (True, False)
-            for override in overrides
-        ]
+        leaves = [None if pair is None else Leaf(LeafStatus.EXACT, *pair) for pair in self._representative]
+        return [(leaf, sla_ok, override) for leaf in leaves for sla_ok in (True, False) for override in overrides]
 
     def reachable_states(self) -> list[State]:
         """Every state reachable from the initial state under any inputs, breadth first (fills the table)."""
@@ -189,8 +246,8 @@ class StepTable:
         while frontier:
             following = []
             for state in frontier:
-                for cell, sla_ok, override in classes:
-                    next_state = self.step(state, cell, sla_ok, override)[0]
+                for leaf, sla_ok, override in classes:
+                    next_state = self.step_leaf(state, leaf, sla_ok, override)[0]
                     if next_state not in seen:
                         seen[next_state] = None
                         following.append(next_state)

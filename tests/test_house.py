@@ -435,10 +435,7 @@ FOR_USERS = {
         for name in (
             "BoxTreeError",
             "Evidence",
-            "Refinement",
-            "TreeBudget",
             "decode_tree",
-            "leaf_allowed_mask",
         )
     },
     ("certfsm.fsm", "EXACT"): "a value of Table.status in what the public distill returns",

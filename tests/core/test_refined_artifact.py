@@ -244,13 +244,15 @@ REFUSED = (
 )
 
 
-def test_the_runtime_refuses_a_refined_artifact(refined_path):
+def test_the_runtime_runs_a_refined_artifact_by_its_leaves(refined_path):
+    """Cell 3's own entry is the conservative KEEP; its leaves propose TURBO below b = 2.5 and FAST above."""
     from certfsm import runtime
 
-    with pytest.raises(ArtifactError, match=REFUSED.format(who="the runtime")):
-        runtime.load(refined_path, sla=False)
-    with pytest.raises(ArtifactError, match=REFUSED.format(who="the runtime")):
-        Controller(Machine.from_artifact(load_artifact(refined_path)))
+    controller = runtime.load(refined_path, sla=False)
+    assert controller.decide_many([[1.5, 2.4], [1.5, 2.5], [0.5, 25.0]]).tolist() == [2, 1, 1]
+    decisions = [controller.step([1.5, 2.4]) for _ in range(3)]
+    assert [d.token for d in decisions] == ["KEEP", "KEEP", "TURBO"] and {d.cell for d in decisions} == {3}
+    assert Controller(Machine.from_artifact(load_artifact(refined_path))).step([2.75, 7.5]).token == "KEEP"
 
 
 def test_the_verilog_and_c_export_refuse_a_refined_artifact(refined_path):
