@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from certfsm import SlaPath, SpecError
 
 from ._path import PathMonitor, check_path
-from ._sample import read_metric
+from ._sample import Sample, read_metric
 from ._snapshot import SNAPSHOT_FORMAT, check_snapshot, path_state, paths_fingerprint
 from ._status import SlaStatus
 
@@ -173,7 +173,7 @@ class SlaMonitor:
                     f"metrics={metrics!r} is a {type(metrics).__name__}, not a mapping; "
                     "give a dict from metric name to value"
                 )
-        samples = []
+        samples: list[Sample | None] = []
         unread = False  # some metric is no finite float >= 0: perhaps absent (`_tell_missing`)
         for name in self._metrics:
             value = metrics.get(name)
