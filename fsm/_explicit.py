@@ -132,9 +132,20 @@ def alphabet(params: MachineParams, rows) -> tuple[MachineInput, ...]:
     return tuple(inputs)
 
 
-def table_rows(table) -> tuple[tuple[int, tuple[bool, ...]], ...]:
-    """The (proposal, allowed row) classes of a table."""
-    return tuple((c.proposal, c.allowed) for c in table.classes())
+def table_rows(table, refinement=None) -> tuple[tuple[int, tuple[bool, ...]], ...]:
+    """The (proposal, allowed row) classes of a table; with `refinement` (a `certfsm.Refinement`), those of its
+    leaves too, after the cells' and in (proposal, row) order (docs/semantics.md, "State machine": the machine
+    reads a leaf only through its class)."""
+    rows = tuple((c.proposal, c.allowed) for c in table.classes())
+    if refinement is None:
+        return rows
+    n_out = table.n_outputs
+    leaves = {
+        (leaf.token, tuple(bool(leaf.allowed >> k & 1) for k in range(n_out)))
+        for tree in refinement.trees
+        for leaf in tree.leaves
+    }
+    return rows + tuple(sorted(leaves - set(rows)))
 
 
 def free_rows(params: MachineParams) -> tuple[tuple[int, tuple[bool, ...]], ...]:

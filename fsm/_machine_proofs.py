@@ -318,6 +318,7 @@ def prove_machine(
     step_function=step,
     encoding=StepEncoding,
     rlimit: int | None = None,
+    refinement=None,
 ) -> tuple[Proof, ...]:
     """Every query of INVARIANT_QUERIES + MACHINE_PROPERTIES by Z3, one `Proof` each.
 
@@ -327,9 +328,11 @@ def prove_machine(
     ``machine-<name>.smt2``. `step_function` and `encoding` name the
     machine under proof (the production `step` and its `StepEncoding`
     unless a test plants a variant); counterexamples are replayed
-    through `step_function`. `rlimit` as in `prove_table`.
+    through `step_function`. `rlimit` as in `prove_table`. `refinement`
+    (a `certfsm.Refinement` of `table`) adds its leaves' classes to the
+    admissible inputs (`table_rows`), so the proofs cover every leaf.
     """
-    rows = None if table is None else table_rows(table)
+    rows = None if table is None else table_rows(table, refinement)
     encoder = encoding(params)
     witnesses = _Witnesses(encoder, rows, step_function)
     raw = {}
@@ -357,6 +360,8 @@ def prove_machine(
         if folder is not None:
             file_name = f"machine-{name}.smt2"
             inputs = "free (any table that passes prove_table)" if rows is None else f"{len(rows)} table classes"
+            if refinement is not None:
+                inputs += f" (cells and {refinement.n_leaves} leaves)"
             sha = write_proof_file(
                 Path(folder) / file_name,
                 body,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -370,19 +371,127 @@ def _table_encoding(table: Table, spec) -> list[str]:
     return lines
 
 
-def _negated_property(spec, prop: str) -> list[str]:
+def _negated_property(spec, prop: str, leaves: bool = False) -> list[str]:
+    """The property's negation over the cell; with `leaves`, over the cell or the leaf (`_leaf_encoding`)."""
     if prop not in TABLE_PROPERTIES:
         raise ValueError(f"prop={prop!r} is not one of {TABLE_PROPERTIES}")
-    lines = [f"; the property, negated: {_DESCRIPTIONS[prop]}"]
-    if prop == "table-tokens":
-        lines.append("(assert (not (permitted token)))")
-    elif prop == "table-masks":
-        rows = " ".join(f"(= allowed_{k} (permitted {k}))" for k in range(spec.n_outputs))
-        lines.append(f"(assert (not (and {rows})))")
-    else:
+    lines = [f"; the property, negated: {_DESCRIPTIONS[prop]}" + ("; in the cell or in the leaf" if leaves else "")]
+
+    def holds(token: str, allowed: str, permitted: str) -> str:
+        if prop == "table-tokens":
+            return f"({permitted} {token})"
+        if prop == "table-masks":
+            return f"(and {' '.join(f'(= {allowed}_{k} ({permitted} {k}))' for k in range(spec.n_outputs))})"
         legal_codes = sorted({spec.tokens[t] for t in spec.legal_tokens})
-        lines.append(f"(assert (not {_any([f'(= (code token) {c})' for c in legal_codes])}))")
+        return _any([f"(= (code {token}) {c})" for c in legal_codes])
+
+    cell = holds("token", "allowed", "permitted")
+    if not leaves:
+        lines.append(f"(assert (not {cell}))")
+    else:
+        lines.append(f"(assert (or (not {cell}) (not {holds('leaf_token', 'leaf_allowed', 'leaf_permitted')})))")
     return lines
+
+
+def _rational(value: Fraction) -> str:
+    """An exact rational as an SMT-LIB real term: 1.5, (/ 1.0 10.0), (- 2.0)."""
+    magnitude = abs(value)
+    term = (
+        f"{magnitude.numerator}.0"
+        if magnitude.denominator == 1
+        else f"(/ {magnitude.numerator}.0 {magnitude.denominator}.0)"
+    )
+    return f"(- {term})" if value < 0 else term
+
+
+def _leaf_encoding(refinement, spec) -> list[str]:
+    """The leaves of a refined table beside the cell: a symbolic leaf, its exact box, its token and allowed row.
+
+    `leaf` ranges over every leaf of every tree (numbered as the artifact
+    numbers them); each leaf fixes the box's sides (lo_i, hi_i, whether
+    hi_i is closed) to its exact rationals, re-derived from its cell and
+    the splits (`certfsm.BoxTree.boxes`), and its token and row. A rule's
+    closed box meets the leaf exactly as it meets a cell (docs/semantics.md,
+    "Legality rules"): ``lower_i < hi_i`` (``<=`` on a closed side) and
+    ``upper_i >= lo_i`` in every input; the rule bounds are the spec's
+    decimals, exactly (`certfsm.decimal_value`).
+    """
+    from certfsm import decimal_value
+
+    boxes = [(box, leaf) for tree in refinement.trees for box, leaf in zip(tree.boxes, tree.leaves)]
+    n_in = len(boxes[0][0].intervals)
+    lines = [
+        f"; the leaves of the refined table: {len(boxes)} leaves under {len(refinement.cells)} cells, each with its "
+        "exact box (lo_i <= x_i < hi_i, <= hi_i where closed)",
+        "(declare-const leaf Int)",
+        f"(assert (and (<= 0 leaf) (< leaf {len(boxes)})))",
+        "(declare-const leaf_token Int)",
+    ]
+    lines += [f"(declare-const leaf_allowed_{k} Bool)" for k in range(spec.n_outputs)]
+    for i in range(n_in):
+        lines += [f"(declare-const lo_{i} Real)", f"(declare-const hi_{i} Real)", f"(declare-const closed_{i} Bool)"]
+    for m, (box, leaf) in enumerate(boxes):
+        sides = []
+        for i, side in enumerate(box.intervals):
+            closed = f"closed_{i}" if side.closed else f"(not closed_{i})"
+            sides.append(f"(= lo_{i} {_rational(side.low)}) (= hi_{i} {_rational(side.high)}) {closed}")
+        row = " ".join(
+            f"leaf_allowed_{k}" if leaf.allowed >> k & 1 else f"(not leaf_allowed_{k})" for k in range(spec.n_outputs)
+        )
+        lines.append(f"(assert (=> (= leaf {m}) (and {' '.join(sides)} (= leaf_token {leaf.token}) {row})))")
+    forbidders: dict[int, list[str]] = {}
+    for j, rule in enumerate(spec.rules):
+        sides = []
+        for i, (low, high) in enumerate(zip(rule.lower, rule.upper)):
+            a, b = _rational(decimal_value(low)), _rational(decimal_value(high))
+            sides.append(f"(or (< {a} hi_{i}) (and closed_{i} (<= {a} hi_{i}))) (<= lo_{i} {b})")
+        lines.append(f"(define-fun leaf_meets_{j} () Bool (and {' '.join(sides)}))")
+        for k in spec.forbidden_indices(rule):
+            forbidders.setdefault(k, []).append(f"leaf_meets_{j}")
+    forbidden = [f"(and (= t {k}) {_any(names)})" for k, names in sorted(forbidders.items())]
+    lines.append(f"(define-fun leaf_permitted ((t Int)) Bool (and (legal t) (not {_any(forbidden)})))")
+    return lines
+
+
+def leaf_violations(refinement, spec) -> list[tuple[int, int, str, str]]:
+    """Every leaf breaking the table-level property: (leaf number, its cell, kind, message), kinds as `check_table`.
+
+    The mask a leaf must hold is the rules' for its own box
+    (`certfsm.leaf_allowed_mask`, the loader's check); the token must be
+    legal and allowed there, its code a legal token's, and a conservative
+    or undecided leaf must hold the conservative token.
+    """
+    from certfsm import LeafStatus, leaf_allowed_mask
+
+    legal = sum(1 << t for t in spec.legal_indices)
+    rules = [(r.lower, r.upper, sum(1 << k for k in spec.forbidden_indices(r))) for r in spec.rules]
+    legal_codes = {spec.tokens[t] for t in spec.legal_tokens}
+    names = [item.name for item in spec.inputs]
+    found, number = [], 0
+    for cell, tree in zip(refinement.cells, refinement.trees):
+        for box, leaf in zip(tree.boxes, tree.leaves):
+            where = f"leaf {number} of cell {cell} ({', '.join(s.describe(n) for s, n in zip(box.intervals, names))})"
+            token = spec.outputs[leaf.token] if 0 <= leaf.token < spec.n_outputs else str(leaf.token)
+            expected = leaf_allowed_mask(box, legal, rules)
+            if not legal >> leaf.token & 1:
+                found.append((number, cell, "illegal", f"{where} holds {token}, which is not in legal_tokens"))
+            elif not expected >> leaf.token & 1:
+                found.append((number, cell, "forbidden", f"{where} holds {token}, which a legality rule forbids there"))
+            if leaf.allowed != expected:
+                found.append(
+                    (
+                        number,
+                        cell,
+                        "mask",
+                        f"{where}: the allowed mask {leaf.allowed} differs from the rules' {expected}",
+                    )
+                )
+            if spec.tokens.get(token) not in legal_codes:
+                found.append((number, cell, "code", f"{where}: {token}'s code is not the code of a legal token"))
+            if leaf.status is not LeafStatus.EXACT and leaf.token != spec.conservative_index:
+                found.append((number, cell, "conservative", f"{where} is {leaf.status.value} but holds {token}"))
+            number += 1
+    return found
 
 
 def _leaves(classes: np.ndarray, axis: int, path: list[str], out: list) -> None:
@@ -413,7 +522,14 @@ def _all(terms: list[str]) -> str:
 
 
 def prove_table(
-    table: Table, spec, folder=None, *, timeout: float = 60.0, stable: bool = False, rlimit: int | None = None
+    table: Table,
+    spec,
+    folder=None,
+    *,
+    timeout: float = 60.0,
+    stable: bool = False,
+    rlimit: int | None = None,
+    refinement=None,
 ) -> tuple[Proof, ...]:
     """The table-level property by Z3, one `Proof` per name in TABLE_PROPERTIES, each with its SMT-LIB file.
 
@@ -424,15 +540,22 @@ def prove_table(
     deterministic resource count) makes the verdict independent of the
     machine's speed, `timeout` then being a guard
     (`certfsm.verify.solve_text`).
+
+    `refinement` (a `certfsm.Refinement`; None for a flat table) adds the
+    leaves: each query ranges over a cell or a leaf (`_leaf_encoding`), so
+    a proof covers every leaf as well as every cell's own entry, and a
+    violation names the leaf (`leaf_violations`). A flat table's queries
+    are written exactly as before.
     """
     from ._machine_proofs import solve_script, write_proof_file
 
     _require_same_grid(table, spec)
     concrete = check_table(table, spec)
+    in_leaves = [] if refinement is None else leaf_violations(refinement, spec)
     results = []
-    encoding = _table_encoding(table, spec)
+    encoding = _table_encoding(table, spec) + ([] if refinement is None else _leaf_encoding(refinement, spec))
     for prop in TABLE_PROPERTIES:
-        body = encoding + _negated_property(spec, prop)
+        body = encoding + _negated_property(spec, prop, leaves=refinement is not None)
         started = time.perf_counter()
         answer, model, reason = solve_script(body, "QF_LIRA", timeout, rlimit)
         seconds = time.perf_counter() - started
@@ -443,12 +566,14 @@ def prove_table(
             cell = table.grid.cell_index(
                 [next((k for k in range(n) if model.bool(f"b_{i}_{k}")), 0) for i, n in enumerate(table.grid.shape)]
             )
-            hits = [v for v in concrete if v.cell == cell and v.kind in _KINDS_OF_PROPERTY[prop]]
+            hits = [v.message for v in concrete if v.cell == cell and v.kind in _KINDS_OF_PROPERTY[prop]]
+            if refinement is not None and not hits:
+                leaf = model.int("leaf")
+                found = [v for v in in_leaves if v[0] == leaf and v[2] in _KINDS_OF_PROPERTY[prop]]
+                hits, cell = [v[3] for v in found], found[0][1] if found else cell
             verdict = "violated" if hits else "unknown"
             reason = (
-                hits[0].message
-                if hits
-                else (f"z3 answered sat at cell {cell} but the concrete check finds no violation there")
+                hits[0] if hits else (f"z3 answered sat at cell {cell} but the concrete check finds no violation there")
             )
             cell = cell if hits else None
         else:
@@ -464,7 +589,8 @@ def prove_table(
                 description=_DESCRIPTIONS[prop],
                 verdict=verdict,
                 stable=stable,
-                extra={"spec": spec.name, "cells": table.n_cells},
+                extra={"spec": spec.name, "cells": table.n_cells}
+                | ({} if refinement is None else {"leaves": refinement.n_leaves}),
             )
         results.append(
             Proof(
