@@ -586,7 +586,7 @@ def prove_table(
                 body,
                 "QF_LIRA",
                 prop=prop,
-                description=_DESCRIPTIONS[prop],
+                description=_DESCRIPTIONS[prop] + ("; likewise every leaf in its own box" if refinement else ""),
                 verdict=verdict,
                 stable=stable,
                 extra={"spec": spec.name, "cells": table.n_cells}

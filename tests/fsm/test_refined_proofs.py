@@ -94,6 +94,10 @@ def test_a_refined_table_is_proved_over_its_cells_and_leaves(tmp_path):
     assert [p.verdict for p in proofs] == ["proved"] * 3, proofs
     text = (tmp_path / "table-tokens.smt2").read_text()
     assert "(declare-const leaf Int)" in text and "leaf_permitted leaf_token" in text and "leaves: 4" in text
+    assert (
+        "; description: every cell's token is a legal token that no legality rule forbids anywhere in the cell; "
+        "likewise every leaf in its own box\n" in text
+    )
 
 
 def test_a_planted_forbidden_leaf_token_is_found_by_the_leaf_queries_only(tmp_path):
