@@ -93,7 +93,7 @@ def test_a_refined_table_is_proved_over_its_cells_and_leaves(tmp_path):
     proofs = prove_table(table(), SPEC, tmp_path, stable=True, refinement=refinement())
     assert [p.verdict for p in proofs] == ["proved"] * 3, proofs
     text = (tmp_path / "table-tokens.smt2").read_text()
-    assert "(declare-const leaf Int)" in text and "leaf_permitted leaf_token" in text and "leaves: 4" in text
+    assert "(declare-const leaf_3 Bool)" in text and "leaf_permitted leaf_token" in text and "leaves: 4" in text
     assert (
         "; description: every cell's token is a legal token that no legality rule forbids anywhere in the cell; "
         "likewise every leaf in its own box\n" in text
@@ -154,4 +154,4 @@ def test_the_queries_of_a_flat_table_do_not_change_with_the_leaf_support(tmp_pat
     folder.mkdir()
     prove_table(table(), SPEC, folder, stable=True, refinement=refinement() if refined else None)
     text = (folder / "table-codes.smt2").read_text()
-    assert ("(declare-const leaf Int)" in text) is refined
+    assert ("(declare-const leaf_0 Bool)" in text) is refined
