@@ -212,12 +212,19 @@ def distill_controller(
     params = MachineParams.from_spec(spec)
     with staged_folder(report, parameter="report") as staging:
         tell("proving the table (z3)")
-        table_proofs = prove_table(table, spec, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
+        # A refined table's leaves are part of what the machine reads, so every table and machine property
+        # ranges over them as well as over the cells (docs/semantics.md, "Table properties").
+        leaves = distillation.refinement
+        table_proofs = prove_table(
+            table, spec, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT, refinement=leaves
+        )
         tell("proving the state machine (z3)")
-        machine_proofs = prove_machine(params, table, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT)
+        machine_proofs = prove_machine(
+            params, table, staging, timeout=PROOF_GUARD_SECONDS, rlimit=PROOF_RLIMIT, refinement=leaves
+        )
         _stop_if_guarded(table_proofs + machine_proofs)
         tell("enumerating the state machine")
-        explicit = check_explicit(params, alphabet(params, table_rows(table)))
+        explicit = check_explicit(params, alphabet(params, table_rows(table, leaves)))
         conflicts = tuple(disagreements(machine_proofs, explicit))
         certificate = _certificate(distillation, cross, table_proofs, machine_proofs, explicit, conflicts)
         certified = is_certified(certificate, spec.to_json(), bool((table.status == EXACT).any()))

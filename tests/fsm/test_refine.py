@@ -184,6 +184,9 @@ def test_the_artifact_loads_leaf_by_leaf_and_is_the_same_on_one_and_two_jobs(tmp
     summary = json.loads((tmp_path / "one-report" / "summary.json").read_text())
     assert summary["refinement"]["leaves"] == len(leaves)
     assert "## Refinement" in (tmp_path / "one-report" / "report.md").read_text()
+    # The certificate's table and machine proofs range over the leaves, not only the cells' flat entries.
+    for name in ("table-tokens", "table-masks", "table-codes"):
+        assert "likewise every leaf in its own box" in (tmp_path / "one-report" / f"{name}.smt2").read_text(), name
 
 
 def test_a_budget_given_to_distill_controller_replaces_the_specs_and_is_written_with_it(tmp_path):
