@@ -19,6 +19,7 @@ from certfsm.fsm._distill_progress import _Tally
 from certfsm.fsm._table import CONSERVATIVE, EXACT, UNDECIDED
 
 from cli_in_process import run_main
+from gemm_onnx import onnx_bytes
 
 
 def boundary_network():
@@ -26,35 +27,6 @@ def boundary_network():
     hidden = AffineLayer(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([-0.5, 0.5]), "hidden")
     out = AffineLayer(np.array([[0.0, 0.0], [4.0, -4.0], [-4.0, 4.0]]), np.zeros(3), "out")
     return Network((hidden, out), input_name="x")
-
-
-def onnx_bytes(network):
-    """`network` as an ONNX model of Gemm and Relu nodes, float32 weights (the loader reads it back as `network`)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes, weights, current = [], [], network.input_name
-    for index, layer in enumerate(network.layers):
-        weights += [
-            numpy_helper.from_array(layer.weight.astype(np.float32), f"w{index}"),
-            numpy_helper.from_array(layer.bias.astype(np.float32), f"b{index}"),
-        ]
-        nodes.append(helper.make_node("Gemm", [current, f"w{index}", f"b{index}"], [f"gemm{index}"], transB=1))
-        current = f"gemm{index}"
-        if index < len(network.layers) - 1:
-            nodes.append(helper.make_node("Relu", [current], [f"relu{index}"]))
-            current = f"relu{index}"
-    graph = helper.make_graph(
-        nodes,
-        "tiny",
-        [helper.make_tensor_value_info(network.input_name, TensorProto.FLOAT, ["batch", network.n_inputs])],
-        [helper.make_tensor_value_info(current, TensorProto.FLOAT, ["batch", network.n_outputs])],
-        weights,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
 
 
 def write_spec(folder, legal=("KEEP", "A", "B")):

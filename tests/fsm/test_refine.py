@@ -20,6 +20,7 @@ from certfsm import (
     spec_from_dict,
 )
 from certfsm.fsm import EXACT, distill, distill_controller
+from gemm_onnx import onnx_bytes
 
 BOUNDARY = 0.4375 + 1e-3
 """Where A (right) and B (left) swap: inside the middle bin, on no threshold the refinement can place."""
@@ -50,33 +51,6 @@ def spec(refine=None, frac_bits=None, folder=None):
     (folder / "tiny.onnx").write_bytes(onnx_bytes(network()))
     (folder / "tiny.spec.json").write_text(json.dumps(document))
     return load_spec(folder / "tiny.spec.json")
-
-
-def onnx_bytes(net):
-    """`net` as an ONNX model of Gemm and Relu nodes (float32 weights), so that the artifact names its model."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes, weights, current = [], [], net.input_name
-    for index, layer in enumerate(net.layers):
-        weights += [
-            numpy_helper.from_array(layer.weight.astype(np.float32), f"w{index}"),
-            numpy_helper.from_array(layer.bias.astype(np.float32), f"b{index}"),
-        ]
-        nodes.append(helper.make_node("Gemm", [current, f"w{index}", f"b{index}"], [f"gemm{index}"], transB=1))
-        current = f"gemm{index}"
-        if index < len(net.layers) - 1:
-            nodes.append(helper.make_node("Relu", [current], [f"relu{index}"]))
-            current = f"relu{index}"
-    graph = helper.make_graph(
-        nodes,
-        "tiny",
-        [helper.make_tensor_value_info(net.input_name, TensorProto.FLOAT, ["batch", net.n_inputs])],
-        [helper.make_tensor_value_info(current, TensorProto.FLOAT, ["batch", net.n_outputs])],
-        weights,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model.SerializeToString()
 
 
 def network():
