@@ -214,6 +214,7 @@ def _with_z3_leaves(tmp_path):
     return model, cert
 
 
+@pytest.mark.slow
 def test_z3_leaves_are_decided_again_by_the_checkers_own_query(tmp_path):
     model, cert = _with_z3_leaves(tmp_path)
     outcome = check_certificate(cert, model)
@@ -230,6 +231,7 @@ def test_a_changed_query_file_is_refused_naming_the_leaf(tmp_path):
     _refused(cert, model, "query file")
 
 
+@pytest.mark.slow
 def test_a_z3_leaf_of_a_false_claim_is_refused_naming_the_leaf(tmp_path):
     """Every leaf becomes a z3 leaf (its file and hash intact) of a disjunct that every point reaches."""
     model, cert = _with_z3_leaves(tmp_path)

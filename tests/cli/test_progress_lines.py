@@ -3,9 +3,12 @@
 import re
 import time
 
+import pytest
+
 from certfsm.cli import _CellProgress
 
 
+@pytest.mark.slow
 def test_off_a_terminal_the_last_line_is_repeated_while_a_hard_cell_runs(monkeypatch, capsys):
     """No new message for a while (one hard cell can take minutes): the line comes again, time advanced."""
     monkeypatch.setattr(_CellProgress, "PLAIN_SECONDS", 0.05)

@@ -174,6 +174,7 @@ def test_without_a_checkpoint_the_guard_says_nothing_was_kept(tmp_path, monkeypa
 # ------------------------------------------------------------- progress
 
 
+@pytest.mark.slow
 def test_off_a_terminal_progress_is_plain_lines_on_stderr_and_no_progress_silences_them(tmp_path):
     spec = write_spec(tmp_path)
     code, out, err = run_main("distill", spec, "--out", tmp_path / "c.cfsm", "--report", tmp_path / "r", "--jobs", "1")
@@ -213,6 +214,7 @@ def test_the_progress_message_counts_hard_cells_and_estimates_from_the_tasks_don
 # ------------------------------------------------------------- --strict
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strict", [False, True])
 def test_held_back_cells_are_counted_and_fail_only_under_strict(tmp_path, strict):
     """B removed from legal_tokens: the two cells where the network decides B are held back to KEEP."""

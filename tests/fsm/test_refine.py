@@ -145,6 +145,7 @@ def run(tmp_path, name, jobs, budget=(6, 12)):
     )
 
 
+@pytest.mark.slow
 def test_the_artifact_loads_leaf_by_leaf_and_is_the_same_on_one_and_two_jobs(tmp_path):
     one, two = run(tmp_path, "one", 1), run(tmp_path, "two", 2)
     assert one.certified and one.cross_check["mismatches"] == 0 and one.cross_check["on_exact_leaves"] > 0
@@ -163,6 +164,7 @@ def test_the_artifact_loads_leaf_by_leaf_and_is_the_same_on_one_and_two_jobs(tmp
         assert "likewise every leaf in its own box" in (tmp_path / "one-report" / f"{name}.smt2").read_text(), name
 
 
+@pytest.mark.slow
 def test_a_budget_given_to_distill_controller_replaces_the_specs_and_is_written_with_it(tmp_path):
     result = distill_controller(
         spec(folder=tmp_path),

@@ -110,6 +110,7 @@ def test_the_check_accepts_only_the_rules_of_the_deviation_table(tmp_path, monke
     assert f"the first Rule 8.7 at certfsm_tiny.c:{first} " in check.detail
 
 
+@pytest.mark.slow
 @needs_cppcheck
 def test_c_cppcheck_cannot_parse_fails_instead_of_passing_with_no_findings(tmp_path):
     write_c(

@@ -76,6 +76,7 @@ def test_bad_report_flags_are_one_line_and_exit_2(logged_run, tmp_path, args, me
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_write_audit_report_names_its_parameters_not_the_flags(logged_run, coarse_example, tmp_path):
     from certfsm import ReportError, UsageError
     from certfsm.runtime import write_audit_report
@@ -114,6 +115,7 @@ def test_write_audit_report_names_its_parameters_not_the_flags(logged_run, coars
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_the_report_flags_name_what_the_user_typed(logged_run, coarse_example, tmp_path):
     in_the_way = tmp_path / "file"
     in_the_way.write_text("not a folder")
@@ -199,6 +201,7 @@ def with_gid(ax, gid):
     return [a for a in (*ax.patches, *ax.lines, *ax.collections) if a.get_gid() == gid]
 
 
+@pytest.mark.slow
 def test_probe_rows_have_units_envelopes_and_fallbacks_shaded_by_reason(
     distilled_example, logged_run, tmp_path, figures
 ):
@@ -244,6 +247,7 @@ def test_probe_rows_have_units_envelopes_and_fallbacks_shaded_by_reason(
     assert "envelope [min, max]" in labels
 
 
+@pytest.mark.slow
 def test_without_the_artifact_probe_rows_say_units_are_unknown_and_still_shade_fallbacks(logged_run, tmp_path, figures):
     from certfsm.machine import Reason
     from certfsm.runtime import write_audit_report
@@ -262,6 +266,7 @@ def test_without_the_artifact_probe_rows_say_units_are_unknown_and_still_shade_f
     assert "Grid only, no certificate" in text
 
 
+@pytest.mark.slow
 def test_the_decision_map_without_the_artifact_is_titled_uncertified(logged_run, tmp_path, figures):
     from certfsm.runtime import write_audit_report
     from certfsm.runtime._report import UNCERTIFIED_TITLE
@@ -275,6 +280,7 @@ def test_the_decision_map_without_the_artifact_is_titled_uncertified(logged_run,
     assert [c for c in ax.collections if c.get_gid() == "conservative-cells"] == []
 
 
+@pytest.mark.slow
 def test_the_decision_map_with_the_artifact_draws_the_certified_table_and_hatches_its_conservative_cells(
     distilled_example, logged_run, tmp_path, figures
 ):

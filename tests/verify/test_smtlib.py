@@ -493,6 +493,7 @@ def test_recheck_calls_an_unknown_answer_unconfirmed(tmp_path):
     assert row.note == "nothing contradicts the recorded sat, but the solver could not decide; try the other solver"
 
 
+@pytest.mark.slow
 @needs_z3_command
 def test_a_changed_file_whose_solver_times_out_is_invalid_not_unconfirmed(tmp_path):
     """Unconfirmed means nothing contradicts the file: a hash that differs from summary.json does."""

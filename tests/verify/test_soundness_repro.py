@@ -117,8 +117,8 @@ def test_api_answer_is_never_wrong_and_its_witness_is_exact(case, engine):
     check_api(case.onnx, case.vnnlib, case.expected, engine, min(case.timeout, _ENGINE_SECONDS.get(engine, 15.0)))
 
 
-# bounds alone cannot close a strict tie or a needle: its unknown after 0.5 s is as final as after 30 s.
-_ENGINE_SECONDS = {"bounds": 0.5}
+# bounds alone cannot close a strict tie or a needle: its unknown after 0.2 s is as final as after 30 s.
+_ENGINE_SECONDS = {"bounds": 0.2}
 
 
 @pytest.mark.slow
