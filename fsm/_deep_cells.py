@@ -39,13 +39,17 @@ from pathlib import Path
 
 import numpy as np
 
-from certfsm import ReportError
+from certfsm import LeafStatus, Refinement, ReportError
 from certfsm.verify import check, exact_outputs
 
 from ._cell_problem import _Decision, _Problem, _valid_pairs
 from ._cell_workers import _BoundTask, _Outcome, _run_tasks, _work
 from ._distill import _bound_tasks
+from ._refine import _leaf_work, _LeafBounds, _LeafCheck, _proof_box
 from ._table import EXACT, UNDECIDED, Table
+
+LEAF_CHUNK = 1024
+"""Exact leaves per bound-propagation task of `reprove_exact_leaves`."""
 
 CELLS_FILE = "cells.jsonl"
 
@@ -152,6 +156,78 @@ def reprove_exact_cells(
     if sum(proved.values()) + len(failures) != len(cells):
         raise AssertionError("internal error: an exact cell was neither re-proved nor failed")
     return proved, sorted(failures, key=lambda f: f.cell)
+
+
+def reprove_exact_leaves(
+    problem: _Problem, refinement: Refinement, *, jobs: int, per_cell_timeout: float, progress=None
+) -> tuple[Counter, list[CellFailure]]:
+    """Re-prove each exact leaf of a refined table on its whole closed box; (leaves proved per engine, failures).
+
+    The refinement's own machinery (`_refine._leaf_work`): bound
+    propagation with bisection on the leaves' closed boxes rounded
+    outward, in chunks, then `verify.check` on the exact leaf box for what
+    bounds leave open (`_refine._leaf_property`; ``per_cell_timeout`` seconds each, no work budget:
+    re-proving is not bound to the distillation's). A leaf passes only on
+    a proof; a failure names its cell, its place in the cell's tree, its
+    exact box and the token.
+    """
+    exact = [
+        (cell, place, box, leaf.token)
+        for cell, tree in zip(refinement.cells, refinement.trees)
+        for place, (leaf, box) in enumerate(zip(tree.leaves, tree.boxes))
+        if leaf.status is LeafStatus.EXACT
+    ]
+    proved: Counter = Counter()
+    failures: list[CellFailure] = []
+    done = [0]
+
+    def failure(id: int, reason: str) -> CellFailure:
+        cell, place, box, token = exact[id]
+        bounds = ", ".join(i.describe(name) for i, name in zip(box.intervals, problem.grid.names))
+        return CellFailure(cell, f"leaf {place}: {bounds}", problem.outputs[token], reason)
+
+    def follow_up(outcome) -> list:
+        if outcome.kind != "bounds":
+            return []
+        return [
+            _LeafCheck(id, exact[id][2], exact[id][3], float(per_cell_timeout), exact[id][0], None)
+            for id, closed in outcome.decisions
+            if not closed
+        ]
+
+    def on_outcome(outcome) -> None:
+        for answer in outcome.decisions:
+            if outcome.kind == "bounds":
+                proved["bounds"] += answer[1]
+                continue
+            id, verdict, found, engine, reason = answer
+            if verdict == "proved":
+                proved[engine] += 1
+            elif verdict == "violated" and found is not None:
+                decided = problem.outputs[int(problem.decisions(found[None])[0])]
+                failures.append(
+                    failure(id, f"not re-proved: {reason}; at {_point(found)} the network decides {decided}")
+                )
+            else:
+                failures.append(failure(id, f"not re-proved in {per_cell_timeout:g} s: {reason}"))
+        done[0] += sum(1 for answer in outcome.decisions if outcome.kind != "bounds" or answer[1])
+        if progress is not None:
+            progress(done[0], len(exact), "leaves: " + ("bound propagation" if outcome.kind == "bounds" else "z3"))
+
+    boxes = [_proof_box(box) for _, _, box, _ in exact]
+    tasks = [
+        _LeafBounds(
+            np.arange(start, min(start + LEAF_CHUNK, len(exact))),
+            np.array([lower for lower, _ in boxes[start : start + LEAF_CHUNK]], dtype=np.float64),
+            np.array([upper for _, upper in boxes[start : start + LEAF_CHUNK]], dtype=np.float64),
+            np.array([token for *_, token in exact[start : start + LEAF_CHUNK]], dtype=np.int64),
+        )
+        for start in range(0, len(exact), LEAF_CHUNK)
+    ]
+    _run_tasks(problem, tasks, follow_up, jobs, on_outcome, work=_leaf_work)
+    if sum(proved.values()) + len(failures) != len(exact):
+        raise AssertionError("internal error: an exact leaf was neither re-proved nor failed")
+    return proved, sorted(failures, key=lambda f: (f.cell, f.bounds))
 
 
 def _point(x) -> str:

@@ -6,8 +6,9 @@ what is left needs the model and the solvers, and that is this module:
 1. the model file's SHA-256 must be the artifact's ``model_sha256``
    (ModelError naming the file otherwise: the proofs below would be
    about another network);
-2. every exact cell is re-proved against the model and every witness of
-   the report re-validated (`_deep_cells`);
+2. every exact cell, and every exact leaf of a refined table, is
+   re-proved against the model and every witness of the report
+   re-validated (`_deep_cells`);
 3. the table and machine SMT-LIB queries are regenerated from the
    artifact's own table and spec (`prove_table`, `prove_machine`, with
    the times the certificate records in the headers), solved with Z3,
@@ -40,10 +41,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from certfsm import ArtifactError, ModelError, ReportError, load_artifact, load_onnx, spec_from_dict
+from certfsm import ModelError, ReportError, load_artifact, load_onnx, spec_from_dict
 
 from ._cell_problem import _problem
-from ._deep_cells import CellFailure, WitnessCheck, reprove_exact_cells, revalidate_witnesses
+from ._deep_cells import CellFailure, WitnessCheck, reprove_exact_cells, reprove_exact_leaves, revalidate_witnesses
 from ._explicit import alphabet, check_explicit, table_rows
 from ._machine import MachineParams
 from ._machine_proofs import disagreements, prove_machine
@@ -107,11 +108,14 @@ class DeepResult:
     queries: tuple[QueryCheck, ...]
     enumeration: tuple[str, ...]
     seconds: dict = field(default_factory=dict)
+    leaves_proved: Counter | None = None
+    """Exact leaves re-proved per engine; None for a flat table."""
+    leaf_failures: tuple[CellFailure, ...] = ()
 
     @property
     def failures(self) -> tuple[str, ...]:
         """Every failure, one line each, cells first."""
-        lines = [f"exact {f.describe()}" for f in self.cell_failures]
+        lines = [f"exact {f.describe()}" for f in (*self.cell_failures, *self.leaf_failures)]
         lines += [f"conservative {f.describe()}" for f in (self.witnesses.failures if self.witnesses else ())]
         lines += [q.describe() for q in self.queries if not q.is_ok]
         return tuple(lines + list(self.enumeration))
@@ -128,6 +132,13 @@ class DeepResult:
             f"deep: exact cells re-proved against the model: {sum(self.exact_proved.values())} of {exact} "
             f"({engines}) in {self.seconds.get('cells', 0.0):.1f} s",
         ]
+        if self.leaves_proved is not None:
+            leaves = sum(self.leaves_proved.values()) + len(self.leaf_failures)
+            by = ", ".join(f"{n} by {e}" for e, n in sorted(self.leaves_proved.items())) or "none"
+            out.append(
+                f"deep: exact leaves of the refined cells re-proved against the model: "
+                f"{sum(self.leaves_proved.values())} of {leaves} ({by}) in {self.seconds.get('leaves', 0.0):.1f} s"
+            )
         if self.witnesses is None:
             out.append(
                 f"deep: conservative cells: {self.conservative}, each holding the conservative token; "
@@ -186,12 +197,6 @@ def deep_inspect(
     tell = stage or (lambda message: None)
     artifact_path, model_path = Path(artifact_path), Path(model_path)
     artifact = load_artifact(artifact_path, trusted_keys=trusted_keys)
-    if artifact.refinement is not None:
-        raise ArtifactError(
-            f"{artifact_path}: a refined table ({len(artifact.refinement.cells)} cells split into "
-            f"{artifact.refinement.n_leaves} leaves); inspect --deep re-proves flat tables only so far, so it "
-            "does not claim what it cannot check; re-prove the exact leaves from the report's leaves.jsonl"
-        )
     network = model_for_artifact(model_path, artifact)
     if report is not None and not Path(report).is_dir():
         raise ReportError(f"{report}: no such report folder; give the folder certfsm distill wrote with report=")
@@ -217,6 +222,17 @@ def deep_inspect(
         problem, table, jobs=jobs or os.cpu_count() or 1, per_cell_timeout=per_cell_timeout, progress=progress
     )
     seconds["cells"] = time.monotonic() - clock
+    leaves_proved, leaf_failures = None, []
+    if artifact.refinement is not None:
+        clock = time.monotonic()
+        leaves_proved, leaf_failures = reprove_exact_leaves(
+            problem,
+            artifact.refinement,
+            jobs=jobs or os.cpu_count() or 1,
+            per_cell_timeout=per_cell_timeout,
+            progress=progress,
+        )
+        seconds["leaves"] = time.monotonic() - clock
     clock = time.monotonic()
     tell("regenerating and solving the table and machine queries (z3)")
     queries, enumeration = _queries(artifact, spec, table, report)
@@ -234,6 +250,8 @@ def deep_inspect(
         queries,
         enumeration,
         seconds,
+        leaves_proved,
+        tuple(leaf_failures),
     )
 
 
@@ -271,8 +289,9 @@ def _queries(artifact, spec, table: Table, report) -> tuple[tuple[QueryCheck, ..
     with tempfile.TemporaryDirectory(prefix="certfsm-deep-") as scratch:
         folder = Path(scratch)
         budget = {"timeout": PROOF_GUARD_SECONDS, "rlimit": PROOF_RLIMIT}  # the budget distill proves under
-        table_proofs = prove_table(table, spec, folder, **budget)
-        machine_proofs = prove_machine(params, table, folder, **budget)
+        leaves = artifact.refinement
+        table_proofs = prove_table(table, spec, folder, refinement=leaves, **budget)
+        machine_proofs = prove_machine(params, table, folder, refinement=leaves, **budget)
         checks = []
         for proof in (*table_proofs, *machine_proofs):
             name = proof.property if proof.property.startswith("table-") else f"machine-{proof.property}"
