@@ -230,19 +230,7 @@ def assert_consistent(result: Result, expected: str, *, complete: bool, network:
         assert prop.unsafe_slack(network.evaluate(x)) >= 0.0, f"counterexample {x} does not re-evaluate"
 
 
-def _engine_params() -> list:
-    """ENGINES as fixture params; `check` with one solver runs 0.3 s of falsification before it, on every case,
-    so those are in the slow set (the solver itself, called directly above, stays in the fast set)."""
-    return [
-        pytest.param(spec, id=spec.name, marks=pytest.mark.slow if spec.name in _FALSIFY_FIRST else ())
-        for spec in ENGINES
-    ]
-
-
-_FALSIFY_FIRST = {f"check-{name}" for name, registered in ENGINE_REGISTRY.items() if registered.solvers}
-
-
-@pytest.fixture(params=_engine_params())
+@pytest.fixture(params=ENGINES, ids=lambda engine: engine.name)
 def engine(request) -> tuple[Engine, object]:
     spec = request.param
     module = spec.load()
