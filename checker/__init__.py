@@ -327,22 +327,36 @@ def _check_certificate(path, model) -> Checked:
 
 
 def check_report(folder) -> list[Checked]:
-    """Check every certificate a report folder lists (summary.json) against the model it names."""
+    """Check every certificate a report folder lists (summary.json) against the model it names.
+
+    A verify or vnnlib report lists one per proved property; a distill
+    report one for its exact cells (``cell_certificate``). Each must still
+    hash as summary.json recorded it.
+    """
     folder = Path(folder)
     try:
         summary = json.loads((folder / "summary.json").read_text())
         model = summary["model"]["path"]
-        names = [entry["certificate"] for entry in summary["properties"] if entry.get("certificate")]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        listed = [
+            (e["certificate"], e.get("certificate_sha256"))
+            for e in summary.get("properties", ())
+            if e.get("certificate")
+        ]
+        if summary.get("cell_certificate"):
+            listed.append((summary["cell_certificate"]["file"], summary["cell_certificate"]["sha256"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise CertificateError(
-            f"{folder}: not a report folder with summary.json ({error}); give a report written by certfsm verify or vnnlib"
+            f"{folder}: not a report folder with summary.json ({error}); give a report written by certfsm verify, "
+            "vnnlib or distill"
         ) from None
-    if not names:
-        raise CertificateError(f"{folder}: summary.json lists no certificate; run certfsm verify or vnnlib with proofs")
+    if not listed:
+        raise CertificateError(
+            f"{folder}: summary.json lists no certificate; run certfsm verify, vnnlib or distill with proofs"
+        )
     results = []
-    for entry in (e for e in summary["properties"] if e.get("certificate")):
-        cert = folder / entry["certificate"]
-        if hashlib.sha256(cert.read_bytes() if cert.exists() else b"").hexdigest() == entry.get("certificate_sha256"):
+    for name, recorded in listed:
+        cert = folder / name
+        if hashlib.sha256(cert.read_bytes() if cert.exists() else b"").hexdigest() == recorded:
             results.append(check_certificate(cert, model))
         else:
             results.append(Checked(str(cert), False, 0, 0.0, "missing or changed since summary.json hashed it"))

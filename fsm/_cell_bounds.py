@@ -33,15 +33,28 @@ def _bounds_phase(problem: _Problem, cells: np.ndarray, candidate: np.ndarray, o
     for token in np.unique(candidate):
         group = np.asarray(cells[candidate == token], dtype=np.int64)
         lower, upper = problem.grid.proof_cells_bounds(group)
-        proved = prove_boxes(
+        prop = problem.envelope_property(int(token))
+        found = prove_boxes(
             problem.network,
-            problem.envelope_property(int(token)),
+            prop,
             lower,
             upper,
             max_depth=SPLIT_DEPTH,
             max_open=MAX_OPEN_BOXES,
             chunk=BOUND_CHUNK,
-        ).proved
-        on_batch([_Decision(cell, EXACT, int(token), "bounds") for cell in group[proved].tolist()])
-        left_open += group[~proved].tolist()
+            record=problem.records_proofs,
+        )
+        on_batch(
+            [
+                _Decision(
+                    int(group[i]),
+                    EXACT,
+                    int(token),
+                    "bounds",
+                    proof=(prop.restricted(lower[i], upper[i], prop.unsafe), found.proofs[i]) if found.proofs else None,
+                )
+                for i in np.flatnonzero(found.proved)
+            ]
+        )
+        left_open += group[~found.proved].tolist()
     return sorted(left_open)

@@ -59,9 +59,10 @@ def _decide_cell(problem: _Problem, task: _Task) -> _Decision:
     """Decide one cell with `verify.check` and, when the cell is not exact, look for a validated witness."""
     label, queries, hints = "falsify", 0, task.hints
     if task.mode == "prove":
+        prop = problem.exact_property(task.cell, task.candidate)
         result = check(
             problem.network,
-            problem.exact_property(task.cell, task.candidate),
+            prop,
             engine="auto",
             timeout=task.timeout,
             jobs=1,
@@ -80,7 +81,8 @@ def _decide_cell(problem: _Problem, task: _Task) -> _Decision:
                 wall_clock_guard=True,
             )
         if result.is_proved:
-            return _Decision(task.cell, EXACT, task.candidate, label, marabou_queries=queries)
+            proof = None if result.proof is None or not problem.records_proofs else (prop, result.proof)
+            return _Decision(task.cell, EXACT, task.candidate, label, marabou_queries=queries, proof=proof)
         if not result.is_violated:
             return _Decision(
                 task.cell,

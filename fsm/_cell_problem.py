@@ -46,6 +46,12 @@ a complete engine (bounds, branch and bound, falsification), the witness search 
 inside `verify.check`, or nothing (undecided, conservative without witness)."""
 
 
+CERTIFIED_CELLS_AT_MOST = 20_000
+"""Tables of at most this many cells get a proof certificate of their exact cells (about 1.6 KB per exact cell,
+7.7 MB for the example's 4 933); a larger table keeps no proofs, so that neither memory nor the report grows with
+it (a 279 936-cell table would write hundreds of MB), and its report says so."""
+
+
 @dataclass(frozen=True, eq=False)
 class _Problem:
     """Everything a worker needs to decide a cell; picklable (the IR and the grid are plain numpy)."""
@@ -60,6 +66,8 @@ class _Problem:
     margin_high: Fraction = Fraction(0)
     """The gate's exact margin bounds (`ControllerSpec.gate_bounds`); `margin` is the float64 nearest them,
     which the numeric searches use. Every claim reads the bound that is sound for it."""
+    records_proofs: bool = True
+    """Whether exact cells keep their proofs for the report's certificate (`CERTIFIED_CELLS_AT_MOST`)."""
 
     @property
     def n_outputs(self) -> int:
@@ -169,7 +177,10 @@ def _problem(spec, network: Network) -> _Problem:
         )
     low, high = spec.gate_bounds or (Fraction(0), Fraction(0))
     margin = 0.0 if spec.margin is None else float(spec.margin)
-    return _Problem(network, grid, spec.decision, margin, spec.conservative_index, tuple(spec.outputs), low, high)
+    records = grid.n_cells <= CERTIFIED_CELLS_AT_MOST
+    return _Problem(
+        network, grid, spec.decision, margin, spec.conservative_index, tuple(spec.outputs), low, high, records
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,6 +196,9 @@ class _Decision:
     marabou_queries: int = 0
     wall_clock_guard: bool = False
     """The per-cell wall-clock guard ended the check before its work budget: the run must stop (`distill`)."""
+    proof: tuple | None = None
+    """For an EXACT cell: (the property proved, its recorded proof: `verify`'s closures and cuts), from which the
+    cell's entry of the report's proof certificate is written; None where no proof was recorded."""
 
 
 def _valid_pairs(problem: _Problem, cells: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:

@@ -61,7 +61,7 @@ import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -118,6 +118,9 @@ class Distillation:
     conservative."""
     leaf_records: tuple[dict, ...] = ()
     """One record per leaf of `refinement`: cell, leaf, exact box, status, token, engine, witness or reason."""
+    proofs: dict = field(default_factory=dict)
+    """Per EXACT cell decided in this run (not resumed from a checkpoint): (property proved, recorded proof), for
+    the report's proof certificate (`_Decision.proof`)."""
 
 
 def distill(
@@ -405,7 +408,8 @@ def _result(
         "work_budget": budget.to_json(),
         "seed": seed,
     }
-    return Distillation(table, engines, witnesses, reasons, held_back, stats, elapsed)
+    proofs = {d.cell: d.proof for d in ordered if d.proof is not None and status[d.cell] == EXACT}
+    return Distillation(table, engines, witnesses, reasons, held_back, stats, elapsed, proofs=proofs)
 
 
 def sampled_cross_check(

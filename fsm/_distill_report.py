@@ -43,6 +43,7 @@ def write_summary(
     artifact_sha256: str,
     strict: bool = False,
     shortfalls: tuple[str, ...] = (),
+    cell_certificate: dict | None = None,
 ) -> dict:
     """Write summary.json and report.md into `folder` (the staging folder) and return the summary.
 
@@ -125,6 +126,8 @@ def write_summary(
         ],
         "cells_file": "cells.jsonl",
     }
+    if cell_certificate is not None:
+        summary["cell_certificate"] = cell_certificate
     if "refinement" in stats:  # only a refined table's summary has these, so a flat one keeps its bytes
         summary["refinement"] = stats["refinement"]
         summary["leaves_file"] = "leaves.jsonl"
@@ -307,6 +310,23 @@ def _markdown(summary: dict, spec) -> str:
         "(unsat = proved). Re-run one with `z3 FILE.smt2`, or all of them with "
         "`certfsm recheck THIS_FOLDER [--solver z3|cvc5]`. `certfsm inspect ARTIFACT --report THIS_FOLDER` "
         "checks the artifact's hash, its certificate and the hashes of these files.",
+        *_cell_certificate_lines(summary.get("cell_certificate")),
         "",
     ]
     return "\n".join(lines)
+
+
+def _cell_certificate_lines(entry: dict | None) -> list[str]:
+    """How to check the exact cells' proofs without certfsm's prover (`certfsm check-proof --report`)."""
+    if entry is None:
+        return []
+    lines = [
+        "",
+        f"`{entry['file']}` is the proof certificate of {entry['certified_cells']} of the {entry['exact_cells']} "
+        "exact cells: for each, the split of its box and what closes every part (bound-propagation data the "
+        "checker recomputes, or an SMT-LIB query). `certfsm check-proof --report THIS_FOLDER` re-checks it with "
+        "the independent checker, which shares no code with the prover.",
+    ]
+    if entry.get("not_certified"):
+        lines += ["", f"Exact cells without a certificate entry: {entry['not_certified']}"]
+    return lines

@@ -51,8 +51,9 @@ from typing import Callable
 import numpy as np
 
 from certfsm import CELLS_EXACT, EngineError, SpecError, VerdictRecord, certfsm_version, is_certified, staged_folder
-from certfsm.verify import WALL_CLOCK_GUARD
+from certfsm.verify import WALL_CLOCK_GUARD, write_cell_certificate
 
+from . import _cell_problem
 from ._distill import Distillation, distill, sampled_cross_check
 from ._distill_report import write_summary
 from ._explicit import alphabet, check_explicit, table_rows
@@ -243,6 +244,8 @@ def distill_controller(
             for x, y in pairs
         ]
         _write_cells(staging / "cells.jsonl", distillation, spec)
+        tell("writing the proof certificate of the exact cells")
+        cell_certificate = _write_cell_certificate(staging, distillation, network, spec)
         if distillation.refinement is not None:
             _write_leaves(staging / "leaves.jsonl", distillation)
         tell(f"writing {out}")
@@ -263,6 +266,7 @@ def distill_controller(
             artifact_sha256=artifact_sha256,
             strict=strict,
             shortfalls=shortfalls_of(distillation),
+            cell_certificate=cell_certificate,
         )
     if checkpoint is None:
         resume_file.unlink(missing_ok=True)
@@ -282,6 +286,38 @@ def distill_controller(
         shortfalls_of(distillation),
         strict,
     )
+
+
+CELL_CERTIFICATE = "cells-exact.cert.json"
+
+
+def _write_cell_certificate(folder: Path, distillation: Distillation, network, spec) -> dict:
+    """Write the proof certificate of the exact cells (`verify.write_cell_certificate`); its summary entry.
+
+    One entry per exact cell whose proof this run recorded, named
+    "cell N: the decision is T"; a cell resumed from a checkpoint (its
+    proof was not kept) or whose proof makes no certificate is counted in
+    ``not_certified`` with the reason, never left out silently.
+    """
+    table = distillation.table
+    claims = [
+        (f"cell {cell}: the decision is {spec.outputs[int(table.proposal[cell])]}", prop, closures)
+        for cell, (prop, closures) in sorted(distillation.proofs.items())
+    ]
+    sha256, certified, missing = write_cell_certificate(folder / CELL_CERTIFICATE, network, claims)
+    exact = int(np.count_nonzero(table.status == EXACT))
+    entry = {"file": CELL_CERTIFICATE, "sha256": sha256, "exact_cells": exact, "certified_cells": certified}
+    if certified < exact and table.n_cells > _cell_problem.CERTIFIED_CELLS_AT_MOST:
+        entry["not_certified"] = (
+            f"all {exact}: the table has {table.n_cells} cells, and distill keeps the proofs of tables of at most "
+            f"{_cell_problem.CERTIFIED_CELLS_AT_MOST} cells (inspect --deep re-proves every exact cell instead)"
+        )
+    elif certified < exact:
+        resumed = exact - len(claims)
+        reasons = [f"{resumed} decided in an earlier run (a checkpoint keeps no proofs)"] if resumed else []
+        reasons += [f"{len(claims) - certified} whose proof makes no certificate (first: {missing})"] if missing else []
+        entry["not_certified"] = "; ".join(reasons)
+    return entry
 
 
 def _stop_if_guarded(proofs) -> None:

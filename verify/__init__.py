@@ -58,7 +58,7 @@ import them when called.
 
 from ._box_batch import prove_boxes
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
-from ._certificate import write_certificate
+from ._certificate import write_cell_certificate, write_certificate
 from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs
@@ -105,6 +105,7 @@ __all__ = [
     "verify_spec",
     "verify_vnnlib",
     "vnncomp_answer",
+    "write_cell_certificate",
     "write_certificate",
     "write_proof_query",
     "write_report",

@@ -28,7 +28,7 @@ import numpy as np
 from certfsm import Network
 
 from ._property import Property, check_fits
-from ._split import Boxes, Objectives, bound, split
+from ._split import Boxes, Closure, Objectives, bound, split
 
 MAX_DEPTH = 12
 MAX_OPEN = 16
@@ -48,6 +48,9 @@ class BoxProofs:
     proved: np.ndarray
     bounded: int
     deepest: int
+    proofs: tuple | None = None
+    """With ``record=True``: per box, the `_split.Closure` and `_split.Cut` records of its proof (None where it was
+    not proved), from which `_certificate.proof_documents` builds the box's certificate entry."""
 
 
 def prove_boxes(
@@ -59,6 +62,7 @@ def prove_boxes(
     max_depth: int = MAX_DEPTH,
     max_open: int = MAX_OPEN,
     chunk: int = CHUNK,
+    record: bool = False,
 ) -> BoxProofs:
     """Prove `prop` on each box [lower[i], upper[i]] (rows inside `prop`'s box) by bounds and bisection.
 
@@ -66,7 +70,8 @@ def prove_boxes(
     halved, level by level, until it closes, needs more than `max_depth`
     halvings, or has more than `max_open` open sub-boxes at once (then it
     is given up: not proved). Only `prop`'s unsafe set is read from
-    `prop`; its box bounds where the rows may lie.
+    `prop`; its box bounds where the rows may lie. With `record`, each
+    proved box also gets what closed it (`BoxProofs.proofs`).
     """
     check_fits(network, prop, "prove_boxes")
     lower, upper = _rows(prop, lower, upper)
@@ -77,6 +82,7 @@ def prove_boxes(
     given_up = np.zeros(count, dtype=bool)
     bounded, deepest = 0, 0
     levels = []
+    records: list[list] = [[] for _ in range(count)] if record else []
     for start in range(0, count, chunk):
         part = slice(start, start + chunk)
         result = bound(
@@ -84,6 +90,10 @@ def prove_boxes(
         )
         bounded += result.boxes
         origin = np.arange(start, start + len(lower[part]))
+        if record and result.proof is not None:
+            for box, k in zip(*np.nonzero(result.proof != None)):  # noqa: E711 (elementwise on objects)
+                at = start + int(box)
+                records[at].append(Closure(lower[at].copy(), upper[at].copy(), int(k), result.proof[box, k], at))
         is_open = result.open.any(axis=1)
         for box in origin[~is_open].tolist():
             weight[box] += full
@@ -110,6 +120,8 @@ def prove_boxes(
             parents = boxes.take(slice(start, start + step))
             made, result = split(network, objectives, parents)
             bounded += result.boxes
+            for item in result.closures if record else ():
+                records[item.origin].append(item)
             if len(made) and made.depth.min() <= parents.depth.min():
                 given_up[parents.origin] = True
                 continue
@@ -123,7 +135,8 @@ def prove_boxes(
     if any(w > full for w in weight):
         raise AssertionError("internal error: closed sub-boxes cover more than their box; refusing the proof")
     proved = np.array([w == full for w in weight], dtype=bool) & ~given_up
-    return BoxProofs(proved, bounded, deepest)
+    proofs = tuple(tuple(r) if p else None for r, p in zip(records, proved.tolist())) if record else None
+    return BoxProofs(proved, bounded, deepest, proofs)
 
 
 def _rows(prop: Property, lower, upper) -> tuple[np.ndarray, np.ndarray]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -205,6 +206,35 @@ def write_certificate(path, network, properties: list[Property], results) -> str
         return write_proof_certificate(path, network, properties, results)
     except NoCertificate:
         return ""
+
+
+def write_cell_certificate(path, network, claims: list[tuple[str, Property, tuple]]) -> tuple[str, int, str]:
+    """One certificate of many box claims (distill's exact cells): (SHA-256, claims certified, why some were not).
+
+    `claims`: (name, property proved, its recorded closures and cuts) each;
+    the property is renamed to `name` (e.g. "cell 17: decision is HIGH"),
+    so the certificate says which cell each entry is about. A claim whose
+    proof makes no certificate is left out and counted, its reason kept
+    (the first one); the others are written as `write_proof_certificate`
+    writes them, query files beside the certificate.
+    """
+    path = Path(path)
+    queries = path.name.removesuffix(".json") + ".queries"
+    entries, files, missing = [], {}, ""
+    for name, prop, closures in claims:
+        try:
+            entry, more = proof_documents(network, replace(prop, name=name), closures, queries, len(entries))
+        except NoCertificate as why:
+            missing = missing or f"{name}: {why}"
+            continue
+        entries.append(entry)
+        files.update(more)
+    data = certificate_bytes(network, entries)
+    for name, text in files.items():
+        (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / name).write_text(text)
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest(), len(entries), missing
 
 
 def write_proof_certificate(path, network, properties: list[Property], results) -> str:

@@ -88,6 +88,8 @@ class Closure:
     upper: np.ndarray
     disjunct: int
     evidence: tuple | None
+    origin: int = 0
+    """The box of a batch it lies in (`Boxes.origin`; `_box_batch.prove_boxes` proves many at once)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +99,7 @@ class Cut:
     lower: np.ndarray
     upper: np.ndarray
     dim: int
+    origin: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -358,7 +361,7 @@ def _row_proofs(objectives: Objectives, result, closed: np.ndarray) -> np.ndarra
 def _closures(boxes: Boxes) -> list:
     """The `Closure` of every disjunct that closed on these boxes since they were made."""
     return [
-        Closure(boxes.lower[box].copy(), boxes.upper[box].copy(), int(k), boxes.proof[box, k])
+        Closure(boxes.lower[box].copy(), boxes.upper[box].copy(), int(k), boxes.proof[box, k], int(boxes.origin[box]))
         for box, k in zip(*np.nonzero(boxes.proof != None))  # noqa: E711 (elementwise on objects)
     ]
 
@@ -503,7 +506,9 @@ def split(network: Network, objectives: Objectives, boxes: Boxes) -> tuple[Boxes
     picked = np.concatenate([choice * 2 * count + rows, choice * 2 * count + count + rows])
     children = candidates.take(picked)
     is_open = children.open.any(axis=1)
-    closures: list = [Cut(boxes.lower[i].copy(), boxes.upper[i].copy(), int(dims[choice[i]])) for i in rows]
+    closures: list = [
+        Cut(boxes.lower[i].copy(), boxes.upper[i].copy(), int(dims[choice[i]]), int(boxes.origin[i])) for i in rows
+    ]
     closures += _closures(children.take(np.flatnonzero(~is_open)))
     children = children.take(np.flatnonzero(is_open))
     layers = preactivation_bounds(network, children.lower, children.upper, known=children.hidden, slope_choices=True)

@@ -306,6 +306,9 @@ def test_a_rerun_with_a_checkpoint_keeps_the_witnesses_and_rebuilds_the_same_tab
     assert second["run"]["reproved_checkpoint_cells"] == first["fidelity"]["exact"]
     assert np.array_equal(first_artifact.proposal, second_artifact.proposal)
     assert np.array_equal(first_artifact.exact, second_artifact.exact)
+    # The exact cells of the checkpoint are proved again, so the second run's certificate still covers them all.
+    assert second["cell_certificate"]["certified_cells"] == second["cell_certificate"]["exact_cells"] > 0
+    assert second["cell_certificate"]["sha256"] == first["cell_certificate"]["sha256"]
 
 
 def old_outputs(tmp_path):
