@@ -43,6 +43,7 @@ certificate: `certificate_document` says why, and the verdict stands.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import replace
@@ -64,6 +65,7 @@ class NoCertificate(Exception):
     """The recorded proof cannot become a certificate (the message says why)."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def exact_text(value: Fraction) -> str:
     """An exact rational as text: its decimal where that is finite, else ``p/q``."""
     value = Fraction(value)
@@ -83,6 +85,11 @@ def exact_text(value: Fraction) -> str:
     return f"{sign}{text[:-digits]}.{text[-digits:]}"
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _float_text(value: float) -> str:
+    return exact_text(Fraction(value))
+
+
 def property_document(prop: Property) -> dict:
     """The property as stated, every constant exact (docs/semantics.md, "Decimal constants", "Strict atoms")."""
     return {
@@ -94,7 +101,7 @@ def property_document(prop: Property) -> dict:
         "unsafe": [
             [
                 {
-                    "coefficients": [exact_text(Fraction(float(a))) for a in row],
+                    "coefficients": [_float_text(float(a)) for a in row],
                     "rhs": exact_text(rhs),
                     "strict": bool(strict),
                 }
