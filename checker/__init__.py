@@ -36,6 +36,7 @@ The network is the file whose SHA-256 the certificate names.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -83,9 +84,17 @@ def _float_up(value: Fraction) -> float:
 
 def _rational(text, where: str) -> Fraction:
     try:
-        return Fraction(text)
+        return _fraction(text)
     except (TypeError, ValueError, ZeroDivisionError):
         raise CertificateError(f"{where}={text!r} is not an exact number written as a string") from None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fraction(text) -> Fraction:
+    """Fraction(text); a certificate repeats its box bounds and constants many times."""
+    if not isinstance(text, str):
+        raise TypeError(text)
+    return Fraction(text)
 
 
 def _leaf_boxes(tree, low: list, high: list, count: int, where: str) -> tuple[list, list]:
@@ -213,18 +222,32 @@ def _refuted(ops, lows, highs, weights, codes, A, b_up, at_zero) -> tuple:
     return (bound > 0.0) | ((bound >= 0.0) & strict_enough), bound
 
 
+def _rows(rows, where: str, cache: dict) -> tuple | str:
+    """(A, exact b, b rounded up, rows whose bound may reach 0) of a disjunct, or a string saying why not.
+
+    Read once per distinct disjunct: a distillation's certificate states the
+    same "decision is not t" for every cell of token t."""
+    key = ("rows", repr([(row.get("coefficients"), row.get("rhs"), row.get("strict")) for row in rows]))
+    if key not in cache:
+        A = np.array([[float(_rational(c, where)) for c in row["coefficients"]] for row in rows], dtype=np.float64)
+        exact_b = [_rational(row["rhs"], where) for row in rows]
+        b_up = np.array([_float_up(b) for b in exact_b])
+        at_zero = np.array([bool(row["strict"]) or Fraction(u) > b for row, u, b in zip(rows, b_up, exact_b)])
+        exact = all(
+            Fraction(float(a)) == _rational(c, where)
+            for row, a_row in zip(rows, A)
+            for c, a in zip(row["coefficients"], a_row)
+        )
+        cache[key] = (A, exact_b, b_up, at_zero) if exact else "a coefficient is not a float64; scale the row"
+    return cache[key]
+
+
 def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache, folder) -> str:
     """'' when every leaf refutes the disjunct's rows, else why the first one does not (bounds leaves first)."""
-    A = np.array([[float(_rational(c, where)) for c in row["coefficients"]] for row in rows], dtype=np.float64)
-    exact_b = [_rational(row["rhs"], where) for row in rows]
-    b_up = np.array([_float_up(b) for b in exact_b])
-    at_zero = np.array([bool(row["strict"]) or Fraction(u) > b for row, u, b in zip(rows, b_up, exact_b)])
-    if any(
-        Fraction(float(a)) != _rational(c, where)
-        for row, a_row in zip(rows, A)
-        for c, a in zip(row["coefficients"], a_row)
-    ):
-        return f"{where}: a coefficient is not a float64; scale the row"
+    read = _rows(rows, where, cache)
+    if isinstance(read, str):
+        return f"{where}: {read}"
+    A, exact_b, b_up, at_zero = read
     exact = [k for k, leaf in enumerate(leaves) if isinstance(leaf, dict) and set(leaf) == {"z3"}]
     bounded = [k for k in range(len(leaves)) if k not in set(exact)]
     evidence = {k: _evidence(leaves[k], len(rows), n_hidden, f"{where}.leaves[{k}]") for k in bounded}
