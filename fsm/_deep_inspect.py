@@ -35,7 +35,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -201,7 +201,7 @@ def deep_inspect(
     if report is not None and not Path(report).is_dir():
         raise ReportError(f"{report}: no such report folder; give the folder certfsm distill wrote with report=")
     spec = spec_from_dict(json.loads(json.dumps(artifact.spec)), artifact_path, require_model=False)
-    problem = _problem(spec, network)
+    problem = replace(_problem(spec, network), records_proofs=False)  # it re-proves; the proofs are not kept
     n_outputs = artifact.n_outputs
     allowed = (artifact.allowed.reshape(-1)[:, None] >> np.arange(n_outputs)) & 1
     table = Table(

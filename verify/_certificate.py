@@ -46,7 +46,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -90,10 +89,11 @@ def _float_text(value: float) -> str:
     return exact_text(Fraction(value))
 
 
-def property_document(prop: Property) -> dict:
-    """The property as stated, every constant exact (docs/semantics.md, "Decimal constants", "Strict atoms")."""
+def property_document(prop: Property, name: str | None = None) -> dict:
+    """The property as stated, every constant exact (docs/semantics.md, "Decimal constants", "Strict atoms"), under
+    `name` when given (else its own)."""
     return {
-        "name": prop.name,
+        "name": prop.name if name is None else name,
         "inputs": [
             {"lower": exact_text(lo), "upper": exact_text(hi), "lower_open": lo_open, "upper_open": hi_open}
             for lo, hi, lo_open, hi_open in zip(prop.exact_lower, prop.exact_upper, prop.open_lower, prop.open_upper)
@@ -163,7 +163,9 @@ def _root_box(prop: Property) -> Box:
     return Box(tuple(Interval(lo, hi, True) for lo, hi in zip(prop.exact_lower, prop.exact_upper)))
 
 
-def proof_documents(network, prop: Property, closures: tuple, queries: str, index: int) -> tuple[dict, dict]:
+def proof_documents(
+    network, prop: Property, closures: tuple, queries: str, index: int, name: str | None = None
+) -> tuple[dict, dict]:
     """The property's entry of a certificate and its z3 query files ({relative path: text}).
 
     `queries`: the folder (relative to the certificate) the query files go
@@ -182,10 +184,13 @@ def proof_documents(network, prop: Property, closures: tuple, queries: str, inde
         lowers = np.array([c.lower for c in mine])
         uppers = np.array([c.upper for c in mine])
         root, order = _tree(prop, lowers, uppers, cuts)
-        try:
-            tree = BoxTree(_root_box(prop), root, (None,) * prop.n_inputs)
-        except ValueError as error:
-            raise NoCertificate(f"disjunct {disjunct}: {error}") from None
+        if isinstance(root, Leaf):  # the whole box closed at once, as for most cells of a distillation
+            encoded = [["leaf", 0]]  # what `encode_tree` writes for it, without building the tree's boxes
+        else:
+            try:
+                encoded = encode_tree(BoxTree(_root_box(prop), root, (None,) * prop.n_inputs))
+            except ValueError as error:
+                raise NoCertificate(f"disjunct {disjunct}: {error}") from None
         leaves = []
         for number, at in enumerate(order):
             closure = mine[at]
@@ -197,8 +202,8 @@ def proof_documents(network, prop: Property, closures: tuple, queries: str, inde
             name = f"{queries}/p{index}-d{disjunct}-leaf{number}.smt2"
             files[name] = text
             leaves.append({"z3": {"file": name, "sha256": hashlib.sha256(text.encode()).hexdigest()}})
-        proofs.append({"tree": encode_tree(tree), "leaves": leaves})
-    return {"property": property_document(prop), "proofs": proofs}, files
+        proofs.append({"tree": encoded, "leaves": leaves})
+    return {"property": property_document(prop, name), "proofs": proofs}, files
 
 
 def certificate_bytes(network, entries: list[dict]) -> bytes:
@@ -230,7 +235,7 @@ def write_cell_certificate(path, network, claims: list[tuple[str, Property, tupl
     entries, files, missing = [], {}, ""
     for name, prop, closures in claims:
         try:
-            entry, more = proof_documents(network, replace(prop, name=name), closures, queries, len(entries))
+            entry, more = proof_documents(network, prop, closures, queries, len(entries), name)
         except NoCertificate as why:
             missing = missing or f"{name}: {why}"
             continue
