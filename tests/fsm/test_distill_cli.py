@@ -14,24 +14,32 @@ from certfsm.fsm._grid import Grid
 
 from cli_in_process import run_main
 from cli_run import one_line_error, run_cli
+from made_once import made_once_per_run
 
 
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("distill")
-    code, out, err = run_cli(
-        "distill",
-        "--example",
-        "--out",
-        folder / "example.cfsm",
-        "--report",
-        folder / "report",
-        "--jobs",
-        "2",
-        "--no-progress",
-        "--map",
-        "mem_bw_util,temperature",
-    )
+    """`certfsm distill --example` through the CLI, run once per test run and read by every worker (tests copy
+    what they change): (exit code, stdout, stderr, folder)."""
+
+    def make(folder):
+        code, out, err = run_cli(
+            "distill",
+            "--example",
+            "--out",
+            folder / "example.cfsm",
+            "--report",
+            folder / "report",
+            "--jobs",
+            "2",
+            "--no-progress",
+            "--map",
+            "mem_bw_util,temperature",
+        )
+        (folder / "run.json").write_text(json.dumps([code, out, err]))
+
+    folder = made_once_per_run(tmp_path_factory, "distill-cli-example", make)
+    code, out, err = json.loads((folder / "run.json").read_text())
     return code, out, err, folder
 
 
