@@ -32,11 +32,19 @@ from pathlib import Path
 OBJECTS = ("verilated.o", "verilated_timing.o", "verilated_threads.o")
 
 
-def cache_root() -> Path:
-    """$CERTFSM_CACHE, else $XDG_CACHE_HOME/certfsm, else ~/.cache/certfsm."""
+def cache_root() -> Path | None:
+    """$CERTFSM_CACHE, else $XDG_CACHE_HOME/certfsm, else ~/.cache/certfsm; None where there is no home to use."""
     if os.environ.get("CERTFSM_CACHE"):
         return Path(os.environ["CERTFSM_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "certfsm"
+    try:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "certfsm"
+    except (RuntimeError, KeyError):  # no HOME and no password entry: build without the cache
+        return None
+
+
+def _entry(key: str | None) -> Path | None:
+    root = cache_root()
+    return None if key is None or root is None else root / "verilator-runtime" / key
 
 
 @functools.cache
@@ -62,8 +70,7 @@ def _key(verilator: tuple[str, ...], flags: tuple[str, ...]) -> str | None:
 
 def restore(obj_dir: Path, verilator: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
     """Copy the cached objects into `obj_dir`; the make arguments that keep them, or [] when none are cached."""
-    key = _key(verilator, flags)
-    entry = cache_root() / "verilator-runtime" / key if key else None
+    entry = _entry(_key(verilator, flags))
     if entry is None or not all((entry / name).is_file() for name in OBJECTS):
         return []
     obj_dir.mkdir(parents=True, exist_ok=True)
@@ -74,10 +81,9 @@ def restore(obj_dir: Path, verilator: tuple[str, ...], flags: tuple[str, ...]) -
 
 def keep(obj_dir: Path, verilator: tuple[str, ...], flags: tuple[str, ...]) -> None:
     """Store the objects a successful build made; each file appears whole or not at all (rename)."""
-    key = _key(verilator, flags)
-    if key is None or not all((obj_dir / name).is_file() for name in OBJECTS):
+    entry = _entry(_key(verilator, flags))
+    if entry is None or not all((obj_dir / name).is_file() for name in OBJECTS):
         return
-    entry = cache_root() / "verilator-runtime" / key
     try:
         entry.mkdir(parents=True, exist_ok=True)
         for name in OBJECTS:
@@ -90,6 +96,6 @@ def keep(obj_dir: Path, verilator: tuple[str, ...], flags: tuple[str, ...]) -> N
 
 def drop(verilator: tuple[str, ...], flags: tuple[str, ...]) -> None:
     """Forget the cached objects (a build with them failed)."""
-    key = _key(verilator, flags)
-    if key is not None:
-        shutil.rmtree(cache_root() / "verilator-runtime" / key, ignore_errors=True)
+    entry = _entry(_key(verilator, flags))
+    if entry is not None:
+        shutil.rmtree(entry, ignore_errors=True)

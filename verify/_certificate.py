@@ -84,6 +84,23 @@ def exact_text(value: Fraction) -> str:
     return f"{sign}{text[:-digits]}.{text[-digits:]}"
 
 
+@functools.lru_cache(maxsize=64)
+def _unsafe_document(unsafe: tuple) -> list:
+    """The unsafe set's disjuncts as stated; written once per set (a distillation's cells of one token share it:
+    conjunctions hash by identity, and the cache holds them, so an identity is never reused while cached)."""
+    return [
+        [
+            {
+                "coefficients": [_float_text(float(a)) for a in row],
+                "rhs": exact_text(rhs),
+                "strict": bool(strict),
+            }
+            for row, rhs, strict in zip(conjunction.A, conjunction.exact_b, conjunction.strict)
+        ]
+        for conjunction in unsafe
+    ]
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _float_text(value: float) -> str:
     return exact_text(Fraction(value))
@@ -98,17 +115,7 @@ def property_document(prop: Property, name: str | None = None) -> dict:
             {"lower": exact_text(lo), "upper": exact_text(hi), "lower_open": lo_open, "upper_open": hi_open}
             for lo, hi, lo_open, hi_open in zip(prop.exact_lower, prop.exact_upper, prop.open_lower, prop.open_upper)
         ],
-        "unsafe": [
-            [
-                {
-                    "coefficients": [_float_text(float(a)) for a in row],
-                    "rhs": exact_text(rhs),
-                    "strict": bool(strict),
-                }
-                for row, rhs, strict in zip(conjunction.A, conjunction.exact_b, conjunction.strict)
-            ]
-            for conjunction in prop.unsafe
-        ],
+        "unsafe": _unsafe_document(prop.unsafe),
     }
 
 
