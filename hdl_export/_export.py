@@ -158,7 +158,8 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
 
     checks: tuple[Check, ...] = ()
     if check:
-        # Simulation and synthesis are independent: run them side by side (two tool processes).
+        # The checks are independent (each reads the module and writes its own files): two tool processes side by
+        # side, the long synthesis and place and route on one, the rest on the other.
         with ThreadPoolExecutor(max_workers=2) as pool:
             simulated = pool.submit(
                 lambda: (
@@ -168,8 +169,8 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
                 )
             )
             placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name), place_and_route(folder)))
-            checks = simulated.result() + placed.result()
-        checks += (equivalence_check(machine, folder, module_file.name),)
+            proved = pool.submit(lambda: (equivalence_check(machine, folder, module_file.name),))
+            checks = simulated.result() + placed.result() + proved.result()
     files = {
         path.name: file_sha256(path)
         for path in (module_file, bench_file, folder / "stimulus.hex", folder / "expected.hex")
