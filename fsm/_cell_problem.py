@@ -140,31 +140,28 @@ class _Problem:
         margin = self.margin_high + spare if token != self.conservative else spare
         return (chosen_conjunction(token, self.n_outputs, self.rule, margin),)
 
-    def envelope_property(self, token: int) -> Property:
-        """Unsafe set: the closure of "the decision is not `token`" over the whole envelope (cells are its sub-boxes)."""
-        lower, upper = self.grid.exact_envelope()
+    def decision_property(self, name: str, lower: tuple, upper: tuple, token: int, where: str = "") -> Property:
+        """Unsafe set: the closure of "the decision is not `token`" over the closed box [lower, upper] (exact
+        rationals), named `name`; `where` says what the box is, for the description."""
         return Property(
-            f"decision is {self.outputs[token]}",
-            self.grid.lower,
-            self.grid.upper,
+            name,
+            [float(v) for v in lower],
+            [float(v) for v in upper],
             self.loses(token, 0.0),
-            f"the gated decision is {self.outputs[token]}",
+            f"the gated decision is {self.outputs[token]}" + (f" everywhere in {where}" if where else ""),
             exact_lower=lower,
             exact_upper=upper,
         )
 
+    def envelope_property(self, token: int) -> Property:
+        """`decision_property` over the whole envelope (cells are its sub-boxes)."""
+        return self.decision_property(f"decision is {self.outputs[token]}", *self.grid.exact_envelope(), token)
+
     def exact_property(self, cell: int, token: int) -> Property:
-        """Unsafe set: the closure of "the decision is not `token`" over the closed cell box, edges read exactly."""
+        """`decision_property` over the closed cell box, edges read exactly."""
         lower, upper = self.grid.exact_cell_bounds(cell)
-        return Property(
-            f"cell {cell}: decision is {self.outputs[token]}",
-            [float(v) for v in lower],
-            [float(v) for v in upper],
-            self.loses(token, 0.0),
-            f"the gated decision is {self.outputs[token]} everywhere in {self.grid.describe_cell(cell)}",
-            exact_lower=lower,
-            exact_upper=upper,
-        )
+        name = f"cell {cell}: decision is {self.outputs[token]}"
+        return self.decision_property(name, lower, upper, token, self.grid.describe_cell(cell))
 
 
 def _problem(spec, network: Network) -> _Problem:

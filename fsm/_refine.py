@@ -185,18 +185,10 @@ def _leaf_work(problem: _Problem, task) -> _Outcome:
 
 
 def _leaf_property(problem: _Problem, box: Box, token: int) -> Property:
-    """Unsafe set: the closure of "the decision is not `token`" over the closed leaf box, read exactly."""
+    """`_Problem.decision_property` over the closed leaf box, read exactly."""
     lower = tuple(i.low for i in box.intervals)
     upper = tuple(i.high for i in box.intervals)
-    return Property(
-        f"leaf: decision is {problem.outputs[token]}",
-        [float(v) for v in lower],
-        [float(v) for v in upper],
-        problem.loses(token, 0.0),
-        f"the gated decision is {problem.outputs[token]} everywhere in the leaf",
-        exact_lower=lower,
-        exact_upper=upper,
-    )
+    return problem.decision_property(f"leaf: decision is {problem.outputs[token]}", lower, upper, token, "the leaf")
 
 
 def _proof_box(box: Box) -> tuple[list[float], list[float]]:

@@ -238,7 +238,7 @@ def write_cell_certificate(path, network, claims: list[tuple[str, Property, tupl
     writes them, query files beside the certificate.
     """
     path = Path(path)
-    queries = path.name.removesuffix(".json") + ".queries"
+    queries = _queries_folder(path)
     entries, files, missing = [], {}, ""
     for name, prop, closures in claims:
         try:
@@ -248,12 +248,7 @@ def write_cell_certificate(path, network, claims: list[tuple[str, Property, tupl
             continue
         entries.append(entry)
         files.update(more)
-    data = certificate_bytes(network, entries)
-    for name, text in files.items():
-        (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
-        (path.parent / name).write_text(text)
-    path.write_bytes(data)
-    return hashlib.sha256(data).hexdigest(), len(entries), missing
+    return _write(path, network, entries, files), len(entries), missing
 
 
 def write_proof_certificate(path, network, properties: list[Property], results) -> str:
@@ -264,7 +259,7 @@ def write_proof_certificate(path, network, properties: list[Property], results) 
     or does not make a certificate.
     """
     path = Path(path)
-    queries = path.name.removesuffix(".json") + ".queries"
+    queries = _queries_folder(path)
     entries, files = [], {}
     for index, (prop, result) in enumerate(zip(properties, results)):
         if result.verdict != "proved" or result.proof is None:
@@ -272,6 +267,16 @@ def write_proof_certificate(path, network, properties: list[Property], results) 
         entry, more = proof_documents(network, prop, result.proof, queries, index)
         entries.append(entry)
         files.update(more)
+    return _write(path, network, entries, files)
+
+
+def _queries_folder(path: Path) -> str:
+    """Where a certificate's Z3 query files go, relative to it: ``<name without .json>.queries``."""
+    return path.name.removesuffix(".json") + ".queries"
+
+
+def _write(path: Path, network, entries: list[dict], files: dict[str, str]) -> str:
+    """Write the query files, then the certificate over `entries`; the certificate's SHA-256."""
     data = certificate_bytes(network, entries)
     for name, text in files.items():
         (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
