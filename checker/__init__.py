@@ -91,9 +91,8 @@ def _rational(text, where: str) -> Fraction:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _fraction(text) -> Fraction:
-    """Fraction(text); a certificate repeats its box bounds and constants many times."""
-    if not isinstance(text, str):
-        raise TypeError(text)
+    """Fraction(text); a certificate repeats its box bounds and constants many times (an unhashable value raises
+    TypeError here, as Fraction would)."""
     return Fraction(text)
 
 
