@@ -358,7 +358,7 @@ def check_proof(
 
 @app.command()
 def recheck(
-    folder: Path = typer.Argument(..., help="A report folder written by certfsm verify or vnnlib."),
+    folder: Path = typer.Argument(..., help="A report folder written by certfsm verify, vnnlib or distill."),
     solver: str = typer.Option("z3", help="z3 | cvc5"),
     timeout: float = typer.Option(60.0, help="Seconds per file (z3 takes whole seconds: at least 1)."),
 ) -> None:
