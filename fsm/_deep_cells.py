@@ -191,7 +191,7 @@ def reprove_exact_leaves(
             return []
         return [
             _LeafCheck(id, exact[id][2], exact[id][3], float(per_cell_timeout), exact[id][0], None)
-            for id, closed in outcome.decisions
+            for id, closed, _ in outcome.decisions
             if not closed
         ]
 
@@ -200,7 +200,7 @@ def reprove_exact_leaves(
             if outcome.kind == "bounds":
                 proved["bounds"] += answer[1]
                 continue
-            id, verdict, found, engine, reason = answer
+            id, verdict, found, engine, reason, _ = answer
             if verdict == "proved":
                 proved[engine] += 1
             elif verdict == "violated" and found is not None:

@@ -117,6 +117,9 @@ class Distillation:
     """The box trees of the refined cells (only with the spec's ``refine``; `_refine`); their flat entries stay
     conservative."""
     leaf_records: tuple[dict, ...] = ()
+    leaf_proofs: dict = field(default_factory=dict)
+    """Per exact leaf of `refinement` decided in this run, (cell, leaf) -> (property proved, recorded proof), as
+    `proofs` holds them for cells."""
     """One record per leaf of `refinement`: cell, leaf, exact box, status, token, engine, witness or reason."""
     proofs: dict = field(default_factory=dict)
     """Per EXACT cell decided in this run (not resumed from a checkpoint): (property proved, recorded proof), for
@@ -311,7 +314,14 @@ def _refined(spec, problem: _Problem, flat: Distillation, jobs, seed, budget, gu
         "exact_volume_by_token": after,
     }
     stats["seconds"] = {**stats["seconds"], "refinement": result.stats["seconds"], "total": round(elapsed, 3)}
-    return replace(flat, stats=stats, seconds=elapsed, refinement=result.refinement, leaf_records=result.records)
+    return replace(
+        flat,
+        stats=stats,
+        seconds=elapsed,
+        refinement=result.refinement,
+        leaf_records=result.records,
+        leaf_proofs=result.proofs,
+    )
 
 
 def _guard_fired(cell: int, guard: float, budget: WorkBudget, store, decided: int) -> str:

@@ -320,13 +320,18 @@ def _cell_certificate_lines(entry: dict | None) -> list[str]:
     """How to check the exact cells' proofs without certfsm's prover (`certfsm check-proof --report`)."""
     if entry is None:
         return []
+    leaves = (
+        f" and of {entry['certified_leaves']} of the {entry['exact_leaves']} exact leaves of refined cells"
+        if "exact_leaves" in entry
+        else ""
+    )
     lines = [
         "",
         f"`{entry['file']}` is the proof certificate of {entry['certified_cells']} of the {entry['exact_cells']} "
-        "exact cells: for each, the split of its box and what closes every part (bound-propagation data the "
-        "checker recomputes, or an SMT-LIB query). `certfsm check-proof --report THIS_FOLDER` re-checks it with "
-        "the independent checker, which shares no code with the prover.",
+        f"exact cells{leaves}: for each, the split of its box and what closes every part (bound-propagation data "
+        "the checker recomputes, or an SMT-LIB query). `certfsm check-proof --report THIS_FOLDER` re-checks it "
+        "with the independent checker, which shares no code with the prover.",
     ]
     if entry.get("not_certified"):
-        lines += ["", f"Exact cells without a certificate entry: {entry['not_certified']}"]
+        lines += ["", f"Exact cells and leaves without a certificate entry: {entry['not_certified']}"]
     return lines

@@ -50,7 +50,16 @@ from typing import Callable
 
 import numpy as np
 
-from certfsm import CELLS_EXACT, EngineError, SpecError, VerdictRecord, certfsm_version, is_certified, staged_folder
+from certfsm import (
+    CELLS_EXACT,
+    EngineError,
+    LeafStatus,
+    SpecError,
+    VerdictRecord,
+    certfsm_version,
+    is_certified,
+    staged_folder,
+)
 from certfsm.verify import WALL_CLOCK_GUARD, write_cell_certificate
 
 from . import _cell_problem
@@ -292,32 +301,68 @@ CELL_CERTIFICATE = "cells-exact.cert.json"
 
 
 def _write_cell_certificate(folder: Path, distillation: Distillation, network, spec) -> dict:
-    """Write the proof certificate of the exact cells (`verify.write_cell_certificate`); its summary entry.
+    """Write the proof certificate of the exact cells and leaves (`verify.write_cell_certificate`); its summary
+    entry.
 
-    One entry per exact cell whose proof this run recorded, named
-    "cell N: the decision is T"; a cell resumed from a checkpoint (its
-    proof was not kept) or whose proof makes no certificate is counted in
-    ``not_certified`` with the reason, never left out silently.
+    One entry per exact cell whose proof this run recorded, named "cell N:
+    the decision is T", then one per exact leaf of a refined cell, named
+    "cell N leaf K: the decision is T" (K its place among the cell's
+    leaves in pre-order, as leaves.jsonl numbers them): a leaf is the same
+    kind of claim as a cell, over its own box. A cell resumed from a
+    checkpoint (its proof was not kept) or a proof that makes no
+    certificate is counted in ``not_certified`` with the reason, never
+    left out silently.
     """
-    table = distillation.table
+    table, outputs = distillation.table, spec.outputs
     claims = [
-        (f"cell {cell}: the decision is {spec.outputs[int(table.proposal[cell])]}", prop, closures)
+        (f"cell {cell}: the decision is {outputs[int(table.proposal[cell])]}", prop, closures)
         for cell, (prop, closures) in sorted(distillation.proofs.items())
     ]
-    sha256, certified, missing = write_cell_certificate(folder / CELL_CERTIFICATE, network, claims)
+    exact_leaves = _exact_leaves(distillation.refinement)
+    leaf_claims = [
+        (f"cell {cell} leaf {leaf}: the decision is {outputs[exact_leaves[cell, leaf]]}", prop, closures)
+        for (cell, leaf), (prop, closures) in sorted(distillation.leaf_proofs.items())
+    ]
+    sha256, written, missing = write_cell_certificate(folder / CELL_CERTIFICATE, network, claims + leaf_claims)
     exact = int(np.count_nonzero(table.status == EXACT))
-    entry = {"file": CELL_CERTIFICATE, "sha256": sha256, "exact_cells": exact, "certified_cells": certified}
-    if certified < exact and table.n_cells > _cell_problem.CERTIFIED_CELLS_AT_MOST:
+    certified = sum(written)
+    entry = {
+        "file": CELL_CERTIFICATE,
+        "sha256": sha256,
+        "exact_cells": exact,
+        "certified_cells": sum(written[: len(claims)]),
+    }
+    if distillation.refinement is not None:
+        entry["exact_leaves"] = len(exact_leaves)
+        entry["certified_leaves"] = sum(written[len(claims) :])
+    uncertified = exact + len(exact_leaves) - certified
+    if uncertified and table.n_cells > _cell_problem.CERTIFIED_CELLS_AT_MOST:
         entry["not_certified"] = (
-            f"all {exact}: the table has {table.n_cells} cells, and distill keeps the proofs of tables of at most "
-            f"{_cell_problem.CERTIFIED_CELLS_AT_MOST} cells (inspect --deep re-proves every exact cell instead)"
+            f"all {exact + len(exact_leaves)}: the table has {table.n_cells} cells, and distill keeps the proofs of "
+            f"tables of at most {_cell_problem.CERTIFIED_CELLS_AT_MOST} cells (inspect --deep re-proves every exact "
+            "cell and leaf instead)"
         )
-    elif certified < exact:
+    elif uncertified:
         resumed = exact - len(claims)
-        reasons = [f"{resumed} decided in an earlier run (a checkpoint keeps no proofs)"] if resumed else []
-        reasons += [f"{len(claims) - certified} whose proof makes no certificate (first: {missing})"] if missing else []
+        reasons = [f"{resumed} cells decided in an earlier run (a checkpoint keeps no proofs)"] if resumed else []
+        unproved_leaves = len(exact_leaves) - len(leaf_claims)
+        reasons += [f"{unproved_leaves} leaves without a recorded proof"] if unproved_leaves else []
+        failed = len(claims) + len(leaf_claims) - certified
+        reasons += [f"{failed} whose proof makes no certificate (first: {missing})"] if failed else []
         entry["not_certified"] = "; ".join(reasons)
     return entry
+
+
+def _exact_leaves(refinement) -> dict[tuple[int, int], int]:
+    """(cell, leaf in pre-order) -> token of every exact leaf of `refinement` (None: no leaves)."""
+    if refinement is None:
+        return {}
+    return {
+        (cell, k): leaf.token
+        for cell, tree in zip(refinement.cells, refinement.trees)
+        for k, leaf in enumerate(tree.leaves)
+        if leaf.status is LeafStatus.EXACT
+    }
 
 
 def _stop_if_guarded(proofs) -> None:

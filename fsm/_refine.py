@@ -46,7 +46,7 @@ order in this process. Nothing of a refinement goes to the checkpoint
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -106,6 +106,8 @@ class _Node:
     children: tuple[_Node, _Node] | None = None
     id: int = -1
     """Its number in the list of leaves sent to workers (-1: none sent)."""
+    proof: tuple | None = None
+    """(property proved, recorded proof) of an exact leaf, for the report's proof certificate."""
 
     def leaves(self) -> list[_Node]:
         if self.children is None:
@@ -142,27 +144,38 @@ class RefineResult:
     refinement: Refinement | None
     records: tuple[dict, ...]
     stats: dict
+    proofs: dict = field(default_factory=dict)
+    """Per exact leaf in the table, (cell, leaf in pre-order) -> (property proved, recorded proof), where the
+    problem records proofs: the report's proof certificate names each leaf by them."""
 
 
 def _leaf_work(problem: _Problem, task) -> _Outcome:
     """Run one leaf task in a worker: bound propagation on a chunk, or `verify.check` on one leaf."""
     started = time.monotonic()
     if isinstance(task, _LeafBounds):
-        proved = np.zeros(len(task.ids), dtype=bool)
+        answers = []
         for token in np.unique(task.tokens):
-            rows = task.tokens == token
-            proved[rows] = prove_boxes(
+            rows = np.flatnonzero(task.tokens == token)
+            prop = problem.envelope_property(int(token))
+            found = prove_boxes(
                 problem.network,
-                problem.envelope_property(int(token)),
+                prop,
                 task.lower[rows],
                 task.upper[rows],
                 max_depth=SPLIT_DEPTH,
                 max_open=MAX_OPEN_BOXES,
-            ).proved
-        return _Outcome("bounds", [(int(i), bool(p)) for i, p in zip(task.ids, proved)], [], time.monotonic() - started)
+                record=problem.records_proofs,
+            )
+            for k, row in enumerate(rows):
+                proof = None
+                if found.proved[k] and found.proofs:
+                    proof = (prop.restricted(task.lower[row], task.upper[row], prop.unsafe), found.proofs[k])
+                answers.append((int(task.ids[row]), bool(found.proved[k]), proof))
+        return _Outcome("bounds", sorted(answers, key=lambda answer: answer[0]), [], time.monotonic() - started)
+    prop = _leaf_property(problem, task.box, task.token)
     result = check(
         problem.network,
-        _leaf_property(problem, task.box, task.token),
+        prop,
         engine="auto",
         timeout=task.timeout,
         jobs=1,
@@ -180,7 +193,10 @@ def _leaf_work(problem: _Problem, task) -> _Outcome:
     )
     found = None if result.counterexample is None else np.asarray(result.counterexample, dtype=np.float64)
     engine = "marabou" if "marabou" in result.engine else "z3" if "z3" in result.engine else "check"
-    outcome = (task.id, verdict, found, engine, f"{result.engine}: {result.reason}")
+    proof = (
+        (prop, result.proof) if verdict == "proved" and result.proof is not None and problem.records_proofs else None
+    )
+    outcome = (task.id, verdict, found, engine, f"{result.engine}: {result.reason}", proof)
     return _Outcome("engines", [outcome], [], time.monotonic() - started)
 
 
@@ -327,10 +343,10 @@ def refine(
                 )
             )
         counts["bound_tasks"] += len(tasks)
-        for id, proved in sorted(run(tasks)):
+        for id, proved, proof in sorted(run(tasks), key=lambda answer: answer[0]):
             if proved:
                 node = nodes[id]
-                node.status, node.token, node.engine = EXACT, node.candidate, "bounds"
+                node.status, node.token, node.engine, node.proof = EXACT, node.candidate, "bounds", proof
         frontier = {}
         for node in fresh:
             node.allowed = leaf_allowed_mask(node.box, legal, rules)
@@ -434,12 +450,12 @@ def _close(problem: _Problem, final: list[_Node], nodes: list, run, counts: dict
             node.status, node.token, node.engine = UNDECIDED, problem.conservative, "undecided"
             node.reason = "undecided: samples disagree in float64 but no pair validated in onnxruntime"
     counts["check_tasks"] = len(tasks)
-    for id, verdict, found, engine, reason in sorted(run(tasks), key=lambda answer: answer[0]):
+    for id, verdict, found, engine, reason, proof in sorted(run(tasks), key=lambda answer: answer[0]):
         node = nodes[id]
         if verdict == "guard":
             _raise_guard(node, reason)
         if verdict == "proved":
-            node.status, node.token, node.engine = EXACT, node.candidate, engine
+            node.status, node.token, node.engine, node.proof = EXACT, node.candidate, engine, proof
             continue
         node.status, node.token, node.engine = UNDECIDED, problem.conservative, "undecided"
         node.reason = f"undecided: {reason}"
@@ -472,7 +488,7 @@ def _progress_line(roots: dict[int, _Node], envelope: float, rounds: int, before
 def _result(problem: _Problem, roots, budget: TreeBudget, envelope: float, counts, seconds: float) -> RefineResult:
     """The trees that hold an exact leaf, one record per leaf of them, and the stats (the module docstring)."""
     outputs = problem.outputs
-    cells, trees, records = [], [], []
+    cells, trees, records, proofs = [], [], [], {}
     by_status = {"exact": 0, "conservative": 0, "undecided": 0, "held_back": 0}
     volume_by_token = {name: 0.0 for name in outputs}
     all_leaves = 0
@@ -505,6 +521,8 @@ def _result(problem: _Problem, roots, budget: TreeBudget, envelope: float, count
             by_status[kind] += 1
             if leaf.status is LeafStatus.EXACT:
                 volume_by_token[outputs[leaf.token]] += volume
+                if node.proof is not None:
+                    proofs[cell, k] = node.proof
             record = {
                 "cell": cell,
                 "leaf": k,
@@ -534,7 +552,7 @@ def _result(problem: _Problem, roots, budget: TreeBudget, envelope: float, count
         "seconds": round(seconds, 3),
     }
     refinement = Refinement(tuple(cells), tuple(trees)) if cells else None
-    return RefineResult(refinement, tuple(records), stats)
+    return RefineResult(refinement, tuple(records), stats, proofs)
 
 
 def _exact(value: Fraction) -> str:

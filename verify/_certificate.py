@@ -227,28 +227,33 @@ def write_certificate(path, network, properties: list[Property], results) -> str
         return ""
 
 
-def write_cell_certificate(path, network, claims: list[tuple[str, Property, tuple]]) -> tuple[str, int, str]:
-    """One certificate of many box claims (distill's exact cells): (SHA-256, claims certified, why some were not).
+def write_cell_certificate(
+    path, network, claims: list[tuple[str, Property, tuple]]
+) -> tuple[str, tuple[bool, ...], str]:
+    """One certificate of many box claims (distill's exact cells and leaves): (SHA-256, per claim whether it is in
+    the certificate, why the first one left out was).
 
     `claims`: (name, property proved, its recorded closures and cuts) each;
     the property is renamed to `name` (e.g. "cell 17: decision is HIGH"),
-    so the certificate says which cell each entry is about. A claim whose
-    proof makes no certificate is left out and counted, its reason kept
+    so the certificate says which cell or leaf each entry is about. A
+    claim whose proof makes no certificate is left out, its reason kept
     (the first one); the others are written as `write_proof_certificate`
     writes them, query files beside the certificate.
     """
     path = Path(path)
     queries = _queries_folder(path)
-    entries, files, missing = [], {}, ""
+    entries, files, missing, written = [], {}, "", []
     for name, prop, closures in claims:
         try:
             entry, more = proof_documents(network, prop, closures, queries, len(entries), name)
         except NoCertificate as why:
             missing = missing or f"{name}: {why}"
+            written.append(False)
             continue
         entries.append(entry)
         files.update(more)
-    return _write(path, network, entries, files), len(entries), missing
+        written.append(True)
+    return _write(path, network, entries, files), tuple(written), missing
 
 
 def write_proof_certificate(path, network, properties: list[Property], results) -> str:

@@ -185,3 +185,45 @@ def test_a_flat_spec_writes_no_refinement_and_no_leaves_file(tmp_path):
     assert "refinement" not in json.dumps(payload)
     assert not (tmp_path / "r" / "leaves.jsonl").exists()
     assert "refinement" not in json.loads((tmp_path / "r" / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_every_exact_leaf_has_a_certificate_entry_over_its_box_that_checks_and_a_moved_box_is_refused(tmp_path):
+    """Leaves are the same kind of claim as cells: "cell N leaf K: the decision is T" over a box that covers leaf
+    K (pre-order) of cell N's tree, re-checked by the independent checker; the entry of a leaf moved onto the
+    boundary, where the token does not hold, is refused by name."""
+    from certfsm.checker import check_certificate
+
+    result = run(tmp_path, "cert", 1)
+    report = tmp_path / "cert-report"
+    entry = json.loads((report / "summary.json").read_text())["cell_certificate"]
+    artifact = load_artifact(tmp_path / "cert.cfsm")
+    exact_leaves = [
+        (cell, k, leaf.token, box)
+        for cell, tree in zip(artifact.refinement.cells, artifact.refinement.trees)
+        for k, (leaf, box) in enumerate(zip(tree.leaves, tree.boxes))
+        if leaf.status is LeafStatus.EXACT
+    ]
+    assert entry["exact_leaves"] == entry["certified_leaves"] == len(exact_leaves) > 0
+    assert "not_certified" not in entry
+    document = json.loads((report / entry["file"]).read_text())
+    by_name = {item["property"]["name"]: item for item in document["properties"]}
+    outputs = artifact.spec["outputs"]
+    for cell, k, token, box in exact_leaves:
+        stated = by_name[f"cell {cell} leaf {k}: the decision is {outputs[token]}"]["property"]["inputs"]
+        for interval, side in zip(box.intervals, stated):
+            assert Fraction(side["lower"]) <= interval.low and interval.high <= Fraction(side["upper"])
+    model = tmp_path / "cert" / "tiny.onnx"
+    assert check_certificate(report / entry["file"], model).ok
+    assert result.certified
+    # Move the first exact leaf's entry onto the boundary's interval on x0: the token no longer holds there.
+    name = next(n for n in by_name if " leaf " in n)
+    inputs = by_name[name]["property"]["inputs"]
+    inputs[0]["lower"], inputs[0]["upper"] = (
+        str(Fraction(BOUNDARY) - Fraction(1, 8)),
+        str(Fraction(BOUNDARY) + Fraction(1, 8)),
+    )
+    mutated = tmp_path / "mutated.cert.json"
+    mutated.write_text(json.dumps(document))
+    checked = check_certificate(mutated, model)
+    assert not checked.ok and name in checked.failure
