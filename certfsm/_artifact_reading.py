@@ -27,17 +27,18 @@ from typing import Any
 import numpy as np
 
 from ._arrays import frozen_array
-from ._artifact_checks import MAX_FRAC_BITS, PayloadChecks, _show
+from ._artifact_checks import ARTIFACT_FORMAT_VERSION, MAX_FRAC_BITS, PayloadChecks, _show
 from ._artifact_refinement import read_refinement
 from ._artifact_spec import read_spec
 from ._artifact_table import read_table
 from ._box_tree import Refinement
 from ._jsonpath import json_path
 from ._stored_spec import StoredSpec
-from ._verdict import CERTIFICATE_ENTRY_KEYS, VERDICTS, VerdictRecord
+from ._verdict import CERTIFICATE_ENTRY_KEYS, PROOF_CERTIFICATE_KEYS, VERDICTS, VerdictRecord
 
 _PAYLOAD_KEYS = ("certificate", "created_by", "grid", "machine", "model_sha256", "spec", "table")
 _SMT2_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.smt2")
+_PROOF_CERTIFICATE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.cert\.json")
 
 Edges = list[list[float]]
 """The grid's bin edges as read: one list of JSON numbers per input."""
@@ -165,13 +166,37 @@ def _read_machine(checks: PayloadChecks, machine: Any) -> tuple[list[int], int, 
     return codes, conservative, confirm, cooldown, overridable
 
 
+def _proof_certificate(checks: PayloadChecks, entry: dict[str, Any], at: str) -> tuple[str | None, str | None]:
+    """An entry's optional proof certificate file name and SHA-256 (`PROOF_CERTIFICATE_KEYS`), both or neither."""
+    present = [key in entry for key in PROOF_CERTIFICATE_KEYS]
+    if not any(present):
+        return None, None
+    if not all(present):
+        missing = PROOF_CERTIFICATE_KEYS[present.index(False)]
+        raise checks.fail(f"{at}.{missing} is missing; give proof_certificate and proof_certificate_sha256 together")
+    name = entry["proof_certificate"]
+    if not isinstance(name, str) or not _PROOF_CERTIFICATE_NAME.fullmatch(name):
+        raise checks.fail(
+            f"{at}.proof_certificate={_show(name)} is not a plain .cert.json file name (letters, digits, '_', '.', "
+            "'-'; no folders)"
+        )
+    checks.digest(entry["proof_certificate_sha256"], f"{at}.proof_certificate_sha256")
+    return name, entry["proof_certificate_sha256"]
+
+
 def _read_certificate(checks: PayloadChecks, certificate: Any) -> tuple[VerdictRecord, ...]:
     entries = checks.items(certificate, "payload.certificate", minimum=1)
     result: list[VerdictRecord] = []
     seen: dict[str, int] = {}
     for j, entry in enumerate(entries):
         at = f"payload.certificate[{j}]"
-        entry = checks.obj(entry, at, CERTIFICATE_ENTRY_KEYS)
+        entry = checks.obj(entry, at, CERTIFICATE_ENTRY_KEYS, only=False)
+        for key in entry:
+            if key not in CERTIFICATE_ENTRY_KEYS + PROOF_CERTIFICATE_KEYS:
+                raise checks.fail(
+                    f"{at}.{key} is not a field of artifact format {ARTIFACT_FORMAT_VERSION} (expected only "
+                    f"{', '.join(CERTIFICATE_ENTRY_KEYS)}, and optionally {' and '.join(PROOF_CERTIFICATE_KEYS)})"
+                )
         name = checks.text(entry["property"], f"{at}.property")
         if name in seen:
             raise checks.fail(
@@ -193,9 +218,17 @@ def _read_certificate(checks: PayloadChecks, certificate: Any) -> tuple[VerdictR
             checks.digest(digest, f"{at}.smt2_sha256")
         if type(entry["required"]) is not bool:
             raise checks.fail(f"{at}.required={_show(entry['required'])} is not true or false")
+        proof, proof_digest = _proof_certificate(checks, entry, at)
         result.append(
             VerdictRecord(
-                entry["verdict"], engine, property=name, smt2=smt2, smt2_sha256=digest, required=entry["required"]
+                entry["verdict"],
+                engine,
+                property=name,
+                smt2=smt2,
+                smt2_sha256=digest,
+                required=entry["required"],
+                proof_certificate=proof,
+                proof_certificate_sha256=proof_digest,
             )
         )
     if not any(record.required for record in result):

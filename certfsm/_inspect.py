@@ -67,19 +67,22 @@ class Smt2Check:
 
 
 def verify_smt2_files(artifact: Artifact, report: str | os.PathLike[str]) -> tuple[Smt2Check, ...]:
-    """Hash each .smt2 file the certificate names in the report folder `report` (entries without a file are skipped)."""
+    """Hash each file the certificate names in the report folder `report`: the .smt2 scripts and the proof
+    certificates (`VerdictRecord.proof_certificate`); entries without a file are skipped."""
     folder = Path(report)
     if not folder.is_dir():
         raise ReportError(f"{folder}: no such report folder; give the folder certfsm distill wrote with report=")
     checks = []
     for index, entry in enumerate(artifact.certificate):
-        if entry.smt2 is None or entry.smt2_sha256 is None:
-            continue
-        try:
-            found = sha256_hex((folder / entry.smt2).read_bytes())
-        except OSError:
-            found = None
-        checks.append(Smt2Check(index, entry.property, entry.smt2, entry.smt2_sha256, found))
+        named = ((entry.smt2, entry.smt2_sha256), (entry.proof_certificate, entry.proof_certificate_sha256))
+        for file, expected in named:
+            if file is None or expected is None:
+                continue
+            try:
+                found = sha256_hex((folder / file).read_bytes())
+            except OSError:
+                found = None
+            checks.append(Smt2Check(index, entry.property, file, expected, found))
     return tuple(checks)
 
 
@@ -207,7 +210,8 @@ def inspect_artifact(
                 checks.append(Check("smt2 files", False, str(error)))
             else:
                 bad = [f for f in files if not f.is_match]
-                text = f"{len(files) - len(bad)} of {len(files)} .smt2 files in {report_name} match the certificate"
+                kinds = ".smt2 and proof certificate" if any(f.file.endswith(".cert.json") for f in files) else ".smt2"
+                text = f"{len(files) - len(bad)} of {len(files)} {kinds} files in {report_name} match the certificate"
                 checks.append(Check("smt2 files", not bad, text + (f"; {bad[0].describe()}" if bad else "")))
                 extra = [f"  {f.describe()}" for f in files]
     done = {check.name for check in checks}
@@ -282,6 +286,8 @@ def _summary(artifact: Artifact, label: str, size: int) -> list[str]:
             if entry.smt2 and entry.smt2_sha256
             else ", no SMT-LIB file"
         )
+        if entry.proof_certificate and entry.proof_certificate_sha256:
+            where += f", proof certificate {entry.proof_certificate} (sha256 {entry.proof_certificate_sha256[:16]}...)"
         lines.append(
             f"  [{j}] {entry.property}: {entry.verdict} by {entry.engine}"
             f"{', required' if entry.required else ''}{where}"

@@ -236,7 +236,11 @@ def distill_controller(
         tell("enumerating the state machine")
         explicit = check_explicit(params, alphabet(params, table_rows(table, leaves)))
         conflicts = tuple(disagreements(machine_proofs, explicit))
-        certificate = _certificate(distillation, cross, table_proofs, machine_proofs, explicit, conflicts)
+        tell("writing the proof certificate of the exact cells")
+        cell_certificate = _write_cell_certificate(staging, distillation, network, spec)
+        certificate = _certificate(
+            distillation, cross, table_proofs, machine_proofs, explicit, conflicts, cell_certificate
+        )
         certified = is_certified(certificate, spec.to_json(), bool((table.status == EXACT).any()))
         tell("drawing the decision maps")
         pictures = [
@@ -253,8 +257,6 @@ def distill_controller(
             for x, y in pairs
         ]
         _write_cells(staging / "cells.jsonl", distillation, spec)
-        tell("writing the proof certificate of the exact cells")
-        cell_certificate = _write_cell_certificate(staging, distillation, network, spec)
         if distillation.refinement is not None:
             _write_leaves(staging / "leaves.jsonl", distillation)
         tell(f"writing {out}")
@@ -377,9 +379,11 @@ def _stop_if_guarded(proofs) -> None:
 
 
 def _certificate(
-    distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit, conflicts
+    distillation: Distillation, cross: dict, table_proofs, machine_proofs, explicit, conflicts, cell_certificate: dict
 ) -> tuple[VerdictRecord, ...]:
-    """The artifact's certificate, every record required; see the module docstring for what each one means."""
+    """The artifact's certificate, every record required; see the module docstring for what each one means. The
+    cells-exact record names the proof certificate of the exact cells and leaves and its hash where it holds at
+    least one claim, which chains the artifact to the proofs that `certfsm check-proof` re-checks."""
     status, engines = distillation.table.status, distillation.engine_of_cell
     used = sorted(set(engines[status == EXACT].tolist())) or ["none"]
     mismatches = cross["mismatches"]
@@ -390,6 +394,7 @@ def _certificate(
             distillation.seconds,
             f"{mismatches} sampled inputs of exact cells decided otherwise" if mismatches else "",
             property=CELLS_EXACT,
+            **_proof_certificate_of(cell_certificate),
         )
     ]
     for proof in (*table_proofs, *machine_proofs):
@@ -402,6 +407,13 @@ def _certificate(
             record = replace(record, verdict="unknown", reason=contradicted[proof.property])
         records.append(record)
     return tuple(records)
+
+
+def _proof_certificate_of(cell_certificate: dict) -> dict:
+    """The cells-exact record's proof certificate fields: none for a certificate that holds no claim."""
+    if not cell_certificate["certified_cells"] + cell_certificate.get("certified_leaves", 0):
+        return {}
+    return {"proof_certificate": cell_certificate["file"], "proof_certificate_sha256": cell_certificate["sha256"]}
 
 
 def _record(name: str, proof: Proof) -> VerdictRecord:

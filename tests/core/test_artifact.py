@@ -542,7 +542,7 @@ BAD_PAYLOADS = [
     (
         set_at("certificate", 0, "seconds", 0.5),
         r"payload\.certificate\[0\]\.seconds is not a field of artifact format 2 \(expected only engine, property, "
-        r"required, smt2, smt2_sha256, verdict\)",
+        r"required, smt2, smt2_sha256, verdict, and optionally proof_certificate and proof_certificate_sha256\)",
     ),
     (
         set_at("certificate", 0, "smt2", "../etc/x.smt2"),

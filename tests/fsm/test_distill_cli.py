@@ -121,7 +121,7 @@ def test_inspect_passes_the_artifact_and_its_report(example_run):
     _, _, _, folder = example_run
     code, out, err = run_cli("inspect", folder / "example.cfsm", "--report", folder / "report")
     assert code == 0, out + err
-    assert re.search(r"^  ok +smt2 files: (\d+) of \1 \.smt2 files", out, re.M)
+    assert re.search(r"^  ok +smt2 files: (\d+) of \1 \.smt2 and proof certificate files", out, re.M)
     assert "the artifact is certified" in out
 
 
