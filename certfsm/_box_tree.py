@@ -278,11 +278,14 @@ def leaf_allowed_mask(box: Box, legal_mask: int, rules: Iterable[tuple[Sequence[
     is applied unchanged. Rule bounds are spec decimals (`decimal_value`).
     """
     edges = [(cut.low, cut.high) if cut.closed else (cut.low, cut.high, cut.high + 1) for cut in box.intervals]
-    exact = [
-        (tuple(decimal_value(v) for v in lower), tuple(decimal_value(v) for v in upper), forbidden)
-        for lower, upper, forbidden in rules
-    ]
+    exact = [_exact_rule(tuple(lower), tuple(upper), forbidden) for lower, upper, forbidden in rules]
     return cell_allowed_masks(edges, legal_mask, exact)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _exact_rule(lower: tuple[float, ...], upper: tuple[float, ...], forbidden: int) -> tuple[Any, Any, int]:
+    """A rule's bounds read exactly (`decimal_value`), once per rule: a refined table asks for every leaf."""
+    return tuple(decimal_value(v) for v in lower), tuple(decimal_value(v) for v in upper), forbidden
 
 
 @dataclass(frozen=True, eq=False)
