@@ -59,9 +59,9 @@ def run(spec: Path, name: str, out_dir: Path, refine: tuple[int, int] | None) ->
     if refinement:
         entries = fidelity["cells"] + refinement["leaves"] - refinement["cells_refined"]
         by_token = refinement["exact_volume_by_token"]
-    else:  # equal-width cells: a token's exact volume is its share of the cells
+    else:
         entries = fidelity["cells"]
-        by_token = {token: count / entries for token, count in fidelity["exact_by_token"].items()}
+        by_token = flat_volume_by_token(spec, folder / "report" / "cells.jsonl")
     return {
         "name": name,
         "entries": entries,
@@ -72,6 +72,21 @@ def run(spec: Path, name: str, out_dir: Path, refine: tuple[int, int] | None) ->
         "peak_mb": peak / 2**20,
         "x_check": summary["cross_check"]["mismatches"],
     }
+
+
+def flat_volume_by_token(spec: Path, cells_file: Path) -> dict[str, float]:
+    """Per token, the share of the input volume in exact cells of a flat table (its cells.jsonl)."""
+    from certfsm import load_spec
+
+    inputs = load_spec(spec).inputs
+    volume = {name: 0.0 for name in load_spec(spec).outputs}
+    whole = math.prod(item.max - item.min for item in inputs)
+    for text in cells_file.read_text(encoding="utf-8").splitlines():
+        cell = json.loads(text)
+        if cell["status"] == "exact":
+            sides = (item.edges[b + 1] - item.edges[b] for item, b in zip(inputs, cell["bins"]))
+            volume[cell["token"]] += math.prod(sides) / whole
+    return volume
 
 
 def uniform_spec(spec: Path, cells: int, folder: Path) -> tuple[Path, str]:
