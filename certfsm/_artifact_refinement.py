@@ -144,7 +144,9 @@ def _read_leaves(checks: PayloadChecks, refinement: dict[str, Any], spec: Stored
 def _check_leaf(checks: PayloadChecks, k: int, leaf: Leaf, box: Box, cell: str, spec: StoredSpec) -> None:
     """Refuse leaf `k` where it breaks a rule of a table entry, as a cell of the flat table would be refused."""
     names, conservative, legal = spec.outputs, spec.conservative, spec.legal_mask
-    where = f"leaf {k} ({'; '.join(i.describe(n) for i, n in zip(box.intervals, spec.input_names))}) of {cell}"
+
+    def where() -> str:  # only for a refusal: describing every leaf's box costs more than checking it
+        return f"leaf {k} ({'; '.join(i.describe(n) for i, n in zip(box.intervals, spec.input_names))}) of {cell}"
 
     def tokens(mask: int) -> str:
         return ", ".join(name for i, name in enumerate(names) if mask >> i & 1) or "none"
@@ -152,26 +154,26 @@ def _check_leaf(checks: PayloadChecks, k: int, leaf: Leaf, box: Box, cell: str, 
     if not leaf.allowed >> conservative & 1:
         raise checks.fail(
             f"{_AT}.allowed[{k}]={leaf.allowed} does not allow the conservative token {names[conservative]} in "
-            f"{where}; the fallback must be allowed in every leaf"
+            f"{where()}; the fallback must be allowed in every leaf"
         )
     if leaf.allowed & ~legal:
         raise checks.fail(
-            f"{_AT}.allowed[{k}]={leaf.allowed} allows {tokens(leaf.allowed & ~legal)} in {where}, which "
+            f"{_AT}.allowed[{k}]={leaf.allowed} allows {tokens(leaf.allowed & ~legal)} in {where()}, which "
             "payload.spec.legal_tokens does not list; a leaf allows only legal tokens"
         )
     if not leaf.allowed >> leaf.token & 1:
         raise checks.fail(
-            f"{_AT}.proposal[{k}]={leaf.token} ({names[leaf.token]}) is not allowed in {where} (allowed there: "
+            f"{_AT}.proposal[{k}]={leaf.token} ({names[leaf.token]}) is not allowed in {where()} (allowed there: "
             f"{tokens(leaf.allowed)}); a leaf may propose only an allowed token"
         )
     if leaf.status is not LeafStatus.EXACT and leaf.token != conservative:
         raise checks.fail(
-            f"{_AT}.proposal[{k}]={leaf.token} ({names[leaf.token]}) in {where}, whose status is "
+            f"{_AT}.proposal[{k}]={leaf.token} ({names[leaf.token]}) in {where()}, whose status is "
             f"{leaf.status.value}; such a leaf holds the conservative token {conservative} ({names[conservative]})"
         )
     expected = leaf_allowed_mask(box, legal, [(r.lower, r.upper, r.forbidden) for r in spec.rules])
     if leaf.allowed != expected:
         raise checks.fail(
-            f"{_AT}.allowed[{k}]={leaf.allowed} in {where} differs from the mask {expected} that the spec's "
+            f"{_AT}.allowed[{k}]={leaf.allowed} in {where()} differs from the mask {expected} that the spec's "
             f"legality rules give for the leaf's own box (allowed there: {tokens(expected)})"
         )

@@ -45,7 +45,7 @@ from typing import Any, Iterable, Sequence, Union
 
 from ._decimal import decimal_value
 from ._errors import BoxTreeError
-from .machine import cell_allowed_masks, integer_thresholds, reading_key
+from .machine import integer_thresholds, reading_key
 
 
 class LeafStatus(enum.Enum):
@@ -270,16 +270,22 @@ def threshold_problem(box: Box, input: int, threshold: Fraction, frac_bits: Sequ
 def leaf_allowed_mask(box: Box, legal_mask: int, rules: Iterable[tuple[Sequence[float], Sequence[float], int]]) -> int:
     """The allowed mask of `box` under the legality rules (lower, upper, forbidden mask), as for a cell.
 
-    docs/semantics.md, "Legality rules", through
-    `certfsm.machine.cell_allowed_masks` on exact values: each side of the
-    box is the first bin of a grid of its own, closed where the box is
-    (one bin) and half-open where it is not (a second bin above it), so
-    the cell rule ``lower < hi`` (``<=`` on a closed side) and ``upper >= lo``
-    is applied unchanged. Rule bounds are spec decimals (`decimal_value`).
+    docs/semantics.md, "Legality rules": a rule's closed box meets the
+    leaf when, on every input, ``lower < high`` (``<=`` where the leaf is
+    closed) and ``upper >= low``, which is `certfsm.machine.cell_allowed_masks`
+    on the one-cell grid of the leaf's sides, spelt out because a refined
+    table asks it for every leaf (tests/core/test_box_tree.py holds the
+    two equal). Rule bounds are spec decimals (`decimal_value`).
     """
-    edges = [(cut.low, cut.high) if cut.closed else (cut.low, cut.high, cut.high + 1) for cut in box.intervals]
-    exact = [_exact_rule(tuple(lower), tuple(upper), forbidden) for lower, upper, forbidden in rules]
-    return cell_allowed_masks(edges, legal_mask, exact)[0]
+    mask = legal_mask
+    for rule in rules:
+        lower, upper, forbidden = _exact_rule(tuple(rule[0]), tuple(rule[1]), rule[2])
+        if all(
+            (lo <= cut.high if cut.closed else lo < cut.high) and hi >= cut.low
+            for lo, hi, cut in zip(lower, upper, box.intervals)
+        ):
+            mask &= ~forbidden
+    return mask
 
 
 @functools.lru_cache(maxsize=256)

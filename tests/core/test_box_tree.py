@@ -347,3 +347,23 @@ def test_a_leaf_mask_is_the_cell_rule_on_the_leafs_half_open_box():
     decimal_rule = [((0.0, 0.0), (0.1, 10.0), 0b100)]  # ends at 1/10, below the float 0.1 where the leaf starts
     split = decode_tree([["split", 0, 0.1], ["leaf", 0], ["leaf", 1]], BOX, FRAC_BITS, LEAVES, where="t")
     assert [leaf_allowed_mask(box, 0b111, decimal_rule) for box in split.boxes] == [0b011, 0b111]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data())
+def test_a_leaf_mask_equals_the_cell_rule_on_the_one_cell_grid_of_the_leaf(data):
+    """`leaf_allowed_mask` spells the meet test out for speed; `cell_allowed_masks` (the one statement of the rule)
+    on the leaf's sides as a grid of one cell (a second bin above a half-open side) must give the same mask."""
+    from certfsm.machine import cell_allowed_masks
+
+    box, _ = data.draw(boxes())
+    n = len(box.intervals)
+    sides = [c.low for c in box.intervals] + [c.high for c in box.intervals]
+    quarter = st.one_of(st.sampled_from([float(v) for v in sides]), st.integers(-800, 2400).map(lambda q: q / 4))
+    rules = []
+    for _ in range(data.draw(st.integers(0, 3))):
+        ends = [sorted(data.draw(st.tuples(quarter, quarter))) for _ in range(n)]
+        rules.append((tuple(e[0] for e in ends), tuple(e[1] for e in ends), data.draw(st.integers(1, 7))))
+    edges = [(c.low, c.high) if c.closed else (c.low, c.high, c.high + 1) for c in box.intervals]
+    exact = [(tuple(map(Fraction, lo)), tuple(map(Fraction, hi)), f) for lo, hi, f in rules]
+    assert leaf_allowed_mask(box, 0b1111, rules) == cell_allowed_masks(edges, 0b1111, exact)[0]
