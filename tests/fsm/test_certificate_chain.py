@@ -10,8 +10,7 @@ import json
 
 import pytest
 
-from certfsm import ArtifactError, CELLS_EXACT, load_artifact, write_artifact
-from certfsm._inspect import inspect_artifact
+from certfsm import CELLS_EXACT, ArtifactError, inspect_artifact, load_artifact, write_artifact
 from test_refine import run
 
 pytestmark = pytest.mark.slow
