@@ -373,6 +373,9 @@ def vnnlib_batch(
         typer.echo(line)
         bar.update(done, total, f"last: {row.verdict} in {row.seconds:.1f} s")
 
+    def tell_start(total: int, skipped: int) -> None:
+        bar.update(0, total, f"started, up to {jobs} at once" + (f"; {skipped} already in {out}" if skipped else ""))
+
     def tell_warning(message: str) -> None:
         typer.echo(f"certfsm: warning: {message}", err=True)
 
@@ -393,6 +396,7 @@ def vnnlib_batch(
             jobs=jobs,
             timeout_cap=cap,
             in_list_order=in_list_order,
+            on_start=tell_start,
             on_row=tell_row,
             on_warning=tell_warning,
         )

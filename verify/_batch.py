@@ -203,6 +203,7 @@ def run_batch(
     jobs: int = 1,
     timeout_cap: float | None = None,
     in_list_order: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
     on_row: Callable[[ResultRow, int, int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     make_pool: MakePool = pool_for,
@@ -210,13 +211,15 @@ def run_batch(
     """Check every instance of `instances_csv` that `out` does not hold yet; append a row to `out` as each finishes.
 
     `witnesses` is the folder of the sat instances' result files (default:
-    beside `out`, named after its stem with ``.witnesses``). `on_row(row,
-    done, total)` hears of each row once it is on disk; `on_warning` of a
-    dropped incomplete line. With `in_list_order` the results file is
-    rewritten at the end with its rows in the list's order. `make_pool`
-    makes the worker pool (`pool_for`'s signature; any `WorkerPool`).
-    Bad input (the list, the results file) raises before any instance
-    runs and leaves `out` unchanged.
+    beside `out`, named after its stem with ``.witnesses``). Callbacks:
+    `on_start(total, skipped)` hears, before any instance runs, how many
+    will run and how many `out` already holds; `on_row(row, done, total)`
+    hears of each row once it is on disk; `on_warning` of a dropped
+    incomplete line. With `in_list_order` the results file is rewritten
+    at the end with its rows in the list's order. `make_pool` makes the
+    worker pool (`pool_for`'s signature; any `WorkerPool`). Bad input (the
+    list, the results file) raises before any instance runs and leaves
+    `out` unchanged.
     """
     started = time.monotonic()
     instances = read_instances(instances_csv)
@@ -236,6 +239,8 @@ def run_batch(
         todo = [instance for instance in instances if instance.key not in held]
         total = len(todo)
         jobs = max(1, min(jobs, total))
+        if on_start is not None:
+            on_start(total, len(instances) - total)
         if todo:
             pool = make_pool(jobs, check_instance, settings, name="vnnlib-batch")
             try:
