@@ -63,7 +63,7 @@ def read_instances(path: str | os.PathLike) -> list[Instance]:
     """Every instance of the list at `path`, in its order; VnnlibError names the first bad row and field."""
     where = Path(path)
     try:
-        text = where.read_text(encoding="utf-8")
+        text = where.read_text(encoding="utf-8-sig")  # a spreadsheet may save a byte-order mark
     except FileNotFoundError:
         raise VnnlibError(
             f"{where}: no such instance list; give a VNN-COMP instances.csv (onnx,vnnlib,timeout per row)"

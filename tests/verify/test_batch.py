@@ -10,6 +10,7 @@ rows do not depend on which worker finished first.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -45,6 +46,15 @@ def test_both_forms_of_the_list_are_read_with_paths_resolved_against_its_folder(
     assert [(i.key, i.timeout, i.expected, i.line) for i in read_instances(plain)] == [
         (("onnx/line.onnx", "vnnlib/above_2.vnnlib"), 116, None, 1),
         (("onnx/line.onnx", "vnnlib/at_1.vnnlib"), 5.5, "sat", 3),
+    ]
+
+
+def test_a_header_behind_a_byte_order_mark_is_still_a_header(instance_list):
+    saved = instance_list.with_name("saved.csv")
+    saved.write_bytes(b"\xef\xbb\xbf" + instance_list.read_bytes())
+    assert read_instances(saved) == [
+        dataclasses.replace(i, onnx_path=saved.parent / i.onnx, vnnlib_path=saved.parent / i.vnnlib)
+        for i in read_instances(instance_list)
     ]
 
 
