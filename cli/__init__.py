@@ -4,7 +4,8 @@ Exit codes: 0 when everything asked for is proved (or the check passed),
 1 when something is violated or unknown, 2 for bad usage or bad input
 (one line naming the file, field or node and the fix; a traceback only
 with --debug), and for recheck alone 3 when no file is contradicted but
-some could not be confirmed (`EXIT_UNCONFIRMED`). Heavy modules are imported inside the commands so that
+some could not be confirmed (`EXIT_UNCONFIRMED`); vnnlib-batch exits 1 only when an answer contradicts a known one
+of its list (a batch is a run over many instances, most of them not proved). Heavy modules are imported inside the commands so that
 `certfsm --help` is instant.
 """
 
@@ -281,7 +282,7 @@ def vnnlib(
     ),
 ) -> None:
     """Check a VNN-LIB property VNN-COMP style: prints (and writes) unsat, sat with a witness, timeout or unknown."""
-    from certfsm.verify import InputNaming, format_vnncomp_result, verify_vnnlib, vnncomp_answer, write_report
+    from certfsm.verify import InputNaming, verify_vnnlib, vnncomp_result, write_report
 
     _check_engine(engine)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
@@ -294,11 +295,7 @@ def vnnlib(
             jobs=_jobs(jobs),
             on_progress=lambda box, fraction, message: bar.update(0, fraction, message),
         )
-    answer = vnncomp_answer(run.results)
-    witness = next((r for r in run.results if r.verdict == "violated"), None)
-    text = format_vnncomp_result(
-        answer, witness.counterexample if witness else None, witness.outputs if witness else None
-    )
+    answer, text = vnncomp_result(run)
     if out is not None:
         from certfsm import write_atomically
 
@@ -330,6 +327,96 @@ def vnnlib(
         if result.verdict == "unknown" or result.stats.get("cross_checked") is False:
             typer.echo(f"{prop_box.name}: {result.verdict} ({result.reason})", err=True)
     raise typer.Exit(EXIT_OK if answer == "unsat" else EXIT_FAILED)
+
+
+@app.command("vnnlib-batch")
+def vnnlib_batch(
+    instances: Path = typer.Argument(
+        ..., metavar="INSTANCES.csv", help="VNN-COMP instance list: onnx,vnnlib,timeout per row (paths relative to it)."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Results csv: one row per instance as it finishes; an existing one is resumed."
+    ),
+    witnesses: Optional[Path] = typer.Option(
+        None, "--witnesses", help="Folder for the sat instances' VNN-COMP result files (default: OUT's stem.witnesses)."
+    ),
+    timeout_cap: Optional[float] = typer.Option(
+        None, "--timeout-cap", help="Seconds at most per instance, whatever the list says."
+    ),
+    engine: str = typer.Option("auto", help=ENGINE_HELP),
+    jobs: Optional[int] = typer.Option(None, help="Instances checked at once (default: all cores)."),
+    in_list_order: bool = typer.Option(
+        False, "--sorted", help="At the end, rewrite the results file with its rows in the list's order."
+    ),
+    progress: bool = typer.Option(
+        True, help="Show a progress bar on a terminal, else a progress line on stderr every few seconds."
+    ),
+) -> None:
+    """Check every instance of a VNN-COMP instance list as certfsm vnnlib does, resumably: exit 1 on a wrong answer.
+
+    A row per instance goes to --out as it finishes (flushed to disk); a second run with the same --out checks only
+    the instances it does not hold yet. Exit 0 when no answer contradicts a known one of the list (its expected
+    column), 1 when one does, 2 on bad input.
+    """
+    from certfsm.verify import run_batch
+
+    _check_engine(engine)
+    jobs = _jobs(jobs)
+    cap = None if timeout_cap is None else _seconds("--timeout-cap", timeout_cap)
+
+    def tell_row(row, done: int, total: int) -> None:
+        line = f"{row.verdict:<8} {row.seconds:8.2f} s  {row.onnx}  {row.vnnlib}"
+        if row.witness:
+            line += f"  witness {row.witness}"
+        elif row.reason and row.verdict != "unsat":
+            line += f"  ({row.reason[:160]})"
+        typer.echo(line)
+        bar.update(done, total, f"last: {row.verdict} in {row.seconds:.1f} s")
+
+    def tell_start(total: int, skipped: int) -> None:
+        bar.update(0, total, f"started, up to {jobs} at once" + (f"; {skipped} already in {out}" if skipped else ""))
+
+    def tell_warning(message: str) -> None:
+        typer.echo(f"certfsm: warning: {message}", err=True)
+
+    with (
+        _in_flags(out="--out", witnesses="--witnesses"),
+        _CellProgress(
+            progress and sys.stderr.isatty(),
+            "vnnlib-batch",
+            plain=progress and not sys.stderr.isatty(),
+            unit="instances",
+        ) as bar,
+    ):
+        batch = run_batch(
+            instances,
+            out,
+            witnesses=witnesses,
+            engine=engine,
+            jobs=jobs,
+            timeout_cap=cap,
+            in_list_order=in_list_order,
+            on_start=tell_start,
+            on_row=tell_row,
+            on_warning=tell_warning,
+        )
+    summary = batch.summary
+    if batch.skipped:
+        typer.echo(f"resumed: {batch.skipped} instances already in {out}, not run again")
+    counts = ", ".join(f"{verdict} {n}" for verdict, n in summary.counts.items() if n)
+    typer.echo(
+        f"{len(summary.seconds)} instances: {counts or 'none'}; instance time {summary.total_seconds:.1f} s in all, "
+        f"median {summary.median_seconds:.2f} s; this run {len(batch.added)} instances in "
+        f"{batch.wall_seconds:.1f} s wall, {batch.jobs} job{'s' if batch.jobs != 1 else ''}"
+    )
+    if summary.missing:
+        typer.echo(f"{len(summary.missing)} instances of the list have no row yet; run the same command again")
+    if summary.scored:
+        typer.echo(f"known answers: {summary.scored} compared, {len(summary.wrong)} wrong")
+    for row, expected in summary.wrong:
+        typer.echo(f"WRONG: {row.onnx} {row.vnnlib}: answered {row.verdict}, the known answer is {expected}")
+    typer.echo(f"results: {out}" + (f"; witnesses: {batch.witnesses}/" if summary.counts["sat"] else ""))
+    raise typer.Exit(EXIT_FAILED if summary.wrong else EXIT_OK)
 
 
 @app.command("check-proof")
@@ -503,7 +590,8 @@ def _input_pair(text: str) -> tuple[str, str]:
 
 
 class _CellProgress:
-    """A rich progress bar over cells on stderr, then one line per later step; silent when not `enabled`.
+    """A rich progress bar over cells (or another `unit`) on stderr, then one line per later step; silent when not
+    `enabled`.
 
     With `plain` (stderr is not a terminal: a pipe, a CI log) no bar but a
     plain line on stderr every `PLAIN_SECONDS` and at each phase change (the
@@ -518,8 +606,8 @@ class _CellProgress:
 
     PLAIN_SECONDS = 5.0
 
-    def __init__(self, enabled: bool, label: str = "distilling", *, plain: bool = False):
-        self.enabled, self.label, self.bar, self.task = enabled, label, None, None
+    def __init__(self, enabled: bool, label: str = "distilling", *, plain: bool = False, unit: str = "cells"):
+        self.enabled, self.label, self.bar, self.task, self.unit = enabled, label, None, None, unit
         self.plain, self.started, self.shown, self.phase = plain and not enabled, time.monotonic(), None, None
         self.last, self.lock, self.stopped, self.ticker = None, threading.Lock(), threading.Event(), None
 
@@ -537,7 +625,7 @@ class _CellProgress:
                 console=Console(stderr=True),
             )
             self.bar.__enter__()
-            self.task = self.bar.add_task("cells", total=None, note="")
+            self.task = self.bar.add_task(self.unit, total=None, note="")
         if self.plain:
             self.ticker = threading.Thread(target=self._tick, name="certfsm-progress", daemon=True)
             self.ticker.start()
@@ -555,7 +643,7 @@ class _CellProgress:
         if self.plain:
             now, phase = time.monotonic(), message.split(":", 1)[0]
             with self.lock:
-                self.last = f"{done}/{total} cells; {message}"
+                self.last = f"{done}/{total} {self.unit}; {message}"
                 if self.shown is None or now - self.shown >= self.PLAIN_SECONDS or phase != self.phase or done == total:
                     self.phase = phase
                     self._line(self.last)

@@ -33,7 +33,8 @@ by its modules and its tests. The verdicts (`PROVED`, `VIOLATED`,
   it.
 - Exact numbers: `exact_outputs` evaluates the network on rationals,
   `exact_decimal` / `plain_decimal` print a float exactly (`_exact`).
-- `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs, and
+- `verify_spec` / `verify_vnnlib`: the two jobs the CLI runs
+  (`vnncomp_result`: a VNN-LIB run's answer and result-file text), and
   `check_network_fits_spec`, the one check that a network fits a spec
   (`_run`); `write_report` writes summary.json, report.md and one
   SMT-LIB 2.6 file per query and a proof certificate per proof
@@ -48,14 +49,21 @@ by its modules and its tests. The verdicts (`PROVED`, `VIOLATED`,
   queries that share a long beginning).
 - One worker pool: `pool_for` runs tasks inline or in killable, bounded,
   forked worker processes with BLAS on one thread (`InlinePool`,
-  `ProcessPool`; `single_threaded_blas`, `limit_blas_threads`; `_pool`,
-  with solver isolation in `_isolation`); `check`'s branch and bound
-  and `certfsm.fsm.distill` both run on it.
+  `ProcessPool`, both a `WorkerPool`, the interface a distributed
+  back-end implements; `single_threaded_blas`, `limit_blas_threads`;
+  `_pool`, with solver isolation in `_isolation`); `check`'s branch and
+  bound, `certfsm.fsm.distill` and `run_batch` all run on it.
+- `run_batch(instances_csv, out, jobs=...)` checks a VNN-COMP instance
+  list, each instance as `verify_vnnlib` does, and appends one durable
+  `ResultRow` per finished instance to a results file it resumes from
+  (`BatchRun`, `BatchSummary`; `_batch`, the list in `_instances`, the
+  file in `_results_file`).
 
 Importing this package needs neither maraboupy nor z3; the back-ends
 import them when called.
 """
 
+from ._batch import run_batch
 from ._box_batch import prove_boxes
 from ._budget import WALL_CLOCK_GUARD, WorkBudget
 from ._certificate import write_cell_certificate, write_certificate
@@ -67,10 +75,10 @@ from ._pool import pool_for, single_threaded_blas
 from ._property import Conjunction, Property, chosen_conjunction
 from ._recheck import RECHECK_OUTCOMES, recheck_folder
 from ._report import InputNaming, model_summary, spec_summary, write_report
-from ._run import check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_answer
+from ._run import check_network_fits_spec, verify_spec, verify_vnnlib, vnncomp_result
 from ._smtlib import smtlib_text, write_proof_query
 from ._spec_properties import spec_properties
-from ._vnnlib import format_vnncomp_result, parse_vnnlib
+from ._vnnlib import parse_vnnlib
 from ._z3 import SharedPrefix, solve_text
 
 __all__ = [
@@ -89,7 +97,6 @@ __all__ = [
     "exact_decimal",
     "exact_outputs",
     "falsify",
-    "format_vnncomp_result",
     "is_installed",
     "missing_solver",
     "model_summary",
@@ -97,6 +104,7 @@ __all__ = [
     "pool_for",
     "prove_boxes",
     "recheck_folder",
+    "run_batch",
     "single_threaded_blas",
     "smtlib_text",
     "solve_text",
@@ -104,7 +112,7 @@ __all__ = [
     "spec_summary",
     "verify_spec",
     "verify_vnnlib",
-    "vnncomp_answer",
+    "vnncomp_result",
     "write_cell_certificate",
     "write_certificate",
     "write_proof_query",

@@ -24,8 +24,11 @@ Invariants, which both callers rely on:
   these are many small products, and on a shared two-core machine
   OpenBLAS's own threads made them 10-25x slower (measured).
 
-This is also where a distributed back-end would plug in: anything with
-`has_room`, `submit`, `running`, `idle`, `next` and `close` will do.
+`WorkerPool` writes that interface down: a distributed back-end (Ray)
+plugs in by implementing it, and every caller takes a pool of this shape,
+so none of them depends on which back-end runs its tasks. Tasks, contexts
+and answers are plain picklable values, and no caller may depend on the
+order in which answers come back.
 """
 
 from __future__ import annotations
@@ -38,16 +41,52 @@ import queue
 import signal
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Protocol
 
 from certfsm import EngineError
 
 Work = Callable[[Any, Any], Any]
 
+
+class WorkerPool(Protocol):
+    """What every back-end of the pool offers (`InlinePool`, `ProcessPool`; a distributed one later).
+
+    ``work(context, task)`` runs for each submitted task somewhere; its
+    answer comes back from `next` as ``(kind, task, answer)``, in whatever
+    order the tasks finish. A failed task raises EngineError from `next`.
+    """
+
+    jobs: int
+
+    def has_room(self) -> bool:
+        """Whether one more task may be submitted now (False once the bounded backlog is full)."""
+        ...
+
+    def submit(self, kind: str, task: Any) -> None:
+        """Start ``work(context, task)``; `kind` tags it for `running`, `idle` and the answer."""
+        ...
+
+    def running(self, kind: str) -> bool:
+        """Whether a task of `kind` is in flight."""
+        ...
+
+    def idle(self, kinds: Iterable[str] | None = None) -> bool:
+        """Whether no task (of the given kinds) is in flight or waiting to be taken back."""
+        ...
+
+    def next(self, seconds: float | None = None) -> tuple[str, Any, Any] | None:
+        """The next finished ``(kind, task, answer)``, waiting at most `seconds` (None: until one comes)."""
+        ...
+
+    def close(self) -> None:
+        """Stop every task still running, at once; the pool is unusable afterwards."""
+        ...
+
+
 _WORKER: tuple = ()
 
 
-def pool_for(jobs: int, work: Work, context, *, name: str, spawn: bool = False, backlog: int = 1):
+def pool_for(jobs: int, work: Work, context, *, name: str, spawn: bool = False, backlog: int = 1) -> WorkerPool:
     """Worker processes when `jobs` > 1 and the platform can fork (or, with `spawn`, spawn), else inline.
 
     `name` says whose workers they are in the error a failed task raises.

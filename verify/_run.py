@@ -89,6 +89,23 @@ def vnncomp_answer(results: list[Result]) -> str:
     return "unknown"
 
 
+def vnncomp_result(run: VerifyRun) -> tuple[str, str]:
+    """(answer, result-file text) of a VNN-LIB run, in VNN-COMP's words (`vnncomp_answer`).
+
+    The text is what VNN-COMP's result file holds (no trailing newline):
+    the answer alone, or ``sat`` followed by the witness of the first
+    violated input box. `certfsm vnnlib` and `vnnlib-batch` both write it
+    through here, so a batch row means what the single command prints.
+    """
+    from ._vnnlib import format_vnncomp_result
+
+    answer = vnncomp_answer(run.results)
+    witness = next((r for r in run.results if r.verdict == VIOLATED), None)
+    if witness is None:
+        return answer, format_vnncomp_result(answer)
+    return answer, format_vnncomp_result(answer, witness.counterexample, witness.outputs)
+
+
 def verify_vnnlib(onnx_path, vnnlib_path, *, engine="auto", timeout=116.0, jobs=None, on_progress=None) -> VerifyRun:
     """Check one VNN-LIB instance; the timeout covers the whole instance."""
     from certfsm import load_onnx

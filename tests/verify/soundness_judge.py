@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 import soundness_oracle as oracle
-from certfsm.verify import verify_vnnlib, vnncomp_answer
+from certfsm.verify import verify_vnnlib
+from certfsm.verify._run import vnncomp_answer
 from certfsm import VIOLATED
 from certfsm.verify._engines import ENGINE_REGISTRY
 
