@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,7 +105,11 @@ def test_certificates_of_generated_networks_check(tmp_path, seed):
 
 
 def _proof(document):
-    return document["properties"][0]["proofs"][0]
+    return document["proofs"][document["properties"][0]["proofs"][0]]
+
+
+def _unsafe(document):
+    return document["unsafe_sets"][document["properties"][0]["unsafe"]]
 
 
 def _split_tree(tmp_path):
@@ -159,10 +164,45 @@ def test_a_swapped_constant_is_refused_naming_a_leaf(tmp_path):
     model, cert = _split_tree(tmp_path)
 
     def swap(document):
-        row = document["properties"][0]["property"]["unsafe"][0][0]
+        row = _unsafe(document)[0][0]
         row["rhs"] = str(float(row["rhs"]) + 1.0)
 
     _refused(_rewrite(cert, swap), model, "leaf")
+
+
+def _another_format(document):
+    document["certfsm_certificate"] = 1
+    return "{file}: certfsm_certificate=1, this checker reads format 2; write the certificate again with this certfsm"
+
+
+def _a_dangling_unsafe_set(document):
+    document["properties"][0]["unsafe"] = 7
+    return "property {name}: unsafe=7 names no entry of unsafe_sets (it has 1); give an index into it"
+
+
+def _a_dangling_proof(document):
+    document["properties"][0]["proofs"][-1] = len(document["proofs"])
+    return f"property {{name}}: proofs={len(document['proofs'])} names no entry of proofs"
+
+
+def _a_shared_proof_out_of_order(document):
+    shared = document["properties"][0]["proofs"][0]
+    document["proofs"][shared]["tree"] = [["leaf", 1]]
+    return f"proofs[{shared}].tree[0] names leaf 1, expected 0 (pre-order)"
+
+
+@pytest.mark.parametrize(
+    "change", [_another_format, _a_dangling_unsafe_set, _a_dangling_proof, _a_shared_proof_out_of_order]
+)
+def test_a_certificate_of_another_format_or_with_a_bad_reference_is_refused_naming_the_field(tmp_path, change):
+    model, cert = _proved(tmp_path)
+    document = json.loads(cert.read_text())
+    pattern = change(document)
+    mutated = cert.with_name("mutated.cert.json")
+    mutated.write_text(json.dumps(document))
+    message = pattern.format(file=mutated, name=document["properties"][0]["name"])
+    with pytest.raises(CertificateError, match="^" + re.escape(message)):
+        check_certificate(mutated, model)
 
 
 def test_a_changed_weight_is_refused(tmp_path):
@@ -240,7 +280,7 @@ def test_a_z3_leaf_of_a_false_claim_is_refused_naming_the_leaf(tmp_path):
         leaves = _proof(document)["leaves"]
         recorded = next(leaf for leaf in leaves if "z3" in leaf)
         leaves[:] = [recorded] * len(leaves)
-        document["properties"][0]["property"]["unsafe"][0][0]["rhs"] = "1000"
+        _unsafe(document)[0][0]["rhs"] = "1000"
 
     _refused(_rewrite(cert, falsify), model, "leaf 0 ")
     _refused(_rewrite(cert, falsify), model, "z3 answers sat")
