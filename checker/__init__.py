@@ -14,7 +14,7 @@ Soundness argument. A property says: no x in the box B (exact rational
 bounds) has outputs in the unsafe set, a union of disjuncts D_k, each a
 conjunction of rows ``a . y <= b`` (``<`` when strict). It holds when,
 for every k, no x in B reaches D_k. For each k the certificate gives a
-tree; `_nodes` re-derives each node's box from B and the splits,
+tree; `_tree` re-derives each node's box from B and the splits,
 refuses a threshold not strictly inside its node, and the children of a
 node are ``x_i < t`` and ``x_i >= t``, so the leaves partition B; each
 leaf's closed box, rounded outward to floats, contains the leaf. On each
@@ -43,7 +43,6 @@ things they are computed from, so equal keys have equal bounds.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -55,14 +54,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ._arith import ModelError, forward, lower_bound, read_model
+from ._arith import ModelError, forward, hidden_widths, lower_bound, read_model
 from ._exact import z3_refutes
 
 __all__ = ["CertificateError", "Checked", "check_certificate", "check_report"]
 
 FORMAT_VERSION = 2
 _CHUNK = 2048
-_Z3_SECONDS = 300.0
 _SLOPE_CODES = {"adaptive": np.nan, "zero": 0.0, "one": 1.0, "parallel": -1.0}
 _GAMMA = 2.0**-52
 
@@ -116,56 +114,39 @@ def _disjunct(rows, where: str) -> tuple | str:
     return rows, A, b_up, at_zero
 
 
-def _shape(tree, count: int, where: str) -> list:
-    """A proof's tree in pre-order, each node ("leaf", k) or ("split", input, exact threshold), refused unless it is
-    one tree whose leaves are numbered 0 .. count - 1 in order."""
+def _tree(tree, count: int, low: list, high: list, where: str) -> list:
+    """Each node of a proof's tree laid on the closed box [low, high], in pre-order, as (low, high, parent, leaf
+    number or None); refused unless it is one tree with leaves 0 .. count - 1 in order, each threshold strictly
+    inside its node on its input (so the leaves partition the box and none is empty)."""
     if not isinstance(tree, list) or not tree:
         raise CertificateError(f"{where}.tree is not a non-empty list of nodes")
-    shape, open_children, leaves = [], 1, 0
+    nodes, stack, leaves = [], [(low, high, -1)], 0
     for j, node in enumerate(tree):
         at = f"{where}.tree[{j}]"
-        if not open_children:
+        if not stack:
             raise CertificateError(f"{at} follows a complete tree; drop it")
+        node_low, node_high, parent = stack.pop()
         if isinstance(node, list) and len(node) == 2 and node[0] == "leaf":
             if node[1] != leaves:
                 raise CertificateError(f"{at} names leaf {node[1]!r}, expected {leaves} (pre-order)")
-            shape.append(("leaf", leaves))
-            open_children, leaves = open_children - 1, leaves + 1
+            nodes.append((node_low, node_high, parent, leaves))
+            leaves += 1
             continue
         if not (isinstance(node, list) and len(node) == 3 and node[0] == "split"):
             raise CertificateError(f"{at}={node!r} is not a node")
-        _, dim, threshold = node
-        if type(dim) is not int or dim < 0 or type(threshold) is not float or not math.isfinite(threshold):
-            raise CertificateError(f"{at}: the input must be an index and the threshold a finite float")
-        shape.append(("split", dim, Fraction(threshold)))
-        open_children += 1
-    if open_children:
+        _, dim, t = node
+        if type(dim) is not int or not 0 <= dim < len(low) or type(t) is not float or not math.isfinite(t):
+            raise CertificateError(f"{at}: the input must be an index below {len(low)} and the threshold a float")
+        if not node_low[dim] < Fraction(t) < node_high[dim]:
+            raise CertificateError(f"{at}: threshold {t!r} is not strictly inside its node on input {dim}")
+        low_high, high_low = list(node_high), list(node_low)
+        low_high[dim] = high_low[dim] = Fraction(t)
+        nodes.append((node_low, node_high, parent, None))
+        stack += [(high_low, node_high, len(nodes) - 1), (node_low, low_high, len(nodes) - 1)]
+    if stack:
         raise CertificateError(f"{where}.tree ends before its tree is complete")
     if leaves != count:
         raise CertificateError(f"{where}: the tree has {leaves} leaves but {count} are listed")
-    return shape
-
-
-def _nodes(shape, low: list, high: list, where: str) -> list:
-    """Each node of the tree over the closed box [low, high] as (low, high, parent, leaf number or None), in
-    pre-order; refuses a threshold not strictly inside its node (so that no leaf is empty)."""
-    nodes, stack = [], [(low, high, -1)]
-    for j, node in enumerate(shape):
-        node_low, node_high, parent = stack.pop()
-        if node[0] == "leaf":
-            nodes.append((node_low, node_high, parent, node[1]))
-            continue
-        _, dim, t = node
-        if dim >= len(low):
-            raise CertificateError(f"{where}.tree[{j}]: input {dim} is not one of the box's {len(low)}")
-        if not node_low[dim] < t < node_high[dim]:
-            raise CertificateError(
-                f"{where}.tree[{j}]: threshold {float(t)!r} is not strictly inside its node on input {dim}"
-            )
-        low_high, high_low = list(node_high), list(node_low)
-        low_high[dim], high_low[dim] = t, t
-        nodes.append((node_low, node_high, parent, None))
-        stack += [(high_low, node_high, len(nodes) - 1), (node_low, low_high, len(nodes) - 1)]
     return nodes
 
 
@@ -201,13 +182,7 @@ def _objectives(disjunct, leaves, n_hidden: int, where: str) -> tuple:
 def _refuted(ops, lows, highs, objective, error, rhs, strict_enough, codes) -> tuple:
     """(refuted, bound) per box: a lower bound of ``w . (A y - b)`` over it (see `_objectives`) and whether it
     refutes the disjunct."""
-    offsets = np.cumsum([0] + [lows[i].shape[1] for i, op in enumerate(ops) if op[0] == "relu"])
-
-    def slopes(relu, low, high, parallel):
-        given = codes[:, offsets[relu] : offsets[relu + 1]]
-        return np.where(np.isnan(given), (high > -low).astype(np.float64), np.where(given == -1.0, parallel, given))
-
-    bound = lower_bound(ops, lows, highs, len(ops), objective, np.arange(len(objective)), (slopes,))[0]
+    bound = lower_bound(ops, lows, highs, len(ops), objective, np.arange(len(objective)), (codes,))[0]
     magnitude = np.maximum(np.abs(lows[-1]), np.abs(highs[-1]))
     bound = np.nextafter(bound - np.nextafter(np.sum(error * magnitude, axis=1) * 1.01, np.inf), -np.inf)
     bound = np.nextafter(bound - rhs, -np.inf)
@@ -232,29 +207,26 @@ class _Plan:
         return at
 
 
-def _index(value, size: int, where: str, table: str) -> int:
-    if type(value) is not int or not 0 <= value < size:
-        raise CertificateError(f"{where}={value!r} names no entry of {table} (it has {size}); give an index into it")
-    return value
-
-
 def _plan(document, n_hidden: int) -> tuple:
-    """(the plan, failures found on reading, leaves, property names); each shared unsafe set, tree and evidence is
-    read once, and each tree is laid on the box of every property that uses it."""
+    """(the plan, failures found on reading, leaves, property names); each shared unsafe set and evidence is read
+    once, and each tree is laid on the box of every property that uses it."""
     sets = [
         [_disjunct(rows, f"unsafe_sets[{u}][{k}]") for k, rows in enumerate(disjuncts)]
         for u, disjuncts in enumerate(document["unsafe_sets"])
     ]
-    proofs, shapes, bases, table, plan, failures, leaves, names = document["proofs"], {}, {}, [], _Plan(), [], 0, []
-    rows = 0
+    proofs, bases, table, rows, plan, failures, leaves, names = document["proofs"], {}, [], 0, _Plan(), [], 0, []
     for p, entry in enumerate(document["properties"]):
         names.append(entry["name"])
         where = f"property {entry['name']}"
         bounds = [(_number(lo, f"{where}: inputs"), _number(hi, f"{where}: inputs")) for lo, hi in entry["inputs"]]
         whole = [lo[0] for lo, _ in bounds], [hi[0] for _, hi in bounds]
         root = plan.add_node(tuple(lo[1] for lo, _ in bounds), tuple(hi[2] for _, hi in bounds), -1, False)
-        u = _index(entry["unsafe"], len(sets), f"{where}: unsafe", "unsafe_sets")
-        refs = [_index(j, len(proofs), f"{where}: proofs", "proofs") for j in entry["proofs"]]
+        u, refs = entry["unsafe"], entry["proofs"]
+        for key, value, table_name, size in [("unsafe", u, "unsafe_sets", len(sets))] + [
+            ("proofs", j, "proofs", len(proofs)) for j in refs
+        ]:
+            if type(value) is not int or not 0 <= value < size:
+                raise CertificateError(f"{where}: {key}={value!r} names no entry of {table_name} (it has {size})")
         if len(refs) != len(sets[u]):
             failures.append(((p, -1, 0, 0), None, f"{len(sets[u])} disjuncts, {len(refs)} proofs"))
             continue
@@ -262,25 +234,20 @@ def _plan(document, n_hidden: int) -> tuple:
             if isinstance(sets[u][k], str):
                 failures.append(((p, k, 0, 0), None, sets[u][k]))
                 continue
-            if j not in shapes:
-                evidence = proofs[j]["leaves"]
-                is_z3 = [isinstance(e, dict) and set(e) == {"z3"} for e in evidence]
-                shapes[j] = _shape(proofs[j]["tree"], len(evidence), f"proofs[{j}]"), evidence, is_z3
-            shape, evidence, is_z3 = shapes[j]
+            evidence = proofs[j]["leaves"]
             if (u, k, j) not in bases:
-                bases[u, k, j] = rows
+                bases[u, k, j], rows = rows, rows + len(evidence)
                 table.append(_objectives(sets[u][k], evidence, n_hidden, f"proofs[{j}]"))
-                rows += len(evidence)
             at = [(root, whole)]
-            if len(shape) > 1:
+            if proofs[j]["tree"] != [["leaf", 0]] or len(evidence) != 1:
                 ids, at = [], []
-                for low, high, parent, leaf in _nodes(shape, *whole, f"{where}, disjunct {k}"):
+                for low, high, parent, leaf in _tree(proofs[j]["tree"], len(evidence), *whole, f"{where}: proofs[{j}]"):
                     outward = tuple(_read_number(v)[1] for v in low), tuple(_read_number(v)[2] for v in high)
                     ids.append(plan.add_node(*outward, ids[parent] if parent >= 0 else -1, leaf is None))
                     at += [(ids[-1], (low, high))] if leaf is not None else []
             leaves += len(at)
             for leaf, (node, box) in enumerate(at):
-                if is_z3[leaf]:
+                if "z3" in evidence[leaf]:  # each leaf is {"z3": ...} or {"bounds": ...} (`_objectives`)
                     plan.z3.append(((p, k, 2, leaf), node, evidence[leaf], sets[u][k][0], box))
                 else:
                     plan.order.append((p, k, 1, leaf)), plan.node.append(node), plan.box.append(box)
@@ -334,42 +301,22 @@ def _first_bounds_failure(ops, plan: _Plan, node_bounds: tuple) -> tuple | None:
     return None
 
 
-def _z3_leaf(leaf, folder: Path, ops, rows, box, lows, highs) -> str:
-    try:
-        name, sha = str(leaf["z3"]["file"]), leaf["z3"]["sha256"]
-        data = (folder / name).read_bytes()
-    except (OSError, KeyError, TypeError):
-        data, name, sha = b"", "?", "?"
-    if hashlib.sha256(data).hexdigest() != sha:
-        return f"its query file {name} is missing or changed"
-    return z3_refutes(ops, rows, *box, lows, highs, _Z3_SECONDS)
-
-
-def _box_text(box) -> str:
-    return ", ".join(f"x{i} in [{float(lo):.9g}, {float(hi):.9g}]" for i, (lo, hi) in enumerate(zip(*box)))
-
-
 def check_certificate(path, model) -> Checked:
     """Check the certificate at `path` against the ONNX file `model` (see the module docstring)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        limits = contextlib.nullcontext()
-    else:
-        limits = threadpool_limits(limits=1, user_api="blas")
-    with limits:
+        return _check_certificate(Path(path), Path(model))
+    with threadpool_limits(limits=1, user_api="blas"):
         return _check_certificate(Path(path), Path(model))
 
 
 def _check_certificate(path: Path, model: Path) -> Checked:
     started = time.monotonic()
     try:
-        document = json.loads(path.read_text())
-        sha = hashlib.sha256(model.read_bytes()).hexdigest()
+        document, sha = json.loads(path.read_text()), hashlib.sha256(model.read_bytes()).hexdigest()
     except (OSError, ValueError) as error:
-        raise CertificateError(
-            f"{path}: cannot read it or its model {model} ({error}); give a certificate and its model"
-        ) from None
+        raise CertificateError(f"{path}: cannot read it or its model {model} ({error}); give both") from None
     version = document.get("certfsm_certificate") if isinstance(document, dict) else None
     if version != FORMAT_VERSION:
         raise CertificateError(
@@ -377,45 +324,41 @@ def _check_certificate(path: Path, model: Path) -> Checked:
             "certificate again with this certfsm (verify --report, vnnlib --certificate or distill --report)"
         )
     if document.get("network_sha256") != sha:
-        failure = (
-            f"{path}: the model {model} has SHA-256 {sha}, the certificate is about {document.get('network_sha256')}"
-        )
-        return Checked(str(path), False, 0, time.monotonic() - started, failure)
+        why = f"{path}: the model {model} has SHA-256 {sha}, the certificate is about {document.get('network_sha256')}"
+        return Checked(str(path), False, 0, time.monotonic() - started, why)
     try:
         ops = read_model(model)
-    except ModelError as error:
-        raise CertificateError(str(error)) from None
-    width = n_hidden = 0
-    for op in ops:
-        width = op[1].shape[1] if op[0] == "matmul" else width
-        n_hidden += width if op[0] == "relu" else 0
-    try:
-        plan, failures, leaves, names = _plan(document, n_hidden)
+        plan, failures, leaves, names = _plan(document, sum(hidden_widths(ops)))
         node_bounds = _bounds(ops, plan) if plan.low else None
         found = _first_bounds_failure(ops, plan, node_bounds) if plan.node else None
-    except CertificateError:
-        raise
     except (KeyError, TypeError, IndexError, ValueError) as error:
+        if isinstance(error, (CertificateError, ModelError)):
+            raise CertificateError(str(error)) from None
         raise CertificateError(
             f"{path}: a field is missing or of the wrong kind ({error!r}); write it as certfsm does"
         ) from None
     if found is not None:
         why = f"its bound is {found[1]:.6g}, which does not refute the disjunct"
         failures.append((plan.order[found[0]], plan.box[found[0]], why))
-    first = min(failures, default=None, key=lambda f: f[0])
-    for order, node, leaf, rows, box in plan.z3:
+    first = min(failures, default=None, key=lambda failure: failure[0])
+    for order, node, leaf, rows, box in plan.z3:  # in the certificate's order, up to its first other failure
         if first is not None and order > first[0]:
             break
-        why = _z3_leaf(leaf, path.parent, ops, rows, box, *([a[node] for a in side] for side in node_bounds[2:]))
+        why = z3_refutes(leaf, path.parent, ops, rows, box, *([a[node] for a in side] for side in node_bounds[2:]))
         if why:
             first = (order, box, why)
             break
-    failure = ""
-    if first is not None:
-        (p, k, _, leaf), box, why = first
-        failure = f"property {names[p]}" + (f", disjunct {k}" if k >= 0 else "")
-        failure += (f", leaf {leaf} ({_box_text(box)})" if box is not None else "") + f": {why}"
-    return Checked(str(path), not failure, leaves, time.monotonic() - started, failure)
+    if first is None:
+        return Checked(str(path), True, leaves, time.monotonic() - started)
+    (p, k, _, leaf), box, why = first
+    where = f"property {names[p]}" + (f", disjunct {k}" if k >= 0 else "")
+    if box is not None:
+        where += (
+            f", leaf {leaf} ("
+            + ", ".join(f"x{i} in [{float(a):.9g}, {float(b):.9g}]" for i, (a, b) in enumerate(zip(*box)))
+            + ")"
+        )
+    return Checked(str(path), False, leaves, time.monotonic() - started, f"{where}: {why}")
 
 
 def check_report(folder) -> list[Checked]:

@@ -177,7 +177,7 @@ def _another_format(document):
 
 def _a_dangling_unsafe_set(document):
     document["properties"][0]["unsafe"] = 7
-    return "property {name}: unsafe=7 names no entry of unsafe_sets (it has 1); give an index into it"
+    return "property {name}: unsafe=7 names no entry of unsafe_sets (it has 1)"
 
 
 def _a_dangling_proof(document):
@@ -188,7 +188,7 @@ def _a_dangling_proof(document):
 def _a_shared_proof_out_of_order(document):
     shared = document["properties"][0]["proofs"][0]
     document["proofs"][shared]["tree"] = [["leaf", 1]]
-    return f"proofs[{shared}].tree[0] names leaf 1, expected 0 (pre-order)"
+    return f"property {{name}}: proofs[{shared}].tree[0] names leaf 1, expected 0 (pre-order)"
 
 
 @pytest.mark.parametrize(
