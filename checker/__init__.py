@@ -243,7 +243,9 @@ def _plan(document, n_hidden: int) -> tuple:
                 ids, at = [], []
                 for low, high, parent, leaf in _tree(proofs[j]["tree"], len(evidence), *whole, f"{where}: proofs[{j}]"):
                     outward = tuple(_read_number(v)[1] for v in low), tuple(_read_number(v)[2] for v in high)
-                    ids.append(plan.add_node(*outward, ids[parent] if parent >= 0 else -1, leaf is None))
+                    ids.append(
+                        plan.add_node(*outward, ids[parent] if parent >= 0 else -1, leaf is None and parent >= 0)
+                    )
                     at += [(ids[-1], (low, high))] if leaf is not None else []
             leaves += len(at)
             for leaf, (node, box) in enumerate(at):
@@ -260,9 +262,10 @@ def _plan(document, n_hidden: int) -> tuple:
 def _bounds(ops, plan: _Plan) -> tuple:
     """Each node's box rounded outward, and its bounds computed level by level down the trees, each intersected
     with its parent's (sound: the parent's box contains the child's). A node is bounded as the prover bounds a box:
-    with the adaptive slopes alone, then, for an inner node, with every slope choice, intersected (tighter bounds
-    below a layer can change its adaptive slopes and leave it looser); a leaf gets the second pass only where its
-    evidence needs it (`_first_bounds_failure`)."""
+    with the adaptive slopes alone, then, for an inner node below the root, with every slope choice, intersected
+    (the prover tightens the boxes it keeps splitting, not the one it starts from; and tighter bounds below a layer
+    can change its adaptive or parallel slopes and leave a child looser, so the checker follows it); a leaf gets the
+    second pass only where its evidence needs it (`_first_bounds_failure`)."""
     low, high, parent = np.array(plan.low), np.array(plan.high), np.array(plan.parent)
     depth, inner = np.array(plan.depth), np.array(plan.inner)
     lows = highs = None

@@ -321,3 +321,34 @@ def test_certificates_of_acasxu_unsat_instances_check(tmp_path, net, prop):
     assert write_certificate(cert, network, properties, results)
     outcome = check_certificate(cert, model)
     assert outcome.ok, outcome.failure
+
+
+def test_a_leaf_that_closed_on_bounds_inherited_from_the_untightened_root_box_checks(tmp_path):
+    """The prover tightens the hidden bounds of the boxes it keeps splitting (every slope choice), not those of the
+    box it starts from, and a leaf bounded from the tighter ones can come out looser (the parallel slopes change):
+    this cell of the example's grid with its first two inputs' bins cut finer has such a leaf (x1 >= 70.25), whose
+    bound from the root's first pass refutes and from its second does not, so the checker gives the root the first
+    pass alone, as the prover does."""
+    from fractions import Fraction
+
+    from certfsm import load_spec
+    from certfsm.examples import example_spec_path
+    from certfsm.fsm._cell_problem import _problem
+    from certfsm.verify import write_cell_certificate
+    from certfsm.verify._box_batch import prove_boxes
+
+    spec = load_spec(example_spec_path("coadapt"))
+    model = example_spec_path("coadapt").with_name("coadapt.onnx")
+    network = load_onnx(model)
+    lower = tuple(map(Fraction, ("75.921875", "67", "61.5", "75.5", "38")))
+    upper = tuple(map(Fraction, ("79.828125", "73.5", "100", "85", "42")))
+    prop = _problem(spec, network).decision_property("the cell", lower, upper, spec.outputs.index("KEEP"))
+    proved = prove_boxes(network, prop, np.array([prop.lower]), np.array([prop.upper]), record=True)
+    assert proved.proved[0]
+    cert = tmp_path / "cell.cert.json"
+    assert write_cell_certificate(cert, network, [("the cell", prop, proved.proofs[0])])[1] == 1
+    document = json.loads(cert.read_text())
+    trees = [document["proofs"][j]["tree"] for j in document["properties"][0]["proofs"]]
+    assert ["split", 1, 70.25] in [node for tree in trees for node in tree]
+    outcome = check_certificate(cert, model)
+    assert outcome.ok, outcome.failure
