@@ -67,10 +67,7 @@ def _sum_up(x):
 
 def _dot_low(a, b):
     """A lower bound of the exact row-wise dot products of a and b (both (..., n), or b (n,))."""
-    if b.ndim == 1:
-        value, size = a @ b, np.abs(a) @ np.abs(b)
-    else:
-        value, size = np.einsum("...n,...n->...", a, b), np.einsum("...n,...n->...", np.abs(a), np.abs(b))
+    value, size = np.einsum("...n,...n->...", a, b), np.einsum("...n,...n->...", np.abs(a), np.abs(b))
     n = a.shape[-1]
     return _down(value - _up(size * ((n + 3) * _HALF_ULP) + (n + 1) * _TINY))
 
@@ -130,13 +127,10 @@ def read_model(path) -> list[tuple]:
 
 def hidden_widths(ops) -> list[int]:
     """The width of each ReLU, in order: that of the product before it."""
-    widths, width = [], None
-    for op in ops:
-        width = op[1].shape[1] if op[0] == "matmul" else width
-        if op[0] == "relu" and width is None:
-            raise ModelError("a Relu before any MatMul or Gemm is not read by this checker")
-        widths += [width] if op[0] == "relu" else []
-    return widths
+    products = [i for i, op in enumerate(ops) if op[0] == "matmul"]
+    if any(op[0] == "relu" for op in ops[: products[0] if products else len(ops)]):
+        raise ModelError("a Relu before any MatMul or Gemm is not read by this checker")
+    return [ops[max(j for j in products if j < i)][1].shape[1] for i, op in enumerate(ops) if op[0] == "relu"]
 
 
 SLOPES = (0.0, 1.0, -1.0)

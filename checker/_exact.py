@@ -47,13 +47,10 @@ def z3_refutes(leaf, folder, ops, rows, box, lows, highs, seconds: float = 300.0
     for value, lo, hi in zip(values, *box):
         solver.add(_exact(z3, lo) <= value, value <= _exact(z3, hi))
     for index, op in enumerate(ops):
-        if op[0] == "matmul":
-            weights = op[1]
-            sums = []
-            for j in range(weights.shape[1]):
-                terms = [_exact(z3, w) * v for w, v in zip(weights[:, j], values) if w != 0.0]
-                sums.append(z3.Sum(terms) if terms else z3.RealVal(0))
-            values = sums
+        if op[0] == "matmul":  # a zero weight adds no term; an empty sum is 0
+            values = [
+                z3.Sum([z3.RealVal(0)] + [_exact(z3, w) * v for w, v in zip(column, values) if w]) for column in op[1].T
+            ]
         elif op[0] == "add":
             values = [v + _exact(z3, c) for v, c in zip(values, op[1])]
         elif op[0] in ("mul", "div"):
