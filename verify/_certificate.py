@@ -307,6 +307,7 @@ def _queries_folder(path: Path) -> str:
 def _write(path: Path, network, entries: list[dict], files: dict[str, str]) -> str:
     """Write the query files, then the certificate over `entries`; the certificate's SHA-256."""
     data = certificate_bytes(network, entries)
+    path.parent.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
         (path.parent / name).write_text(text)

@@ -297,6 +297,18 @@ def test_the_certificates_of_a_spec_report_check(tmp_path):
     assert len(outcomes) == 6 and all(o.ok for o in outcomes), [o.failure for o in outcomes]
 
 
+def test_vnnlib_writes_its_certificate_into_a_new_folder_and_it_checks(tmp_path):
+    """The VNN-COMP-style writer (`vnnlib --certificate`) makes the certificate's folder, as the report writers do."""
+    from cli_in_process import run_main
+
+    model, _ = _proved(tmp_path)
+    cert = tmp_path / "new" / "folder" / "p.cert.json"
+    code, out, err = run_main("vnnlib", model, tmp_path / "p.vnnlib", "--certificate", cert, "--engine", "bounds")
+    assert code == 0 and cert.exists(), out + err
+    outcome = check_certificate(cert, model)
+    assert outcome.ok and outcome.leaves >= 1, outcome.failure
+
+
 def test_the_checker_imports_nothing_of_certfsm():
     for source in (ROOT / "checker").glob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):
