@@ -229,8 +229,9 @@ def lower_bound(ops, lows, highs, node, coef, owner, slopes):
     `slopes`: a tuple of slope codes, each a number or a (B, hidden
     neurons) array of them: NaN adaptive (1 where u > -l, else 0), -1
     parallel (u / (u - l)), else the slope itself; every slope is clipped
-    to [0, 1] (see the module docstring). The rounding costs of a ReLU and of the product below it are charged together,
-    since the coefficients between them do not change.
+    to [0, 1] (see the module docstring). The rounding costs of a ReLU
+    and of the product below it are charged together, since the
+    coefficients between them do not change.
     """
     found, count = _relaxations(ops, lows, highs, node, slopes), lows[0].shape[0]
     rows = coef.shape[0]
