@@ -338,23 +338,21 @@ def test_certificates_of_acasxu_unsat_instances_check(tmp_path, net, prop):
 def test_a_leaf_that_closed_on_bounds_inherited_from_the_untightened_root_box_checks(tmp_path):
     """The prover tightens the hidden bounds of the boxes it keeps splitting (every slope choice), not those of the
     box it starts from, and a leaf bounded from the tighter ones can come out looser (the parallel slopes change):
-    this cell of the example's grid with its first two inputs' bins cut finer has such a leaf (x1 >= 70.25), whose
-    bound from the root's first pass refutes and from its second does not, so the checker gives the root the first
-    pass alone, as the prover does."""
-    from fractions import Fraction
-
-    from certfsm import load_spec
+    on this cell of the example's grid with its first two inputs' bins cut finer, "the decision is KEEP" has such a
+    leaf (x1 >= 70.25), whose bound from the root's first pass refutes and from its second does not, so the checker
+    gives the root the first pass alone, as the prover does."""
     from certfsm.examples import example_spec_path
-    from certfsm.fsm._cell_problem import _problem
-    from certfsm.verify import write_cell_certificate
-    from certfsm.verify._box_batch import prove_boxes
+    from certfsm.verify import prove_boxes, write_cell_certificate
 
-    spec = load_spec(example_spec_path("coadapt"))
     model = example_spec_path("coadapt").with_name("coadapt.onnx")
     network = load_onnx(model)
-    lower = tuple(map(Fraction, ("75.921875", "67", "61.5", "75.5", "38")))
-    upper = tuple(map(Fraction, ("79.828125", "73.5", "100", "85", "42")))
-    prop = _problem(spec, network).decision_property("the cell", lower, upper, spec.outputs.index("KEEP"))
+    box = [("75.921875", "79.828125"), ("67", "73.5"), ("61.5", "100"), ("75.5", "85"), ("38", "42")]
+    text = "".join(f"(declare-const X_{i} Real)\n" for i in range(5))
+    text += "".join(f"(declare-const Y_{i} Real)\n" for i in range(5))
+    text += "".join(f"(assert (>= X_{i} {lo}))\n(assert (<= X_{i} {hi}))\n" for i, (lo, hi) in enumerate(box))
+    wins = ["(and " + " ".join(f"(<= (- Y_{j} Y_{t}) -0.5)" for j in range(5) if j != t) + ")" for t in range(1, 5)]
+    (tmp_path / "keep.vnnlib").write_text(text + f"(assert (or {' '.join(wins)}))\n")  # another token wins by 0.5
+    prop = parse_vnnlib(tmp_path / "keep.vnnlib", n_inputs=5, n_outputs=5)[0]
     proved = prove_boxes(network, prop, np.array([prop.lower]), np.array([prop.upper]), record=True)
     assert proved.proved[0]
     cert = tmp_path / "cell.cert.json"
