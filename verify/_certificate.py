@@ -38,6 +38,10 @@ leaf), and holds:
   ``proofs`` the index in ``proofs`` of the proof of each of its
   disjuncts, in order.
 
+Format 1 wrote each property's unsafe set and proofs inline (and its box
+with open ends); the checker reads format 2 alone and refuses another,
+naming the field and asking for the certificate to be written again.
+
 The tree of a disjunct is rebuilt from the boxes on which it closed
 (`_split.Closure`) and the inputs the search halved them on
 (`_split.Cut`): branch and bound halves a box at the float64 midpoint of
