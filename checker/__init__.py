@@ -2,8 +2,7 @@
 
 It imports numpy and onnx only: nothing of certfsm (docs/design.md, "Box
 trees", "Checking"); threadpoolctl, when installed, only keeps numpy's
-BLAS on one thread while it checks (many small products, which threads
-slow down). The certificate format is stated in
+BLAS on one thread while it checks. The certificate format is stated in
 `certfsm.verify._certificate`'s docstring; this package reads it by its
 own code, so a rule stated wrongly on either side shows as a refusal.
 
@@ -15,7 +14,7 @@ Soundness argument. A property says: no x in the box B (exact rational
 bounds) has outputs in the unsafe set, a union of disjuncts D_k, each a
 conjunction of rows ``a . y <= b`` (``<`` when strict). It holds when,
 for every k, no x in B reaches D_k. For each k the certificate gives a
-tree; `_leaf_boxes` re-derives each node's box from B and the splits,
+tree; `_tree` re-derives each node's box from B and the splits,
 refuses a threshold not strictly inside its node, and the children of a
 node are ``x_i < t`` and ``x_i >= t``, so the leaves partition B; each
 leaf's closed box, rounded outward to floats, contains the leaf. On each
@@ -32,6 +31,14 @@ exact rationals written, rounded up. A leaf that Z3 closed is decided
 again by a query this checker builds, in exact rationals
 (`checker._exact`). So D_k is reached on no leaf, hence nowhere in B.
 The network is the file whose SHA-256 the certificate names.
+
+Sharing and batches change how much is computed, not what is checked. A
+property names its unsafe set and the proof of each disjunct by index
+into tables written once; each is checked on that property's own box.
+Bounds are computed for many boxes at once (`_arith` works row by row,
+and its error bounds hold whatever order a product sums in), and a node's
+bounds are kept by its parent node and its box rounded outward, the only
+things they are computed from, so equal keys have equal bounds.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -46,15 +54,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ._arith import ModelError, forward, lower_bound, read_model
+from ._arith import ModelError, forward, hidden_widths, lower_bound, read_model
 from ._exact import z3_refutes
 
 __all__ = ["CertificateError", "Checked", "check_certificate", "check_report"]
 
-FORMAT_VERSION = 1
-_CHUNK = 256
-_Z3_SECONDS = 300.0
+FORMAT_VERSION = 2
+_ROWS = 2**16
+"""Boxes are bounded about this many hidden neurons at a time (2 048 boxes of ACAS Xu's 300 neurons cost 15% more
+CPU than 256, whose temporaries stay in cache; the example's 16 neurons gain from 4 096)."""
 _SLOPE_CODES = {"adaptive": np.nan, "zero": 0.0, "one": 1.0, "parallel": -1.0}
+_GAMMA = 2.0**-52
 
 
 class CertificateError(ValueError):
@@ -72,217 +82,231 @@ class Checked:
     failure: str = ""
 
 
-def _float_down(value: Fraction) -> float:
-    x = float(value)
-    return float(np.nextafter(x, -np.inf)) if Fraction(x) > value else x
-
-
-def _float_up(value: Fraction) -> float:
-    x = float(value)
-    return float(np.nextafter(x, np.inf)) if Fraction(x) < value else x
-
-
-def _rational(text, where: str) -> Fraction:
+def _number(text, where: str) -> tuple:
+    """(exact value, a float at most it, a float at least it) of a number of the certificate."""
     try:
-        return _fraction(text)
-    except (TypeError, ValueError, ZeroDivisionError):
+        return _read_number(text)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
         raise CertificateError(f"{where}={text!r} is not an exact number written as a string") from None
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _fraction(text) -> Fraction:
-    """Fraction(text); a certificate repeats its box bounds and constants many times (an unhashable value raises
-    TypeError here, as Fraction would)."""
-    return Fraction(text)
+def _read_number(text) -> tuple:
+    value = Fraction(text)  # takes what Fraction takes; an unhashable value raises TypeError, as Fraction would
+    x = float(value)
+    exact = Fraction(x)
+    return (
+        value,
+        float(np.nextafter(x, -np.inf)) if exact > value else x,
+        float(np.nextafter(x, np.inf)) if exact < value else x,
+    )
 
 
-def _leaf_boxes(tree, low: list, high: list, count: int, where: str) -> tuple[list, list]:
-    """Each leaf's closed box (exact bounds) in leaf order, and every node as (box, parent node, leaf number or
-    None) in pre-order; refuses anything that is not a tree over the box."""
+def _disjunct(rows, where: str) -> tuple | str:
+    """(rows, A, b rounded up, rows whose bound may reach 0) of a disjunct, or why it cannot be checked."""
+    if not isinstance(rows, list) or not rows:
+        raise CertificateError(f"{where} is not a non-empty list of rows")
+    coefficients = [[_number(c, where)[0] for c in row["coefficients"]] for row in rows]
+    A = np.array([[float(c) for c in row] for row in coefficients], dtype=np.float64)
+    exact_b = [_number(row["rhs"], where) for row in rows]
+    b_up = np.array([b[2] for b in exact_b])
+    at_zero = np.array([bool(row["strict"]) or Fraction(b[2]) > b[0] for row, b in zip(rows, exact_b)])
+    if any(Fraction(float(c)) != c for row in coefficients for c in row):
+        return "a coefficient is not a float64; scale the row"
+    return rows, A, b_up, at_zero
+
+
+def _tree(tree, count: int, low: list, high: list, where: str) -> list:
+    """Each node of a proof's tree laid on the closed box [low, high], in pre-order, as (low, high, parent, leaf
+    number or None); refused unless it is one tree with leaves 0 .. count - 1 in order, each threshold strictly
+    inside its node on its input (so the leaves partition the box and none is empty)."""
     if not isinstance(tree, list) or not tree:
         raise CertificateError(f"{where}.tree is not a non-empty list of nodes")
-    boxes: list = []
-    nodes: list = []
-    stack = [(list(low), list(high), -1)]
+    nodes, stack, leaves = [], [(low, high, -1)], 0
     for j, node in enumerate(tree):
         at = f"{where}.tree[{j}]"
         if not stack:
             raise CertificateError(f"{at} follows a complete tree; drop it")
         node_low, node_high, parent = stack.pop()
         if isinstance(node, list) and len(node) == 2 and node[0] == "leaf":
-            if node[1] != len(boxes):
-                raise CertificateError(f"{at} names leaf {node[1]!r}, expected {len(boxes)} (pre-order)")
-            nodes.append(((node_low, node_high), parent, len(boxes)))
-            boxes.append((node_low, node_high))
+            if node[1] != leaves:
+                raise CertificateError(f"{at} names leaf {node[1]!r}, expected {leaves} (pre-order)")
+            nodes.append((node_low, node_high, parent, leaves))
+            leaves += 1
             continue
         if not (isinstance(node, list) and len(node) == 3 and node[0] == "split"):
             raise CertificateError(f"{at}={node!r} is not a node")
-        _, dim, threshold = node
-        if type(dim) is not int or not 0 <= dim < len(low) or type(threshold) is not float:
-            raise CertificateError(f"{at}: the input must be an index and the threshold a float")
-        t = Fraction(threshold)
-        if not node_low[dim] < t < node_high[dim]:
-            raise CertificateError(f"{at}: threshold {threshold!r} is not strictly inside its node on input {dim}")
+        _, dim, t = node
+        if type(dim) is not int or not 0 <= dim < len(low) or type(t) is not float or not math.isfinite(t):
+            raise CertificateError(f"{at}: the input must be an index below {len(low)} and the threshold a float")
+        if not node_low[dim] < Fraction(t) < node_high[dim]:
+            raise CertificateError(f"{at}: threshold {t!r} is not strictly inside its node on input {dim}")
         low_high, high_low = list(node_high), list(node_low)
-        low_high[dim], high_low[dim] = t, t
-        nodes.append(((node_low, node_high), parent, None))
+        low_high[dim] = high_low[dim] = Fraction(t)
+        nodes.append((node_low, node_high, parent, None))
         stack += [(high_low, node_high, len(nodes) - 1), (node_low, low_high, len(nodes) - 1)]
     if stack:
         raise CertificateError(f"{where}.tree ends before its tree is complete")
-    if len(boxes) != count:
-        raise CertificateError(f"{where}: the tree has {len(boxes)} leaves but {count} leaves are listed")
-    return boxes, nodes
+    if leaves != count:
+        raise CertificateError(f"{where}: the tree has {leaves} leaves but {count} are listed")
+    return nodes
 
 
-def _leaf_bounds(ops, nodes, cache: dict) -> dict:
-    """{leaf number: (lows, highs)} of every node's bounds, computed level by level down the tree, each node's
-    intersected with its parent's (sound: the parent's box contains the child's).
-
-    A node is bounded as the prover bounds a box: with the adaptive slopes
-    alone, then with every slope choice, intersected (tighter bounds below
-    a layer can change its adaptive slopes and leave it looser). A leaf
-    gets the second pass only where its evidence needs it (`_check_disjunct`).
-    `cache`: bounds by exact box, from the certificate's other trees."""
-    depth = []
-    for _, parent, _ in nodes:
-        depth.append(0 if parent < 0 else depth[parent] + 1)
-    done, found = {}, {}
-    for level in range(max(depth) + 1):
-        at = []
-        for j in [j for j, d in enumerate(depth) if d == level]:
-            hit = cache.get((tuple(nodes[j][0][0]), tuple(nodes[j][0][1])))
-            if hit is not None and (hit[1] or nodes[j][2] is not None):
-                done[j] = hit[0]
+def _objectives(disjunct, leaves, n_hidden: int, where: str) -> tuple:
+    """Per leaf of a proof on a disjunct (zeros for a z3 leaf): the objective ``w A`` in float, its rounding error
+    per output, the right-hand side ``w . b`` rounded up, whether a bound of 0 refutes, and the slope codes (NaN
+    adaptive, -1 parallel). The products' errors are bounded as `_arith` bounds them (``(n + 2) 2^-52 |w| |A|``)."""
+    _, A, b_up, at_zero = disjunct
+    weights, codes = np.zeros((len(leaves), len(b_up))), np.full((len(leaves), n_hidden), np.nan)
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, dict) and set(leaf) == {"z3"}:
+            continue
+        if not isinstance(leaf, dict) or set(leaf) != {"bounds"} or not isinstance(leaf["bounds"], dict):
+            raise CertificateError(f"{where}.leaves[{k}] is not a leaf this checker reads ({{'bounds': ...}})")
+        given = leaf["bounds"]
+        try:
+            if "row" in given:
+                weights[k, given["row"]] = 1.0
+                codes[k] = _SLOPE_CODES[given["slopes"]]
             else:
-                at.append(j)
-        for start in range(0, len(at), _CHUNK):
-            part = at[start : start + _CHUNK]
-            lower = np.array([[_float_down(v) for v in nodes[j][0][0]] for j in part])
-            upper = np.array([[_float_up(v) for v in nodes[j][0][1]] for j in part])
-            known = None
-            if level:
-                parents = [nodes[j][1] for j in part]
-                known = tuple(
-                    [np.stack([done[q][side][i] for q in parents]) for i in range(len(ops) + 1)] for side in (0, 1)
-                )
-            lows, highs = forward(ops, lower, upper, (), known)
-            inner = np.array([nodes[j][2] is None for j in part])
-            if inner.any():
-                more = forward(
-                    ops, lower[inner], upper[inner], known=([a[inner] for a in lows], [a[inner] for a in highs])
-                )
-                for a, b in zip(lows + highs, more[0] + more[1]):
-                    a[inner] = b
-            for row, j in enumerate(part):
-                done[j] = ([a[row] for a in lows], [a[row] for a in highs])
-                cache[(tuple(nodes[j][0][0]), tuple(nodes[j][0][1]))] = (done[j], bool(inner[row]))
-        found.update({nodes[j][2]: done[j] for j in done if nodes[j][2] is not None})
-        done = {j: b for j, b in done.items() if depth[j] == level}
-    return found
-
-
-def _evidence(leaf, rows: int, n_hidden: int, where: str) -> tuple:
-    """(row weights (rows,), slope codes (n_hidden,): NaN adaptive, -1 parallel) of one bounds leaf."""
-    if not isinstance(leaf, dict) or set(leaf) != {"bounds"} or not isinstance(leaf["bounds"], dict):
-        raise CertificateError(f"{where} is not a leaf this checker reads ({{'bounds': ...}})")
-    given = leaf["bounds"]
-    weights, codes = np.zeros(rows), np.full(n_hidden, np.nan)
-    try:
-        if "row" in given:
-            weights[given["row"]] = 1.0
-            codes[:] = _SLOPE_CODES[given["slopes"]]
-        else:
-            weights[:] = np.array(given["weights"], dtype=np.float64)
-            codes[np.array(given["neurons"], dtype=np.int64)] = np.array(given["slopes"], dtype=np.float64)
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise CertificateError(f"{where}: malformed bounds evidence") from None
+                weights[k] = np.array(given["weights"], dtype=np.float64)
+                codes[k, np.array(given["neurons"], dtype=np.int64)] = np.array(given["slopes"], dtype=np.float64)
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise CertificateError(f"{where}.leaves[{k}]: malformed bounds evidence for {len(b_up)} rows") from None
     if not np.all(np.isfinite(weights) & (weights >= 0.0)):
         raise CertificateError(f"{where}: row weights must be finite and >= 0")
-    return weights, codes
+    gamma = (len(b_up) + 2) * _GAMMA
+    error = np.abs(weights) @ np.abs(A) * gamma + 1e-300
+    rhs = np.nextafter(weights @ b_up + (weights @ np.abs(b_up)) * gamma + 1e-300, np.inf)
+    return weights @ A, error, rhs, np.all(at_zero[None, :] | (weights <= 0.0), axis=1), codes
 
 
-def _refuted(ops, lows, highs, weights, codes, A, b_up, at_zero) -> tuple:
-    """(refuted, bound) per leaf: a lower bound of ``weights . (A y - b)`` over its box and whether it refutes."""
-    objective = weights @ A
-    error = np.abs(weights) @ np.abs(A) * ((A.shape[0] + 2) * 2.0**-52) + 1e-300
-    offsets = np.cumsum([0] + [lows[i].shape[1] for i, op in enumerate(ops) if op[0] == "relu"])
-
-    def slopes(relu, low, high, parallel):
-        given = codes[:, offsets[relu] : offsets[relu + 1]]
-        adaptive = (high > -low).astype(np.float64)
-        return np.where(np.isnan(given), adaptive, np.where(given == -1.0, parallel, given))
-
-    bound = lower_bound(ops, lows, highs, len(ops), objective, np.arange(len(weights)), (slopes,))[0]
+def _refuted(ops, lows, highs, objective, error, rhs, strict_enough, codes) -> tuple:
+    """(refuted, bound) per box: a lower bound of ``w . (A y - b)`` over it (see `_objectives`) and whether it
+    refutes the disjunct."""
+    bound = lower_bound(ops, lows, highs, len(ops), objective, np.arange(len(objective)), (codes,))[0]
     magnitude = np.maximum(np.abs(lows[-1]), np.abs(highs[-1]))
     bound = np.nextafter(bound - np.nextafter(np.sum(error * magnitude, axis=1) * 1.01, np.inf), -np.inf)
-    rhs = weights @ b_up + (np.abs(weights) @ np.abs(b_up)) * ((A.shape[0] + 2) * 2.0**-52) + 1e-300
-    bound = np.nextafter(bound - np.nextafter(rhs, np.inf), -np.inf)
-    strict_enough = np.all(at_zero[None, :] | (weights <= 0.0), axis=1)
+    bound = np.nextafter(bound - rhs, -np.inf)
     return (bound > 0.0) | ((bound >= 0.0) & strict_enough), bound
 
 
-def _rows(rows, where: str, cache: dict) -> tuple | str:
-    """(A, exact b, b rounded up, rows whose bound may reach 0) of a disjunct, or a string saying why not.
+class _Plan:
+    """Every node of every tree, kept once per (parent, box rounded outward), and every leaf to refute with its
+    place in the certificate, (property, disjunct, 1 for a bounds leaf or 2 for a z3 leaf, leaf): a failure is
+    reported at the first place, bounds leaves of a disjunct before its z3 leaves."""
 
-    Read once per distinct disjunct: a distillation's certificate states the
-    same "decision is not t" for every cell of token t."""
-    key = ("rows", repr([(row.get("coefficients"), row.get("rhs"), row.get("strict")) for row in rows]))
-    if key not in cache:
-        A = np.array([[float(_rational(c, where)) for c in row["coefficients"]] for row in rows], dtype=np.float64)
-        exact_b = [_rational(row["rhs"], where) for row in rows]
-        b_up = np.array([_float_up(b) for b in exact_b])
-        at_zero = np.array([bool(row["strict"]) or Fraction(u) > b for row, u, b in zip(rows, b_up, exact_b)])
-        exact = all(
-            Fraction(float(a)) == _rational(c, where)
-            for row, a_row in zip(rows, A)
-            for c, a in zip(row["coefficients"], a_row)
-        )
-        cache[key] = (A, exact_b, b_up, at_zero) if exact else "a coefficient is not a float64; scale the row"
-    return cache[key]
+    def __init__(self):
+        self.keys, self.low, self.high, self.parent, self.depth, self.inner = {}, [], [], [], [], []
+        self.order, self.node, self.objective, self.box, self.z3, self.table = [], [], [], [], [], ()
+        self.chunk = 0
+
+    def add_node(self, low: tuple, high: tuple, parent: int, inner: bool) -> int:
+        at = self.keys.setdefault((parent, low, high), len(self.low))
+        if at == len(self.low):
+            self.low.append(low), self.high.append(high), self.parent.append(parent), self.inner.append(inner)
+            self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
+        self.inner[at] |= inner
+        return at
 
 
-def _check_disjunct(ops, rows, leaves, boxes, nodes, n_hidden, where, cache, folder) -> str:
-    """'' when every leaf refutes the disjunct's rows, else why the first one does not (bounds leaves first)."""
-    read = _rows(rows, where, cache)
-    if isinstance(read, str):
-        return f"{where}: {read}"
-    A, exact_b, b_up, at_zero = read
-    exact = [k for k, leaf in enumerate(leaves) if isinstance(leaf, dict) and set(leaf) == {"z3"}]
-    bounded = [k for k in range(len(leaves)) if k not in set(exact)]
-    evidence = {k: _evidence(leaves[k], len(rows), n_hidden, f"{where}.leaves[{k}]") for k in bounded}
-    found = _leaf_bounds(ops, nodes, cache)
-    for start in range(0, len(bounded), _CHUNK):
-        part = bounded[start : start + _CHUNK]
-        lows = [np.stack([found[k][0][i] for k in part]) for i in range(len(ops) + 1)]
-        highs = [np.stack([found[k][1][i] for k in part]) for i in range(len(ops) + 1)]
-        weights = np.array([evidence[k][0] for k in part])
-        codes = np.array([evidence[k][1] for k in part])
-        refuted, bound = _refuted(ops, lows, highs, weights, codes, A, b_up, at_zero)
+def _plan(document, n_hidden: int) -> tuple:
+    """(the plan, failures found on reading, leaves, property names); each shared unsafe set and evidence is read
+    once, and each tree is laid on the box of every property that uses it."""
+    sets = [
+        [_disjunct(rows, f"unsafe_sets[{u}][{k}]") for k, rows in enumerate(disjuncts)]
+        for u, disjuncts in enumerate(document["unsafe_sets"])
+    ]
+    proofs, bases, table, rows, plan, failures, leaves, names = document["proofs"], {}, [], 0, _Plan(), [], 0, []
+    plan.chunk = min(4096, max(128, _ROWS // max(1, n_hidden)))
+    for p, entry in enumerate(document["properties"]):
+        names.append(entry["name"])
+        where = f"property {entry['name']}"
+        bounds = [(_number(lo, f"{where}: inputs"), _number(hi, f"{where}: inputs")) for lo, hi in entry["inputs"]]
+        whole = [lo[0] for lo, _ in bounds], [hi[0] for _, hi in bounds]
+        root = plan.add_node(tuple(lo[1] for lo, _ in bounds), tuple(hi[2] for _, hi in bounds), -1, False)
+        u, refs = entry["unsafe"], entry["proofs"]
+        for key, value, table_name, size in [("unsafe", u, "unsafe_sets", len(sets))] + [
+            ("proofs", j, "proofs", len(proofs)) for j in refs
+        ]:
+            if type(value) is not int or not 0 <= value < size:
+                raise CertificateError(f"{where}: {key}={value!r} names no entry of {table_name} (it has {size})")
+        if len(refs) != len(sets[u]):
+            failures.append(((p, -1, 0, 0), None, f"{len(sets[u])} disjuncts, {len(refs)} proofs"))
+            continue
+        for k, j in enumerate(refs):
+            if isinstance(sets[u][k], str):
+                failures.append(((p, k, 0, 0), None, sets[u][k]))
+                continue
+            evidence = proofs[j]["leaves"]
+            if (u, k, j) not in bases:
+                bases[u, k, j], rows = rows, rows + len(evidence)
+                table.append(_objectives(sets[u][k], evidence, n_hidden, f"proofs[{j}]"))
+            at = [(root, whole)]
+            if proofs[j]["tree"] != [["leaf", 0]] or len(evidence) != 1:
+                ids, at = [], []
+                for low, high, parent, leaf in _tree(proofs[j]["tree"], len(evidence), *whole, f"{where}: proofs[{j}]"):
+                    outward = tuple(_read_number(v)[1] for v in low), tuple(_read_number(v)[2] for v in high)
+                    ids.append(
+                        plan.add_node(*outward, ids[parent] if parent >= 0 else -1, leaf is None and parent >= 0)
+                    )
+                    at += [(ids[-1], (low, high))] if leaf is not None else []
+            leaves += len(at)
+            for leaf, (node, box) in enumerate(at):
+                if "z3" in evidence[leaf]:  # each leaf is {"z3": ...} or {"bounds": ...} (`_objectives`)
+                    plan.z3.append(((p, k, 2, leaf), node, evidence[leaf], sets[u][k][0], box))
+                else:
+                    plan.order.append((p, k, 1, leaf)), plan.node.append(node), plan.box.append(box)
+                    plan.objective.append(bases[u, k, j] + leaf)
+    if table:
+        plan.table = tuple(np.concatenate([t[i] for t in table]) for i in range(5))
+    return plan, failures, leaves, names
+
+
+def _bounds(ops, plan: _Plan) -> tuple:
+    """Each node's box rounded outward, and its bounds computed level by level down the trees, each intersected
+    with its parent's (sound: the parent's box contains the child's). A node is bounded as the prover bounds a box:
+    with the adaptive slopes alone, then, for an inner node below the root, with every slope choice, intersected
+    (the prover tightens the boxes it keeps splitting, not the one it starts from; and tighter bounds below a layer
+    can change its adaptive or parallel slopes and leave a child looser, so the checker follows it); a leaf gets the
+    second pass only where its evidence needs it (`_first_bounds_failure`)."""
+    low, high, parent = np.array(plan.low), np.array(plan.high), np.array(plan.parent)
+    depth, inner = np.array(plan.depth), np.array(plan.inner)
+    lows = highs = None
+    for level in range(int(depth.max()) + 1):
+        at_level = np.flatnonzero(depth == level)
+        for ids in np.array_split(at_level, -(-len(at_level) // plan.chunk)):
+            known = None if not level else ([a[parent[ids]] for a in lows], [a[parent[ids]] for a in highs])
+            new = forward(ops, low[ids], high[ids], (), known)
+            again = inner[ids]
+            if again.any():
+                more = forward(ops, low[ids][again], high[ids][again], known=[[a[again] for a in s] for s in new])
+                for a, b in zip(new[0] + new[1], more[0] + more[1]):
+                    a[again] = b
+            if lows is None:
+                lows, highs = ([np.empty((len(low), a.shape[1])) for a in side] for side in new)
+            for a, b in zip(lows + highs, new[0] + new[1]):
+                a[ids] = b
+    return low, high, lows, highs
+
+
+def _first_bounds_failure(ops, plan: _Plan, node_bounds: tuple) -> tuple | None:
+    """(index, bound) of the first bounds leaf whose bound does not refute its disjunct, else None; a leaf that its
+    node's bounds leave open is tried again with every slope choice on its own box."""
+    low, high, lows, highs = node_bounds
+    node, objective = np.array(plan.node, dtype=np.int64), np.array(plan.objective, dtype=np.int64)
+    for start in range(0, len(node), plan.chunk):
+        part = slice(start, start + plan.chunk)
+        nodes, terms = node[part], [t[objective[part]] for t in plan.table]
+        mine = [a[nodes] for a in lows], [a[nodes] for a in highs]
+        refuted, bound = _refuted(ops, *mine, *terms)
         again = np.flatnonzero(~refuted)
         if again.size:
-            lower = np.array([[_float_down(v) for v in boxes[part[k]][0]] for k in again])
-            upper = np.array([[_float_up(v) for v in boxes[part[k]][1]] for k in again])
-            tight = forward(ops, lower, upper, known=([a[again] for a in lows], [a[again] for a in highs]))
-            refuted[again], bound[again] = _refuted(ops, *tight, weights[again], codes[again], A, b_up, at_zero)
+            tight = forward(ops, low[nodes[again]], high[nodes[again]], known=[[a[again] for a in s] for s in mine])
+            refuted[again], bound[again] = _refuted(ops, *tight, *[t[again] for t in terms])
         if not refuted.all():
-            k = part[int(np.argmin(refuted))]
-            why = f"its bound is {bound[int(np.argmin(refuted))]:.6g}, which does not refute the disjunct"
-            return f"{where}, leaf {k} ({_box_text(boxes[k])}): {why}"
-    for k in exact:
-        try:
-            name, sha = str(leaves[k]["z3"]["file"]), leaves[k]["z3"]["sha256"]
-            data = (folder / name).read_bytes()
-        except (OSError, KeyError, TypeError):
-            data, name, sha = b"", "?", "?"
-        why = "" if hashlib.sha256(data).hexdigest() == sha else f"its query file {name} is missing or changed"
-        why = why or z3_refutes(ops, rows, *boxes[k], found[k][0], found[k][1], _Z3_SECONDS)
-        if why:
-            return f"{where}, leaf {k} ({_box_text(boxes[k])}): {why}"
-    return ""
-
-
-def _box_text(box) -> str:
-    return ", ".join(f"x{i} in [{float(lo):.9g}, {float(hi):.9g}]" for i, (lo, hi) in enumerate(zip(*box)))
+            return start + int(np.argmin(refuted)), bound[int(np.argmin(refuted))]
+    return None
 
 
 def check_certificate(path, model) -> Checked:
@@ -290,62 +314,59 @@ def check_certificate(path, model) -> Checked:
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        return _check_certificate(path, model)
+        return _check_certificate(Path(path), Path(model))
     with threadpool_limits(limits=1, user_api="blas"):
-        return _check_certificate(path, model)
+        return _check_certificate(Path(path), Path(model))
 
 
-def _check_certificate(path, model) -> Checked:
+def _check_certificate(path: Path, model: Path) -> Checked:
     started = time.monotonic()
-    path, model = Path(path), Path(model)
     try:
-        document = json.loads(path.read_text())
-        model_bytes = model.read_bytes()
+        document, sha = json.loads(path.read_text()), hashlib.sha256(model.read_bytes()).hexdigest()
     except (OSError, ValueError) as error:
+        raise CertificateError(f"{path}: cannot read it or its model {model} ({error}); give both") from None
+    version = document.get("certfsm_certificate") if isinstance(document, dict) else None
+    if version != FORMAT_VERSION:
         raise CertificateError(
-            f"{path}: cannot read it or its model {model} ({error}); give a certificate and its model"
-        ) from None
-    if not isinstance(document, dict) or document.get("certfsm_certificate") != FORMAT_VERSION:
-        raise CertificateError(f"{path}: not a certfsm certificate of format {FORMAT_VERSION}")
-    total, cache, sha = 0, {}, hashlib.sha256(model_bytes).hexdigest()
-
-    def outcome(failure: str = "") -> Checked:
-        return Checked(str(path), not failure, total, time.monotonic() - started, failure)
-
-    if document.get("network_sha256") != sha:
-        return outcome(
-            f"{path}: the model {model} has SHA-256 {sha}, the certificate is about {document.get('network_sha256')}"
+            f"{path}: certfsm_certificate={version!r}, this checker reads format {FORMAT_VERSION}; write the "
+            "certificate again with this certfsm (verify --report, vnnlib --certificate or distill --report)"
         )
+    if document.get("network_sha256") != sha:
+        why = f"{path}: the model {model} has SHA-256 {sha}, the certificate is about {document.get('network_sha256')}"
+        return Checked(str(path), False, 0, time.monotonic() - started, why)
     try:
         ops = read_model(model)
-    except ModelError as error:
-        raise CertificateError(str(error)) from None
-    n_hidden = 0
-    widths = [None]
-    for op in ops:
-        widths.append(op[1].shape[1] if op[0] == "matmul" else widths[-1])
-        n_hidden += widths[-1] if op[0] == "relu" else 0
-    try:
-        for p, entry in enumerate(document["properties"]):
-            stated = entry["property"]
-            low = [_rational(i["lower"], f"properties[{p}].inputs") for i in stated["inputs"]]
-            high = [_rational(i["upper"], f"properties[{p}].inputs") for i in stated["inputs"]]
-            if len(entry["proofs"]) != len(stated["unsafe"]):
-                return outcome(
-                    f"property {stated['name']}: {len(stated['unsafe'])} disjuncts, {len(entry['proofs'])} proofs"
-                )
-            for k, (rows, proof) in enumerate(zip(stated["unsafe"], entry["proofs"])):
-                where = f"property {stated['name']}, disjunct {k}"
-                boxes, nodes = _leaf_boxes(proof["tree"], low, high, len(proof["leaves"]), where)
-                total += len(boxes)
-                failure = _check_disjunct(ops, rows, proof["leaves"], boxes, nodes, n_hidden, where, cache, path.parent)
-                if failure:
-                    return outcome(failure)
-    except (KeyError, TypeError, IndexError) as error:
+        plan, failures, leaves, names = _plan(document, sum(hidden_widths(ops)))
+        node_bounds = _bounds(ops, plan) if plan.low else None
+        found = _first_bounds_failure(ops, plan, node_bounds) if plan.node else None
+    except (KeyError, TypeError, IndexError, ValueError) as error:
+        if isinstance(error, (CertificateError, ModelError)):
+            raise CertificateError(str(error)) from None
         raise CertificateError(
             f"{path}: a field is missing or of the wrong kind ({error!r}); write it as certfsm does"
         ) from None
-    return outcome()
+    if found is not None:
+        why = f"its bound is {found[1]:.6g}, which does not refute the disjunct"
+        failures.append((plan.order[found[0]], plan.box[found[0]], why))
+    first = min(failures, default=None, key=lambda failure: failure[0])
+    for order, node, leaf, rows, box in plan.z3:  # in the certificate's order, up to its first other failure
+        if first is not None and order > first[0]:
+            break
+        why = z3_refutes(leaf, path.parent, ops, rows, box, *([a[node] for a in side] for side in node_bounds[2:]))
+        if why:
+            first = (order, box, why)
+            break
+    if first is None:
+        return Checked(str(path), True, leaves, time.monotonic() - started)
+    (p, k, _, leaf), box, why = first
+    where = f"property {names[p]}" + (f", disjunct {k}" if k >= 0 else "")
+    if box is not None:
+        where += (
+            f", leaf {leaf} ("
+            + ", ".join(f"x{i} in [{float(a):.9g}, {float(b):.9g}]" for i, (a, b) in enumerate(zip(*box)))
+            + ")"
+        )
+    return Checked(str(path), False, leaves, time.monotonic() - started, f"{where}: {why}")
 
 
 def check_report(folder) -> list[Checked]:

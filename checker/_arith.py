@@ -67,7 +67,7 @@ def _sum_up(x):
 
 def _dot_low(a, b):
     """A lower bound of the exact row-wise dot products of a and b (both (..., n), or b (n,))."""
-    if b.ndim == 1:
+    if b.ndim == 1:  # a product with a vector: matmul is faster than einsum
         value, size = a @ b, np.abs(a) @ np.abs(b)
     else:
         value, size = np.einsum("...n,...n->...", a, b), np.einsum("...n,...n->...", np.abs(a), np.abs(b))
@@ -128,15 +128,20 @@ def read_model(path) -> list[tuple]:
     return ops
 
 
-_CHOICES = (
-    lambda relu, low, high, parallel: np.zeros_like(low),
-    lambda relu, low, high, parallel: np.ones_like(low),
-    lambda relu, low, high, parallel: parallel,
-)
-"""The lower slopes tried besides the adaptive ones when a ReLU input is bounded again: 0, 1 and u / (u - l)."""
+def hidden_widths(ops) -> list[int]:
+    """The width of each ReLU, in order: that of the product before it."""
+    products = [i for i, op in enumerate(ops) if op[0] == "matmul"]
+    if any(op[0] == "relu" for op in ops[: products[0] if products else len(ops)]):
+        raise ModelError("a Relu before any MatMul or Gemm is not read by this checker")
+    return [ops[max(j for j in products if j < i)][1].shape[1] for i, op in enumerate(ops) if op[0] == "relu"]
 
 
-def forward(ops, lower, upper, choices=_CHOICES, known=None):
+SLOPES = (0.0, 1.0, -1.0)
+"""The lower slopes tried besides the adaptive ones when a ReLU input is bounded again: 0, 1 and u / (u - l) (codes
+of `lower_bound`)."""
+
+
+def forward(ops, lower, upper, choices=SLOPES, known=None):
     """Interval bounds of every node v_0 .. v_K over boxes (B, n): lists of (B, n_i) arrays.
 
     Each ReLU input that some ReLU precedes is bounded again by
@@ -176,7 +181,7 @@ def forward(ops, lower, upper, choices=_CHOICES, known=None):
                 rows[np.arange(boxes.size), neurons] = 1.0
                 rows[np.arange(boxes.size, 2 * boxes.size), neurons] = -1.0
                 owner = np.concatenate([boxes, boxes])
-                bound = np.max(lower_bound(ops, lows, highs, index + 1, rows, owner, (None,) + tuple(choices)), axis=0)
+                bound = np.max(lower_bound(ops, lows, highs, index + 1, rows, owner, (np.nan, *choices)), axis=0)
                 low[boxes, neurons] = np.maximum(low[boxes, neurons], bound[: boxes.size])
                 high[boxes, neurons] = np.minimum(high[boxes, neurons], -bound[boxes.size :])
     return lows, highs
@@ -187,6 +192,7 @@ def _relaxations(ops, lows, highs, node, slopes) -> dict:
     its (lower slopes per choice, upper slope, intercept). A product with M costs at most ``gamma_m |coef| .
     (|v_i| |M|) + m tiny . sum |v_i|``; one rounding per coefficient ``2^-52 |new| . |v_i| + tiny . sum |v_i|``."""
     found, relu = {}, sum(op[0] == "relu" for op in ops[:node])
+    offsets = np.cumsum([0] + [lows[i].shape[1] for i in range(node) if ops[i][0] == "relu"])
     for index in range(node - 1, -1, -1):
         op, low, high = ops[index], lows[index], highs[index]
         magnitude = np.maximum(np.abs(low), np.abs(high))
@@ -207,9 +213,9 @@ def _relaxations(ops, lows, highs, node, slopes) -> dict:
         upper = np.where(low >= 0.0, 1.0, np.where(unstable, np.clip(high / width, 0.0, 1.0), 0.0))
         intercept = np.where(unstable, np.maximum(_up(-upper * low), _up(high - _down(upper * high))), 0.0)
         alpha = []
-        for choice in slopes:
-            given = (high > -low).astype(np.float64) if choice is None else choice(relu, low, high, upper)
-            given = np.clip(np.nan_to_num(given, nan=0.0), 0.0, 1.0)
+        for code in slopes:
+            code = code if np.ndim(code) == 0 else code[:, offsets[relu] : offsets[relu + 1]]
+            given = np.clip(np.where(np.isnan(code), high > -low, np.where(code == -1.0, upper, code)), 0.0, 1.0)
             alpha.append(np.where(low >= 0.0, 1.0, np.where(unstable, given, 0.0)))
         alpha = np.concatenate(alpha)
         weight = _up(magnitude * _HALF_ULP)
@@ -220,11 +226,12 @@ def _relaxations(ops, lows, highs, node, slopes) -> dict:
 def lower_bound(ops, lows, highs, node, coef, owner, slopes):
     """(C, P): a lower bound of ``coef[p] . v_node`` over box ``owner[p]`` with each of C lower slopes.
 
-    `slopes`: a tuple, each None (adaptive: 1 where u > -l, else 0) or a
-    callable (relu number, l, u, upper slope) -> (B, n) lower slopes per
-    box for the unstable neurons (see the module docstring). The rounding
-    costs of a ReLU and of the product below it are charged together,
-    since the coefficients between them do not change.
+    `slopes`: a tuple of slope codes, each a number or a (B, hidden
+    neurons) array of them: NaN adaptive (1 where u > -l, else 0), -1
+    parallel (u / (u - l)), else the slope itself; every slope is clipped
+    to [0, 1] (see the module docstring). The rounding costs of a ReLU
+    and of the product below it are charged together, since the
+    coefficients between them do not change.
     """
     found, count = _relaxations(ops, lows, highs, node, slopes), lows[0].shape[0]
     rows = coef.shape[0]

@@ -16,6 +16,7 @@ is compared with the certificate's, so that a report is the one written.
 
 from __future__ import annotations
 
+import hashlib
 from fractions import Fraction
 
 import numpy as np
@@ -26,25 +27,30 @@ def _exact(z3, value):
     return z3.RealVal(f"{value.numerator}/{value.denominator}")
 
 
-def z3_refutes(ops, rows, low, high, lows, highs, seconds: float) -> str:
-    """'' when z3 answers unsat for the leaf's query (see the module docstring), else what it answered."""
+def z3_refutes(leaf, folder, ops, rows, box, lows, highs, seconds: float = 300.0) -> str:
+    """'' when the leaf's query file is the one recorded and z3 answers unsat for the query built here (see the
+    module docstring), else why not."""
+    try:
+        name, sha = str(leaf["z3"]["file"]), leaf["z3"]["sha256"]
+        data = (folder / name).read_bytes()
+    except (OSError, KeyError, TypeError):
+        data, name, sha = b"", "?", "?"
+    if hashlib.sha256(data).hexdigest() != sha:
+        return f"its query file {name} is missing or changed"
     try:
         import z3
     except ImportError:
         return "a z3 leaf needs the z3-solver package (pip install z3-solver)"
     solver = z3.Solver()
     solver.set("timeout", max(1, int(seconds * 1000)))
-    values = [z3.Real(f"x{i}") for i in range(len(low))]
-    for value, lo, hi in zip(values, low, high):
+    values = [z3.Real(f"x{i}") for i in range(len(box[0]))]
+    for value, lo, hi in zip(values, *box):
         solver.add(_exact(z3, lo) <= value, value <= _exact(z3, hi))
     for index, op in enumerate(ops):
-        if op[0] == "matmul":
-            weights = op[1]
-            sums = []
-            for j in range(weights.shape[1]):
-                terms = [_exact(z3, w) * v for w, v in zip(weights[:, j], values) if w != 0.0]
-                sums.append(z3.Sum(terms) if terms else z3.RealVal(0))
-            values = sums
+        if op[0] == "matmul":  # a zero weight adds no term; an empty sum is 0
+            values = [
+                z3.Sum([z3.RealVal(0)] + [_exact(z3, w) * v for w, v in zip(column, values) if w]) for column in op[1].T
+            ]
         elif op[0] == "add":
             values = [v + _exact(z3, c) for v, c in zip(values, op[1])]
         elif op[0] in ("mul", "div"):

@@ -6,28 +6,41 @@ bound built (the core's encoding, `certfsm.encode_tree`) and, per leaf,
 what refuted that disjunct there, so that a checker sharing no code with
 the prover (`certfsm.checker`) re-checks the proof without searching.
 
-The file (``certfsm_certificate`` 1), canonical JSON (sorted keys, no
-spaces), holds:
+The file (``certfsm_certificate`` 2), canonical JSON (sorted keys, no
+spaces), writes each unsafe set and each disjunct's proof once, however
+many properties share it (a distillation's cells of one token state the
+same "the decision is not t", and most of their proofs are the same one
+leaf), and holds:
 
 - ``network_sha256``: the SHA-256 of the ONNX file the proof is about;
-- ``properties``: one entry per property (a VNN-LIB instance may split
-  its box), each with the property as stated (docs/semantics.md,
-  "Properties": ``inputs``, one ``{"lower", "upper", "lower_open",
-  "upper_open"}`` per input, and ``unsafe``, a list of disjuncts, each a
-  list of rows ``{"coefficients", "rhs", "strict"}``, every number the
-  exact rational as a string: a decimal where one is exact, else
-  ``p/q``) and ``proofs``, one per disjunct: ``tree`` (pre-order
-  ``["split", input, threshold]`` / ``["leaf", k]``, thresholds float64,
-  each the float midpoint branch and bound split at; the low child holds
-  ``x_input < threshold``, the high child the rest, so the leaves
-  partition the closed input box) and ``leaves``, the evidence of leaf k:
-  ``{"bounds": {"row": r, "slopes": NAME}}`` (row r of the disjunct, lower
-  slopes by `_bounds.SLOPE_CHOICES` name), ``{"bounds": {"weights": [...],
+- ``unsafe_sets``: the distinct unsafe sets, each a list of disjuncts,
+  each a list of rows ``{"coefficients", "rhs", "strict"}`` (docs/
+  semantics.md, "Properties"), every number the exact rational as a
+  string: a decimal where one is exact, else ``p/q``;
+- ``proofs``: the distinct proofs of one disjunct, each ``{"tree",
+  "leaves"}``: ``tree`` in pre-order, ``["split", input, threshold]`` /
+  ``["leaf", k]``, thresholds float64, each the float midpoint branch and
+  bound split at (the low child holds ``x_input < threshold``, the high
+  child the rest, so the leaves partition the closed input box), and
+  ``leaves``, the evidence of leaf k: ``{"bounds": {"row": r, "slopes":
+  NAME}}`` (row r of the disjunct, lower slopes by
+  `_bounds.SLOPE_CHOICES` name), ``{"bounds": {"weights": [...],
   "neurons": [...], "slopes": [...]}}`` (rows combined with those
   weights, lower slope ``slopes[i]`` on hidden neuron ``neurons[i]``,
   counted through the hidden layers in order), or ``{"z3": {"file",
   "sha256"}}`` (an SMT-LIB query of the leaf box and the disjunct alone,
-  written beside the certificate, unsat).
+  written beside the certificate, unsat);
+- ``properties``: one per property proved (a VNN-LIB instance may split
+  its box), ``{"name", "inputs", "unsafe", "proofs"}``: ``inputs`` the
+  closed box, ``[lower, upper]`` per input (exact, as above: a property
+  over a box with open ends is proved on its closure, which contains
+  it), ``unsafe`` the index of its unsafe set in ``unsafe_sets`` and
+  ``proofs`` the index in ``proofs`` of the proof of each of its
+  disjuncts, in order.
+
+Format 1 wrote each property's unsafe set and proofs inline (and its box
+with open ends); the checker reads format 2 alone and refuses another,
+naming the field and asking for the certificate to be written again.
 
 The tree of a disjunct is rebuilt from the boxes on which it closed
 (`_split.Closure`) and the inputs the search halved them on
@@ -57,7 +70,7 @@ from ._property import Property
 from ._smtlib import smtlib_script
 from ._split import Closure, Cut
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class NoCertificate(Exception):
@@ -108,13 +121,10 @@ def _float_text(value: float) -> str:
 
 def property_document(prop: Property, name: str | None = None) -> dict:
     """The property as stated, every constant exact (docs/semantics.md, "Decimal constants", "Strict atoms"), under
-    `name` when given (else its own)."""
+    `name` when given (else its own); its unsafe set in full (`certificate_bytes` writes it once per certificate)."""
     return {
         "name": prop.name if name is None else name,
-        "inputs": [
-            {"lower": exact_text(lo), "upper": exact_text(hi), "lower_open": lo_open, "upper_open": hi_open}
-            for lo, hi, lo_open, hi_open in zip(prop.exact_lower, prop.exact_upper, prop.open_lower, prop.open_upper)
-        ],
+        "inputs": [[exact_text(lo), exact_text(hi)] for lo, hi in zip(prop.exact_lower, prop.exact_upper)],
         "unsafe": _unsafe_document(prop.unsafe),
     }
 
@@ -210,13 +220,36 @@ def proof_documents(
             files[name] = text
             leaves.append({"z3": {"file": name, "sha256": hashlib.sha256(text.encode()).hexdigest()}})
         proofs.append({"tree": encoded, "leaves": leaves})
-    return {"property": property_document(prop, name), "proofs": proofs}, files
+    return {**property_document(prop, name), "proofs": proofs}, files
 
 
 def certificate_bytes(network, entries: list[dict]) -> bytes:
-    """The canonical bytes of a certificate over `entries` (from `proof_documents`)."""
-    document = {"certfsm_certificate": FORMAT_VERSION, "network_sha256": network.sha256, "properties": entries}
-    return (json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    """The canonical bytes of a certificate over `entries` (from `proof_documents`): each distinct unsafe set and
+    disjunct proof written once, in order of first use, and each entry referring to them by index."""
+    shared: dict[str, dict[str, int]] = {"unsafe_sets": {}, "proofs": {}}
+
+    def index(table: str, value) -> int:
+        return shared[table].setdefault(_canonical(value), len(shared[table]))
+
+    properties = [
+        {
+            **entry,
+            "unsafe": index("unsafe_sets", entry["unsafe"]),
+            "proofs": [index("proofs", p) for p in entry["proofs"]],
+        }
+        for entry in entries
+    ]
+    document = {
+        "certfsm_certificate": FORMAT_VERSION,
+        "network_sha256": network.sha256,
+        "properties": properties,
+        **{table: [json.loads(text) for text in written] for table, written in shared.items()},
+    }
+    return (_canonical(document) + "\n").encode()
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def write_certificate(path, network, properties: list[Property], results) -> str:
@@ -283,6 +316,7 @@ def _queries_folder(path: Path) -> str:
 def _write(path: Path, network, entries: list[dict], files: dict[str, str]) -> str:
     """Write the query files, then the certificate over `entries`; the certificate's SHA-256."""
     data = certificate_bytes(network, entries)
+    path.parent.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
         (path.parent / name).write_text(text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,7 +105,11 @@ def test_certificates_of_generated_networks_check(tmp_path, seed):
 
 
 def _proof(document):
-    return document["properties"][0]["proofs"][0]
+    return document["proofs"][document["properties"][0]["proofs"][0]]
+
+
+def _unsafe(document):
+    return document["unsafe_sets"][document["properties"][0]["unsafe"]]
 
 
 def _split_tree(tmp_path):
@@ -159,10 +164,45 @@ def test_a_swapped_constant_is_refused_naming_a_leaf(tmp_path):
     model, cert = _split_tree(tmp_path)
 
     def swap(document):
-        row = document["properties"][0]["property"]["unsafe"][0][0]
+        row = _unsafe(document)[0][0]
         row["rhs"] = str(float(row["rhs"]) + 1.0)
 
     _refused(_rewrite(cert, swap), model, "leaf")
+
+
+def _another_format(document):
+    document["certfsm_certificate"] = 1
+    return "{file}: certfsm_certificate=1, this checker reads format 2; write the certificate again with this certfsm"
+
+
+def _a_dangling_unsafe_set(document):
+    document["properties"][0]["unsafe"] = 7
+    return "property {name}: unsafe=7 names no entry of unsafe_sets (it has 1)"
+
+
+def _a_dangling_proof(document):
+    document["properties"][0]["proofs"][-1] = len(document["proofs"])
+    return f"property {{name}}: proofs={len(document['proofs'])} names no entry of proofs"
+
+
+def _a_shared_proof_out_of_order(document):
+    shared = document["properties"][0]["proofs"][0]
+    document["proofs"][shared]["tree"] = [["leaf", 1]]
+    return f"property {{name}}: proofs[{shared}].tree[0] names leaf 1, expected 0 (pre-order)"
+
+
+@pytest.mark.parametrize(
+    "change", [_another_format, _a_dangling_unsafe_set, _a_dangling_proof, _a_shared_proof_out_of_order]
+)
+def test_a_certificate_of_another_format_or_with_a_bad_reference_is_refused_naming_the_field(tmp_path, change):
+    model, cert = _proved(tmp_path)
+    document = json.loads(cert.read_text())
+    pattern = change(document)
+    mutated = cert.with_name("mutated.cert.json")
+    mutated.write_text(json.dumps(document))
+    message = pattern.format(file=mutated, name=document["properties"][0]["name"])
+    with pytest.raises(CertificateError, match="^" + re.escape(message)):
+        check_certificate(mutated, model)
 
 
 def test_a_changed_weight_is_refused(tmp_path):
@@ -240,7 +280,7 @@ def test_a_z3_leaf_of_a_false_claim_is_refused_naming_the_leaf(tmp_path):
         leaves = _proof(document)["leaves"]
         recorded = next(leaf for leaf in leaves if "z3" in leaf)
         leaves[:] = [recorded] * len(leaves)
-        document["properties"][0]["property"]["unsafe"][0][0]["rhs"] = "1000"
+        _unsafe(document)[0][0]["rhs"] = "1000"
 
     _refused(_rewrite(cert, falsify), model, "leaf 0 ")
     _refused(_rewrite(cert, falsify), model, "z3 answers sat")
@@ -255,6 +295,18 @@ def test_the_certificates_of_a_spec_report_check(tmp_path):
     assert code == 0, out + err
     outcomes = check_report(tmp_path / "report")
     assert len(outcomes) == 6 and all(o.ok for o in outcomes), [o.failure for o in outcomes]
+
+
+def test_vnnlib_writes_its_certificate_into_a_new_folder_and_it_checks(tmp_path):
+    """The VNN-COMP-style writer (`vnnlib --certificate`) makes the certificate's folder, as the report writers do."""
+    from cli_in_process import run_main
+
+    model, _ = _proved(tmp_path)
+    cert = tmp_path / "new" / "folder" / "p.cert.json"
+    code, out, err = run_main("vnnlib", model, tmp_path / "p.vnnlib", "--certificate", cert, "--engine", "bounds")
+    assert code == 0 and cert.exists(), out + err
+    outcome = check_certificate(cert, model)
+    assert outcome.ok and outcome.leaves >= 1, outcome.failure
 
 
 def test_the_checker_imports_nothing_of_certfsm():
@@ -279,5 +331,34 @@ def test_certificates_of_acasxu_unsat_instances_check(tmp_path, net, prop):
     results = [check(network, p, timeout=60, jobs=1) for p in properties]
     cert = tmp_path / "c.cert.json"
     assert write_certificate(cert, network, properties, results)
+    outcome = check_certificate(cert, model)
+    assert outcome.ok, outcome.failure
+
+
+def test_a_leaf_that_closed_on_bounds_inherited_from_the_untightened_root_box_checks(tmp_path):
+    """The prover tightens the hidden bounds of the boxes it keeps splitting (every slope choice), not those of the
+    box it starts from, and a leaf bounded from the tighter ones can come out looser (the parallel slopes change):
+    on this cell of the example's grid with its first two inputs' bins cut finer, "the decision is KEEP" has such a
+    leaf (x1 >= 70.25), whose bound from the root's first pass refutes and from its second does not, so the checker
+    gives the root the first pass alone, as the prover does."""
+    from certfsm.examples import example_spec_path
+    from certfsm.verify import prove_boxes, write_cell_certificate
+
+    model = example_spec_path("coadapt").with_name("coadapt.onnx")
+    network = load_onnx(model)
+    box = [("75.921875", "79.828125"), ("67", "73.5"), ("61.5", "100"), ("75.5", "85"), ("38", "42")]
+    text = "".join(f"(declare-const X_{i} Real)\n" for i in range(5))
+    text += "".join(f"(declare-const Y_{i} Real)\n" for i in range(5))
+    text += "".join(f"(assert (>= X_{i} {lo}))\n(assert (<= X_{i} {hi}))\n" for i, (lo, hi) in enumerate(box))
+    wins = ["(and " + " ".join(f"(<= (- Y_{j} Y_{t}) -0.5)" for j in range(5) if j != t) + ")" for t in range(1, 5)]
+    (tmp_path / "keep.vnnlib").write_text(text + f"(assert (or {' '.join(wins)}))\n")  # another token wins by 0.5
+    prop = parse_vnnlib(tmp_path / "keep.vnnlib", n_inputs=5, n_outputs=5)[0]
+    proved = prove_boxes(network, prop, np.array([prop.lower]), np.array([prop.upper]), record=True)
+    assert proved.proved[0]
+    cert = tmp_path / "cell.cert.json"
+    assert write_cell_certificate(cert, network, [("the cell", prop, proved.proofs[0])])[1] == 1
+    document = json.loads(cert.read_text())
+    trees = [document["proofs"][j]["tree"] for j in document["properties"][0]["proofs"]]
+    assert ["split", 1, 70.25] in [node for tree in trees for node in tree]
     outcome = check_certificate(cert, model)
     assert outcome.ok, outcome.failure

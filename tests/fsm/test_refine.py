@@ -207,22 +207,18 @@ def test_every_exact_leaf_has_a_certificate_entry_over_its_box_that_checks_and_a
     assert entry["exact_leaves"] == entry["certified_leaves"] == len(exact_leaves) > 0
     assert "not_certified" not in entry
     document = json.loads((report / entry["file"]).read_text())
-    by_name = {item["property"]["name"]: item for item in document["properties"]}
+    by_name = {item["name"]: item for item in document["properties"]}
     outputs = artifact.spec["outputs"]
     for cell, k, token, box in exact_leaves:
-        stated = by_name[f"cell {cell} leaf {k}: the decision is {outputs[token]}"]["property"]["inputs"]
-        for interval, side in zip(box.intervals, stated):
-            assert Fraction(side["lower"]) <= interval.low and interval.high <= Fraction(side["upper"])
+        stated = by_name[f"cell {cell} leaf {k}: the decision is {outputs[token]}"]["inputs"]
+        for interval, (lower, upper) in zip(box.intervals, stated):
+            assert Fraction(lower) <= interval.low and interval.high <= Fraction(upper)
     model = tmp_path / "cert" / "tiny.onnx"
     assert check_certificate(report / entry["file"], model).ok
     assert result.certified
     # Move the first exact leaf's entry onto the boundary's interval on x0: the token no longer holds there.
     name = next(n for n in by_name if " leaf " in n)
-    inputs = by_name[name]["property"]["inputs"]
-    inputs[0]["lower"], inputs[0]["upper"] = (
-        str(Fraction(BOUNDARY) - Fraction(1, 8)),
-        str(Fraction(BOUNDARY) + Fraction(1, 8)),
-    )
+    by_name[name]["inputs"][0] = [str(Fraction(BOUNDARY) - Fraction(1, 8)), str(Fraction(BOUNDARY) + Fraction(1, 8))]
     mutated = tmp_path / "mutated.cert.json"
     mutated.write_text(json.dumps(document))
     checked = check_certificate(mutated, model)
