@@ -356,7 +356,7 @@ def test_a_leaf_that_closed_on_bounds_inherited_from_the_untightened_root_box_ch
     proved = prove_boxes(network, prop, np.array([prop.lower]), np.array([prop.upper]), record=True)
     assert proved.proved[0]
     cert = tmp_path / "cell.cert.json"
-    assert write_cell_certificate(cert, network, [("the cell", prop, proved.proofs[0])])[1] == 1
+    assert write_cell_certificate(cert, network, [("the cell", prop, proved.proofs[0])])[1] == (True,)
     document = json.loads(cert.read_text())
     trees = [document["proofs"][j]["tree"] for j in document["properties"][0]["proofs"]]
     assert ["split", 1, 70.25] in [node for tree in trees for node in tree]
