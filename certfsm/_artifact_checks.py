@@ -66,17 +66,21 @@ class PayloadChecks:
     def fail(self, text: str) -> ArtifactError:
         return ArtifactError(f"{self.label}: {text}; {self.fix}")
 
-    def obj(self, value: Any, where: str, keys: tuple[str, ...], *, only: bool = True) -> dict[str, Any]:
+    def obj(
+        self, value: Any, where: str, keys: tuple[str, ...], *, only: bool = True, optional: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """`value` as an object holding every key of `keys`; with `only`, no key outside `keys` and `optional`."""
         if not isinstance(value, dict):
             raise self.fail(f"{where} is {_kind(value)}, expected an object with the keys {', '.join(keys)}")
         for key in keys:
             if key not in value:
                 raise self.fail(f"{where}.{key} is missing")
         for key in value if only else ():
-            if key not in keys:
+            if key not in keys and key not in optional:
+                also = f", and optionally {' and '.join(optional)}" if optional else ""
                 raise self.fail(
                     f"{where}.{key} is not a field of artifact format {ARTIFACT_FORMAT_VERSION} "
-                    f"(expected only {', '.join(keys)})"
+                    f"(expected only {', '.join(keys)}{also})"
                 )
         return value
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._arrays import frozen_array
-from ._artifact_checks import ARTIFACT_FORMAT_VERSION, MAX_FRAC_BITS, PayloadChecks, _show
+from ._artifact_checks import MAX_FRAC_BITS, PayloadChecks, _show
 from ._artifact_refinement import read_refinement
 from ._artifact_spec import read_spec
 from ._artifact_table import read_table
@@ -190,13 +190,7 @@ def _read_certificate(checks: PayloadChecks, certificate: Any) -> tuple[VerdictR
     seen: dict[str, int] = {}
     for j, entry in enumerate(entries):
         at = f"payload.certificate[{j}]"
-        entry = checks.obj(entry, at, CERTIFICATE_ENTRY_KEYS, only=False)
-        for key in entry:
-            if key not in CERTIFICATE_ENTRY_KEYS + PROOF_CERTIFICATE_KEYS:
-                raise checks.fail(
-                    f"{at}.{key} is not a field of artifact format {ARTIFACT_FORMAT_VERSION} (expected only "
-                    f"{', '.join(CERTIFICATE_ENTRY_KEYS)}, and optionally {' and '.join(PROOF_CERTIFICATE_KEYS)})"
-                )
+        entry = checks.obj(entry, at, CERTIFICATE_ENTRY_KEYS, optional=PROOF_CERTIFICATE_KEYS)
         name = checks.text(entry["property"], f"{at}.property")
         if name in seen:
             raise checks.fail(

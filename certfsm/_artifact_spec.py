@@ -201,13 +201,7 @@ def _read_sla_paths(checks: PayloadChecks, sla: Any) -> tuple[SlaPath, ...]:
     result: list[SlaPath] = []
     for j, path in enumerate(checks.items(sla.get("paths", []), f"{at}.paths")):
         where = f"{at}.paths[{j}]"
-        path = checks.obj(path, where, _SLA_PATH_KEYS, only=False)
-        for key in path:
-            if key not in _SLA_PATH_KEYS + _SLA_PATH_OPTIONAL_KEYS:
-                raise checks.fail(
-                    f"{where}.{key} is not a field of an SLA path (expected "
-                    f"{', '.join(_SLA_PATH_KEYS + _SLA_PATH_OPTIONAL_KEYS)})"
-                )
+        path = checks.obj(path, where, _SLA_PATH_KEYS, optional=_SLA_PATH_OPTIONAL_KEYS)
         for key in ("window", "max_violations", "recovery_cycles"):
             if type(path[key]) is not int:
                 raise checks.fail(f"{where}.{key}={_show(path[key])} is not an integer")
