@@ -144,9 +144,11 @@ of `lower_bound`)."""
 def forward(ops, lower, upper, choices=SLOPES, known=None):
     """Interval bounds of every node v_0 .. v_K over boxes (B, n): lists of (B, n_i) arrays.
 
-    Each ReLU input that some ReLU precedes is bounded again by
-    `lower_bound` (rows +e_j and -e_j, with the adaptive slopes and each of
-    `choices`), and the tightest bound is kept. `known`:
+    Each ReLU input that some ReLU or a second product precedes is bounded
+    again by `lower_bound` (rows +e_j and -e_j, with the adaptive slopes
+    and each of `choices`), and the tightest bound is kept: intervals lose
+    the correlation between consecutive products, which the prover folds
+    into one layer (a TLL network's first ReLU follows three). `known`:
     (lows, highs) proved for boxes that contain these (their parents in a
     tree), intersected in at every node, so bounds only tighten down a tree.
     """
@@ -174,7 +176,8 @@ def forward(ops, lower, upper, choices=SLOPES, known=None):
         lows.append(low)
         highs.append(high)
         is_relu_input = index + 1 < len(ops) and ops[index + 1][0] == "relu"
-        if is_relu_input and relus_seen:
+        products = sum(o[0] == "matmul" for o in ops[: index + 1])
+        if is_relu_input and (relus_seen or products > 1):
             boxes, neurons = np.nonzero((low < 0.0) & (high > 0.0))
             if boxes.size:
                 rows = np.zeros((2 * boxes.size, low.shape[1]))

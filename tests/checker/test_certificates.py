@@ -7,6 +7,7 @@ The checker shares no code with the prover (it imports nothing of certfsm), so t
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import os
 import re
@@ -328,6 +329,33 @@ def test_certificates_of_acasxu_unsat_instances_check(tmp_path, net, prop):
         pytest.skip(f"the ACAS Xu benchmark is not at {ACASXU} (set CERTFSM_ACASXU)")
     network = load_onnx(model)
     properties = parse_vnnlib(ACASXU / "vnnlib" / f"{prop}.vnnlib", n_inputs=5, n_outputs=5)
+    results = [check(network, p, timeout=60, jobs=1) for p in properties]
+    cert = tmp_path / "c.cert.json"
+    assert write_certificate(cert, network, properties, results)
+    outcome = check_certificate(cert, model)
+    assert outcome.ok, outcome.failure
+
+
+RL = ROOT.parent / "shared" / "benchmarks" / "rl"
+
+
+def _rl_unsat_instances() -> list[tuple[str, str]]:
+    listing = RL / "instances.csv"
+    if not listing.exists():
+        return []
+    with open(listing, encoding="utf-8") as handle:
+        return [(row["onnx"], row["vnnlib"]) for row in csv.DictReader(handle) if row["expected"] == "unsat"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (RL / "instances.csv").exists(), reason=f"the VNN-COMP controller set is not at {RL}")
+@pytest.mark.parametrize("onnx_name,vnnlib_name", _rl_unsat_instances())
+def test_certificates_of_every_unsat_controller_instance_check(tmp_path, onnx_name, vnnlib_name):
+    """cartpole, lunarlander, dubinsrejoin and the TLL networks, whose first ReLU follows three matrix products
+    that the prover folds into one layer: the checker must bound that ReLU's input as tightly as the prover."""
+    model = RL / onnx_name
+    network = load_onnx(model)
+    properties = parse_vnnlib(RL / vnnlib_name, n_inputs=network.n_inputs, n_outputs=network.n_outputs)
     results = [check(network, p, timeout=60, jobs=1) for p in properties]
     cert = tmp_path / "c.cert.json"
     assert write_certificate(cert, network, properties, results)
