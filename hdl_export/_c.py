@@ -35,7 +35,7 @@ from certfsm import SpecError
 from certfsm.machine import Machine, Reason
 
 from ._hardware import STATE_REGISTERS, Hardware
-from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
+from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Select, SplitTest, Wire
 
 _INDENT = "    "
 _C_DOCS = {
@@ -106,6 +106,11 @@ def _mask(width: int) -> str:
 
 def _bus_type(width: int) -> str:
     return "int32_t" if width <= 31 else "int64_t"
+
+
+def _bus_literal(width: int):
+    """How a constant compared with a bus of `width` bits is written: a plain (signed) int, INT64_C past 31 bits."""
+    return (lambda v: f"INT64_C({v})") if _bus_type(width) == "int64_t" else str
 
 
 def _interval(edges, k: int) -> str:
@@ -322,6 +327,14 @@ class _Printer:
                 body += self._bank(node)
             elif isinstance(node, Wire):
                 body += [_comment(node.doc), f"const uint32_t {node.name} = {self.expression(node.expr)};"]
+            elif isinstance(node, SplitTest):
+                literal = _bus_literal(node.bus.width)
+                body += [
+                    _comment(node.doc),
+                    f"const uint32_t {node.name} = (({node.bus.name} >= {literal(node.threshold)}) ? 1u : 0u);",
+                ]
+            elif isinstance(node, Select):
+                body += self._select(node)
             elif isinstance(node, Rom):
                 address, size = node.address.name, len(node.entries)
                 body += [
@@ -363,9 +376,32 @@ class _Printer:
             lines += [load] if enable is None else [f"if {self.condition(enable)} {{", _INDENT + load, "}"]
         return lines
 
+    def _select(self, select: Select) -> list[str]:
+        """A switch on the selector: one case per key, its expression (a refined cell's tree) walked as nested
+        ``if``/``else`` on the split bits, so a call makes at most the tree's depth tests (a nested ``?:`` would be
+        a composite expression, MISRA C:2012 Rule 10.6); the default for every other key."""
+        lines = [_comment(select.doc), f"uint32_t {select.name};", f"switch ({select.selector.name}) {{"]
+        for key, value, comment in select.cases:
+            lines.append(f"case {key}u:  {_comment(comment)}")
+            lines += [_INDENT + line for line in self._branches(select.name, value)]
+            lines.append(f"{_INDENT}break;")
+        lines += ["default:", f"{_INDENT}{select.name} = {self.expression(select.default)};", f"{_INDENT}break;"]
+        return lines + ["}"]
+
+    def _branches(self, target: str, value) -> list[str]:
+        """``target = value;`` with each ``?:`` of `value` unfolded into ``if``/``else``."""
+        if not (isinstance(value, Op) and value.op == "?:"):
+            return [f"{target} = {self.expression(value)};"]
+        condition, then, otherwise = value.args
+        lines = [f"if {self.condition(condition)} {{"]
+        lines += [_INDENT + line for line in self._branches(target, then)]
+        lines.append("} else {")
+        lines += [_INDENT + line for line in self._branches(target, otherwise)]
+        return lines + ["}"]
+
     def _bank(self, bank: ComparatorBank) -> list[str]:
         bus = bank.bus.name
-        literal = (lambda v: f"INT64_C({v})") if _bus_type(bank.bus.width) == "int64_t" else str
+        literal = _bus_literal(bank.bus.width)
         lines = [
             _comment(
                 f"{bank.input_name}: v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "

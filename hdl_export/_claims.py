@@ -15,6 +15,7 @@ from certfsm.fsm import StepEncoding
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State, step
 
 from ._hardware import STATE_REGISTERS, Hardware
+from ._leaves import walk
 from ._transition import Transition
 
 QUERIES = ("reset", "hold", "sample", "step")
@@ -34,8 +35,8 @@ DESCRIPTIONS = {
     "reset": "an edge with rst gives the initial state, empties the pipeline and sets the reset outputs",
     "hold": "an edge with valid_q 0 keeps the state and the outputs and clears out_valid",
     "sample": "binning, ROM and masks: for every input the pipeline registers hold the artifact's envelope test, "
-    "cell (integer thresholds of its edges), table word and allowed mask, and pass in_valid, sla_ok "
-    "and the override through",
+    "cell (integer thresholds of its edges), table word and allowed mask (in a refined cell those of the leaf "
+    "its box tree gives), and pass in_valid, sla_ok and the override through",
     "step": "for every state in the machine's domain and every pipeline content, the next state and outputs are "
     "those of the machine's step encoding (certfsm.fsm.StepEncoding)",
 }
@@ -59,9 +60,16 @@ class Claims:
         self.buses = [(bank.bus.name, bank.signed) for bank in reference.banks]
         self.signed = dict(self.buses)
         classes: dict[tuple[int, int], int] = {}
+        refinement = machine.refinement
+        refined = set() if refinement is None else set(refinement.cells)
         for cell, (proposal, mask) in enumerate(zip(machine.proposal, machine.allowed)):
-            classes.setdefault((proposal, mask), cell)
+            if cell not in refined:
+                classes.setdefault((proposal, mask), cell)
+        for cell, tree in zip(*((refinement.cells, refinement.trees) if refinement is not None else ((), ()))):
+            for leaf in tree.leaves:
+                classes.setdefault((leaf.token, leaf.allowed), cell)
         self.classes = classes
+        """(proposal, mask) -> a cell with it (a refined cell for a leaf's): what the pipeline can hold."""
 
     # ---------------------------------------------------------------- terms
 
@@ -187,12 +195,14 @@ class Claims:
                 f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
                 f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
             )
-        lines.append(
-            f"(define-fun table () {self._sort('proposal_q')} {self._decode('proposal_q', m.proposal, 0, cw - 1)})"
-        )
-        lines.append(
-            f"(define-fun masks () {self._sort('allowed_q')} {self._decode('allowed_q', m.allowed, 0, cw - 1)})"
-        )
+        table = self._decode("proposal_q", m.proposal, 0, cw - 1)
+        masks = self._decode("allowed_q", m.allowed, 0, cw - 1)
+        if m.refinement is not None:
+            lines += self._leaf_comments()
+            table = self._leaves(table, "proposal_q", lambda leaf: leaf.token)
+            masks = self._leaves(masks, "allowed_q", lambda leaf: leaf.allowed)
+        lines.append(f"(define-fun table () {self._sort('proposal_q')} {table})")
+        lines.append(f"(define-fun masks () {self._sort('allowed_q')} {masks})")
         claim = _all(
             [
                 "(= t.valid_q s.in_valid)",
@@ -205,6 +215,41 @@ class Claims:
             ]
         )
         return [*lines, f"(assert (not {self.bit('s.rst')}))", f"(assert (not {claim}))"]
+
+    def _leaf_comments(self) -> list[str]:
+        m = self.machine
+        assert m.refinement is not None
+        lines = [
+            "; the refined cells: in each, the reading's leaf by its box tree (docs/design.md, 'Box trees'): at a",
+            "; split (input, t) the low child holds v < ceil(t * 2^frac_bits), the high child the rest; a leaf's",
+            "; token and allowed mask stand for the cell's",
+        ]
+        for cell, tree in zip(m.refinement.cells, m.refinement.trees):
+            lines.append(
+                f"; cell {cell}: {tree.n_leaves} leaves: "
+                + "; ".join(
+                    f"{leaf.status.value} {m.tokens[leaf.token]} mask {leaf.allowed:0{self.params.n_tokens}b}"
+                    for leaf in tree.leaves
+                )
+            )
+        return lines
+
+    def _leaves(self, flat: str, name: str, word) -> str:
+        """`flat` (the cell's word) where the cell is not refined, else the word of the leaf its tree gives."""
+        m = self.machine
+        assert m.refinement is not None
+        term = flat
+        for cell, tree in reversed(list(zip(m.refinement.cells, m.refinement.trees))):
+            leaves = tree.leaves
+
+            def on_split(input: int, threshold: int, low: str, high: str) -> str:
+                bus, signed = self.buses[input]
+                at_least = "bvsge" if signed else "bvuge"
+                return f"(ite ({at_least} s.{bus} {self.literal(bus, threshold)}) {high} {low})"
+
+            tree_term = walk(tree, on_split, lambda k: self.literal(name, word(leaves[k])))
+            term = f"(ite (= cell {self.literal('cell_q', cell)}) {tree_term} {term})"
+        return term
 
     def _sort(self, name: str) -> str:
         return f"(_ BitVec {self.width(name)})"
@@ -301,6 +346,7 @@ class Claims:
         reading = [self._signed(value, bus) for bus, _ in self.buses]
         shown = ", ".join(f"{name}={v} ({v / (1 << bits):g})" for name, v, bits in zip(m.names, reading, m.frac_bits))
         cell = m.cell_of_fixed(reading)
+        leaf = m.leaf_of_fixed(reading)
         got = (
             f"in_envelope_q={value('t.in_envelope_q')} cell_q={value('t.cell_q')} "
             f"proposal_q={value('t.proposal_q')} allowed_q={value('t.allowed_q'):0{n}b}"
@@ -318,10 +364,13 @@ class Claims:
         if cell == OUT_OF_ENVELOPE:
             expected = f"out of envelope: in_envelope_q=0 cell_q={self.reference.no_cell}"
         else:
+            assert leaf is not None
+            tree = None if m.refinement is None else m.refinement.tree_of(cell)
+            where = "" if tree is None else f", leaf {tree.leaf_index_fixed(reading)} of its tree"
             expected = (
-                f"cell {cell} ({m.describe_cell(cell)}): in_envelope_q=1 cell_q={cell} "
-                f"proposal_q={m.proposal[cell]} ({m.tokens[m.proposal[cell]]}) "
-                f"allowed_q={m.allowed[cell]:0{n}b}"
+                f"cell {cell} ({m.describe_cell(cell)}{where}): in_envelope_q=1 cell_q={cell} "
+                f"proposal_q={leaf.token} ({m.tokens[leaf.token]}) "
+                f"allowed_q={leaf.allowed:0{n}b}"
             )
         tail = f"; and it loads {', '.join(wrong)}" if wrong else ""
         return f"in any state, reading {shown}: the artifact gives {expected}; the module loads {got}{tail}"
