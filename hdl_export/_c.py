@@ -2,8 +2,9 @@
 
 All C of the export is written here. The program is the module with its
 clock taken out: one call of ``NAME_step`` is one decision, in the same
-order of nodes as the Verilog (comparator banks, ROMs, the rule chain, the
-code lookup). The pipeline registers become locals computed in the same
+order of nodes as the Verilog (comparator banks, in a refined table the
+split tests and a ``switch`` on the cell that walks its tree to the leaf's
+ROM address, ROMs, the rule chain, the code lookup). The pipeline registers become locals computed in the same
 call (a microcontroller has no reason to wait two cycles), the state
 registers live in ``NAME_state`` and load at the end of the call, and the
 output registers in ``NAME_output`` load under the same enable as in the

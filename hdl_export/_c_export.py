@@ -103,6 +103,7 @@ def export_c(
         "module": name,
         "language": "C99",
         "cells": hw.machine.n_cells,
+        **({"leaves": hw.machine.refinement.n_leaves} if hw.machine.refinement is not None else {}),
         "files": {p.name: file_sha256(p) for p in (header, source)},
         **checks_record(checks, check),
     }

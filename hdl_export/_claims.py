@@ -195,14 +195,15 @@ class Claims:
                 f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
                 f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
             )
-        table = self._decode("proposal_q", m.proposal, 0, cw - 1)
-        masks = self._decode("allowed_q", m.allowed, 0, cw - 1)
+        tables = [self.literal("proposal_q", word) for word in m.proposal]
+        masks = [self.literal("allowed_q", word) for word in m.allowed]
         if m.refinement is not None:
             lines += self._leaf_comments()
-            table = self._leaves(table, "proposal_q", lambda leaf: leaf.token)
-            masks = self._leaves(masks, "allowed_q", lambda leaf: leaf.allowed)
+            self._leaves(tables, "proposal_q", lambda leaf: leaf.token)
+            self._leaves(masks, "allowed_q", lambda leaf: leaf.allowed)
+        table, mask = self._decode(tables, 0, cw - 1), self._decode(masks, 0, cw - 1)
         lines.append(f"(define-fun table () {self._sort('proposal_q')} {table})")
-        lines.append(f"(define-fun masks () {self._sort('allowed_q')} {masks})")
+        lines.append(f"(define-fun masks () {self._sort('allowed_q')} {mask})")
         claim = _all(
             [
                 "(= t.valid_q s.in_valid)",
@@ -234,12 +235,11 @@ class Claims:
             )
         return lines
 
-    def _leaves(self, flat: str, name: str, word) -> str:
-        """`flat` (the cell's word) where the cell is not refined, else the word of the leaf its tree gives."""
+    def _leaves(self, terms: list[str], name: str, word) -> None:
+        """Replace the term of each refined cell in `terms` by its tree: the word of the leaf it gives the buses."""
         m = self.machine
         assert m.refinement is not None
-        term = flat
-        for cell, tree in reversed(list(zip(m.refinement.cells, m.refinement.trees))):
+        for cell, tree in zip(m.refinement.cells, m.refinement.trees):
             leaves = tree.leaves
 
             def on_split(input: int, threshold: int, low: str, high: str) -> str:
@@ -247,25 +247,24 @@ class Claims:
                 at_least = "bvsge" if signed else "bvuge"
                 return f"(ite ({at_least} s.{bus} {self.literal(bus, threshold)}) {high} {low})"
 
-            tree_term = walk(tree, on_split, lambda k: self.literal(name, word(leaves[k])))
-            term = f"(ite (= cell {self.literal('cell_q', cell)}) {tree_term} {term})"
-        return term
+            terms[cell] = walk(tree, on_split, lambda k: self.literal(name, word(leaves[k])))
 
     def _sort(self, name: str) -> str:
         return f"(_ BitVec {self.width(name)})"
 
-    def _decode(self, name: str, words, low: int, bit: int) -> str:
-        """The word at address `cell` among words[low : low + 2^(bit+1)], one address bit per level."""
+    def _decode(self, terms: list[str], low: int, bit: int) -> str:
+        """The term at address `cell` among terms[low : low + 2^(bit+1)], one address bit per level (a run of
+        equal terms is one term)."""
         size = 1 << (bit + 1)
-        chunk = words[low : low + size]
+        chunk = terms[low : low + size]
         if len(set(chunk)) == 1 or bit < 0:
-            return self.literal(name, chunk[0])
+            return chunk[0]
         half = low + (1 << bit)
-        if half >= len(words):
-            return self._decode(name, words, low, bit - 1)
+        if half >= len(terms):
+            return self._decode(terms, low, bit - 1)
         return (
-            f"(ite (= ((_ extract {bit} {bit}) cell) #b1) {self._decode(name, words, half, bit - 1)} "
-            f"{self._decode(name, words, low, bit - 1)})"
+            f"(ite (= ((_ extract {bit} {bit}) cell) #b1) {self._decode(terms, half, bit - 1)} "
+            f"{self._decode(terms, low, bit - 1)})"
         )
 
     # ---------------------------------------------------------------- step: the state machine

@@ -41,8 +41,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from certfsm import SpecError
-from certfsm._box_tree import BoxTree, Leaf, Split
+from certfsm import BoxTree, Leaf, SpecError, Split
 from certfsm.machine import Machine, integer_thresholds
 
 from ._netlist import ComparatorBank, Const, Expr, Ref, RomEntry, Select, SplitTest, mux, op

@@ -40,7 +40,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from certfsm._box_tree import Leaf
+from certfsm import Leaf
 from certfsm.machine import OUT_OF_ENVELOPE, Machine, State
 
 from ._hardware import STATE_REGISTERS, Hardware

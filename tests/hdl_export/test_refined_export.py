@@ -234,3 +234,15 @@ def test_a_refined_certified_artifact_exports_as_verilog_and_c_simulated_proved_
     c = export_c(refined_coarse_artifact, tmp_path / "c")
     compared = compile_and_compare(hardware_of(machine, c.header.stem), c.folder, 5_000)
     assert compared.passed and compared.numbers["mismatches"] == 0, compared.detail
+
+
+@pytest.mark.slow
+def test_the_export_commands_count_a_refined_tables_leaves(refined_coarse_artifact, tmp_path):
+    from cli_run import run_cli
+
+    leaves = Machine.from_artifact(load_artifact(refined_coarse_artifact)).refinement.n_leaves
+    code, out, err = run_cli("export-c", refined_coarse_artifact, "--out", tmp_path / "c")
+    assert code == 0 and f": 16 cells and {leaves} leaves, one decision per call" in out, out + err
+    code, out, err = run_cli("export-verilog", refined_coarse_artifact, "--out", tmp_path / "v", "--random-steps", "0")
+    assert code == 0 and f", 16 cells and {leaves} leaves, latency 2 cycles;" in out, out + err
+    assert f"table: 16 cells and {leaves} leaves of refined cells x (3 token bits + 5 mask bits)" in out
