@@ -15,8 +15,9 @@ from certfsm.fsm import StepEncoding
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State, step
 
 from ._hardware import STATE_REGISTERS, Hardware
+from ._netlist import Rom
 from ._leaves import walk
-from ._transition import Transition
+from ._transition import STATE, Transition
 
 QUERIES = ("reset", "hold", "sample", "step")
 PIPELINE_REGISTERS = (
@@ -70,6 +71,9 @@ class Claims:
                 classes.setdefault((leaf.token, leaf.allowed), cell)
         self.classes = classes
         """(proposal, mask) -> a cell with it (a refined cell for a leaf's): what the pipeline can hold."""
+        self.cut_wires = frozenset(node.address.name for node in reference.module.body if isinstance(node, Rom))
+        """The ROM address wires, which the ROMs' multiplexer trees read at every node: `Transition.body` cuts
+        them."""
 
     # ---------------------------------------------------------------- terms
 
@@ -99,13 +103,20 @@ class Claims:
     def prefix(self) -> list[str]:
         """The lines every claim begins with: the transition relation, one edge from s to t, and the views."""
         t, m = self.transition, self.transition.module
+        body, cuts = t.body(self.cut_wires)
         lines = [
             f"; the module's transition relation: {t.yosys_version} write_smt2 -stbv -wires of {self.file_name}, "
             f"module {m}",
-            *t.body(),
+            *body,
             "; one rising edge: state s before it, state t after it",
             f"(declare-const s |{m}_s|)",
             f"(declare-const t |{m}_s|)",
+            *(
+                ["; the cut points' definitions in state s, the state every wire of the relation is read in"]
+                if cuts
+                else []
+            ),
+            *(f"(assert (= ({function} s) {STATE.sub('s', expression)}))" for function, expression in cuts),
             f"(assert (|{m}_h| s))",
             f"(assert (|{m}_h| t))",
             f"(assert (|{m}_t| s t))",
@@ -195,13 +206,15 @@ class Claims:
                 f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
                 f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
             )
-        tables = [self.literal("proposal_q", word) for word in m.proposal]
-        masks = [self.literal("allowed_q", word) for word in m.allowed]
+        tokens, allowed, address, bits = list(m.proposal), list(m.allowed), "cell", cw
         if m.refinement is not None:
-            lines += self._leaf_comments()
-            self._leaves(tables, "proposal_q", lambda leaf: leaf.token)
-            self._leaves(masks, "allowed_q", lambda leaf: leaf.allowed)
-        table, mask = self._decode(tables, 0, cw - 1), self._decode(masks, 0, cw - 1)
+            lines += self._entry()
+            leaves = [leaf for tree in m.refinement.trees for leaf in tree.leaves]
+            tokens += [leaf.token for leaf in leaves]
+            allowed += [leaf.allowed for leaf in leaves]
+            address, bits = "entry", max(cw, (len(tokens) - 1).bit_length())
+        table = self._decode([self.literal("proposal_q", word) for word in tokens], 0, bits - 1, address)
+        mask = self._decode([self.literal("allowed_q", word) for word in allowed], 0, bits - 1, address)
         lines.append(f"(define-fun table () {self._sort('proposal_q')} {table})")
         lines.append(f"(define-fun masks () {self._sort('allowed_q')} {mask})")
         claim = _all(
@@ -217,54 +230,55 @@ class Claims:
         )
         return [*lines, f"(assert (not {self.bit('s.rst')}))", f"(assert (not {claim}))"]
 
-    def _leaf_comments(self) -> list[str]:
-        m = self.machine
+    def _entry(self) -> list[str]:
+        """The definition of ``entry``, the reading's word among the cells' and then the leaves' (the artifact's
+        leaf order, tree after tree): its cell's number, or in a refined cell n_cells plus the number of the leaf
+        its tree gives the buses (docs/design.md, 'Box trees')."""
+        m, cw = self.machine, self.width("cell_q")
         assert m.refinement is not None
+        width = max(cw, (m.n_cells + m.refinement.n_leaves - 1).bit_length())
         lines = [
             "; the refined cells: in each, the reading's leaf by its box tree (docs/design.md, 'Box trees'): at a",
-            "; split (input, t) the low child holds v < ceil(t * 2^frac_bits), the high child the rest; a leaf's",
-            "; token and allowed mask stand for the cell's",
+            "; split (input, t) the low child holds v < ceil(t * 2^frac_bits), the high child the rest; the words",
+            "; are the cells' and then the leaves' (tree after tree), and a reading's entry is its cell, or in a",
+            f"; refined cell {m.n_cells} + the number of its leaf",
         ]
+        entries = [f"(_ bv{cell} {width})" for cell in range(m.n_cells)]
+        first = m.n_cells
         for cell, tree in zip(m.refinement.cells, m.refinement.trees):
             lines.append(
-                f"; cell {cell}: {tree.n_leaves} leaves: "
+                f"; cell {cell}: leaves {first - m.n_cells}..{first - m.n_cells + tree.n_leaves - 1}: "
                 + "; ".join(
                     f"{leaf.status.value} {m.tokens[leaf.token]} mask {leaf.allowed:0{self.params.n_tokens}b}"
                     for leaf in tree.leaves
                 )
             )
-        return lines
-
-    def _leaves(self, terms: list[str], name: str, word) -> None:
-        """Replace the term of each refined cell in `terms` by its tree: the word of the leaf it gives the buses."""
-        m = self.machine
-        assert m.refinement is not None
-        for cell, tree in zip(m.refinement.cells, m.refinement.trees):
-            leaves = tree.leaves
 
             def on_split(input: int, threshold: int, low: str, high: str) -> str:
                 bus, signed = self.buses[input]
                 at_least = "bvsge" if signed else "bvuge"
                 return f"(ite ({at_least} s.{bus} {self.literal(bus, threshold)}) {high} {low})"
 
-            terms[cell] = walk(tree, on_split, lambda k: self.literal(name, word(leaves[k])))
+            entries[cell] = walk(tree, on_split, lambda k, first=first: f"(_ bv{first + k} {width})")
+            first += tree.n_leaves
+        return [*lines, f"(define-fun entry () (_ BitVec {width}) {self._decode(entries, 0, cw - 1, 'cell')})"]
 
     def _sort(self, name: str) -> str:
         return f"(_ BitVec {self.width(name)})"
 
-    def _decode(self, terms: list[str], low: int, bit: int) -> str:
-        """The term at address `cell` among terms[low : low + 2^(bit+1)], one address bit per level (a run of
-        equal terms is one term)."""
+    def _decode(self, terms: list[str], low: int, bit: int, address: str = "cell") -> str:
+        """The term at `address` among terms[low : low + 2^(bit+1)], one address bit per level (a run of equal
+        terms is one term)."""
         size = 1 << (bit + 1)
         chunk = terms[low : low + size]
         if len(set(chunk)) == 1 or bit < 0:
             return chunk[0]
         half = low + (1 << bit)
         if half >= len(terms):
-            return self._decode(terms, low, bit - 1)
+            return self._decode(terms, low, bit - 1, address)
         return (
-            f"(ite (= ((_ extract {bit} {bit}) cell) #b1) {self._decode(terms, half, bit - 1)} "
-            f"{self._decode(terms, low, bit - 1)})"
+            f"(ite (= ((_ extract {bit} {bit}) {address}) #b1) {self._decode(terms, half, bit - 1, address)} "
+            f"{self._decode(terms, low, bit - 1, address)})"
         )
 
     # ---------------------------------------------------------------- step: the state machine
