@@ -3,8 +3,9 @@
 All C of the export is written here. The program is the module with its
 clock taken out: one call of ``NAME_step`` is one decision, in the same
 order of nodes as the Verilog (comparator banks, in a refined table the
-split tests and a ``switch`` on the cell that walks its tree to the leaf's
-ROM address, ROMs, the rule chain, the code lookup). The pipeline registers become locals computed in the same
+split tests and a walk of the cell's tree to the leaf's ROM address over
+static const node arrays (`_c_trees.py`), ROMs, the rule chain, the code
+lookup). The pipeline registers become locals computed in the same
 call (a microcontroller has no reason to wait two cycles), the state
 registers live in ``NAME_state`` and load at the end of the call, and the
 output registers in ``NAME_output`` load under the same enable as in the
@@ -35,6 +36,7 @@ from typing import NamedTuple
 from certfsm import SpecError
 from certfsm.machine import Machine, Reason
 
+from ._c_trees import print_tree_lookup
 from ._hardware import STATE_REGISTERS, Hardware
 from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Select, SplitTest, Wire
 
@@ -335,7 +337,8 @@ class _Printer:
                     f"const uint32_t {node.name} = (({node.bus.name} >= {literal(node.threshold)}) ? 1u : 0u);",
                 ]
             elif isinstance(node, Select):
-                body += self._select(node)
+                tests = [test for test in self.module.body if isinstance(test, SplitTest)]
+                body += print_tree_lookup(node, tests, self.machine.n_cells, _INDENT, _comment, _word_type)
             elif isinstance(node, Rom):
                 address, size = node.address.name, len(node.entries)
                 body += [
@@ -376,29 +379,6 @@ class _Printer:
             enable = register.enable
             lines += [load] if enable is None else [f"if {self.condition(enable)} {{", _INDENT + load, "}"]
         return lines
-
-    def _select(self, select: Select) -> list[str]:
-        """A switch on the selector: one case per key, its expression (a refined cell's tree) walked as nested
-        ``if``/``else`` on the split bits, so a call makes at most the tree's depth tests (a nested ``?:`` would be
-        a composite expression, MISRA C:2012 Rule 10.6); the default for every other key."""
-        lines = [_comment(select.doc), f"uint32_t {select.name};", f"switch ({select.selector.name}) {{"]
-        for key, value, comment in select.cases:
-            lines.append(f"case {key}u:  {_comment(comment)}")
-            lines += [_INDENT + line for line in self._branches(select.name, value)]
-            lines.append(f"{_INDENT}break;")
-        lines += ["default:", f"{_INDENT}{select.name} = {self.expression(select.default)};", f"{_INDENT}break;"]
-        return lines + ["}"]
-
-    def _branches(self, target: str, value) -> list[str]:
-        """``target = value;`` with each ``?:`` of `value` unfolded into ``if``/``else``."""
-        if not (isinstance(value, Op) and value.op == "?:"):
-            return [f"{target} = {self.expression(value)};"]
-        condition, then, otherwise = value.args
-        lines = [f"if {self.condition(condition)} {{"]
-        lines += [_INDENT + line for line in self._branches(target, then)]
-        lines.append("} else {")
-        lines += [_INDENT + line for line in self._branches(target, otherwise)]
-        return lines + ["}"]
 
     def _bank(self, bank: ComparatorBank) -> list[str]:
         bus = bank.bus.name

@@ -13,6 +13,7 @@ where a reader does not.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -67,21 +68,22 @@ def test_a_flat_machine_gets_no_leaf_lookup():
     assert {node.address.name for node in body if isinstance(node, Rom)} == {"reading_cell"}
 
 
-def test_the_c_walks_each_refined_cells_tree_in_a_switch_on_the_cell():
+def test_the_c_walks_each_refined_cells_tree_over_static_const_node_arrays():
     _, source = print_c(hardware_of(tiny_refined_machine(), "certfsm_tiny"))
     assert "const uint32_t speed_ge_m5 = ((speed >= -5) ? 1u : 0u);" in source
-    walk_of_cell_1 = """    case 1u:  /* cell 1: its 3 leaves at 8..10, depth 2 */
-        if (speed_ge_m5 != 0u) {
-            if (load_ge_15 != 0u) {
-                reading_entry = 10u;
-            } else {
-                reading_entry = 9u;
-            }
-        } else {
-            reading_entry = 8u;
-        }
-        break;"""
-    assert walk_of_cell_1 in source
+    walk = """    const uint32_t split_bits[3] = {speed_ge_m5, load_ge_14, load_ge_15};
+    static const uint8_t tree_root[8] = {
+        3u, 0u, 5u, 6u, 7u, 2u, 9u, 10u,  /* cells 0..7 */
+    };
+    static const uint8_t tree_nodes[3][3] = {
+        {0u, 11u, 1u},  /* node 0, cell 1: speed >= -1.25 */
+        {2u, 12u, 13u},  /* node 1, cell 1: load >= 15 */
+        {1u, 14u, 15u},  /* node 2, cell 5: load >= 14 */
+    };
+    uint32_t tree_code = (reading_cell < 8u) ? (uint32_t) tree_root[reading_cell] : 3u;
+    while (tree_code < 3u) {"""
+    assert walk in source
+    assert "const uint32_t reading_entry = tree_code - 3u;" in source
     assert "static const uint8_t table_rom[13] = {" in source
 
 
@@ -162,7 +164,14 @@ def test_the_tiny_refined_module_is_proved_and_each_changed_leaf_fails_naming_th
 
     machine = tiny_refined_machine()
     module = tiny_refined_export.module_file
-    assert prove_equivalence(machine, module).is_proved
+    assert prove_equivalence(machine, module, folder=tmp_path).is_proved
+    sample = (tmp_path / "equivalence-sample.smt2").read_text()
+    assert re.search(
+        r"^\(declare-fun \|certfsm_tiny#\d+\| \(\|certfsm_tiny_s\|\) \(_ BitVec 4\)\) ; \\reading_entry: a cut point$",
+        sample,
+        re.M,
+    )
+    assert "(define-fun entry () (_ BitVec 4) " in sample and "; cell 5: leaves 3..4: exact FAST mask 011;" in sample
     text = module.read_text()
     edits = {
         "leaf word": ("4'd11:   table_word = 2'd1;", "4'd11:   table_word = 2'd2;"),
