@@ -78,8 +78,8 @@ _C99 = """auto break char const continue do double enum extern float goto inline
 sizeof static struct switch typedef union void volatile"""
 _PORTS = "clk rst in_valid sla_ok override_request override_code token_code reason_code cell_index out_valid"
 _INTERNAL = """in_envelope reading_cell table_rom mask_rom table_word mask_word valid_q in_envelope_q cell_q sla_ok_q
-override_request_q override_code_q proposal_q allowed_q reading_entry split_bits tree_root tree_nodes
-tree_code current candidate_valid candidate count cooldown override_token
+override_request_q override_code_q proposal_q allowed_q reading_entry split_bits tree_root tree_test
+tree_low tree_high tree_code current candidate_valid candidate count cooldown override_token
 override_is_token counted_down cooldown_expired current_allowed override_obeyable override_refusal proposal_count
 confirmed next_current next_candidate_valid next_candidate next_count next_cooldown next_reason next_token_code"""
 _RESERVED = frozenset(f"{_VERILOG_2005} {_C99} {_PORTS} {_INTERNAL}".split()) | frozenset(keyword.kwlist)

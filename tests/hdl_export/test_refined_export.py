@@ -75,10 +75,16 @@ def test_the_c_walks_each_refined_cells_tree_over_static_const_node_arrays():
     static const uint8_t tree_root[8] = {
         3u, 0u, 5u, 6u, 7u, 2u, 9u, 10u,  /* cells 0..7 */
     };
-    static const uint8_t tree_nodes[3][3] = {
-        {0u, 11u, 1u},  /* node 0, cell 1: speed >= -1.25 */
-        {2u, 12u, 13u},  /* node 1, cell 1: load >= 15 */
-        {1u, 14u, 15u},  /* node 2, cell 5: load >= 14 */
+    static const uint8_t tree_test[3] = {
+        0u,  /* node 0, cell 1: speed >= -1.25 */
+        2u,  /* node 1, cell 1: load >= 15 */
+        1u,  /* node 2, cell 5: load >= 14 */
+    };
+    static const uint8_t tree_low[3] = {
+        11u, 12u, 14u,  /* nodes 0..2 */
+    };
+    static const uint8_t tree_high[3] = {
+        1u, 13u, 15u,  /* nodes 0..2 */
     };
     uint32_t tree_code = (reading_cell < 8u) ? (uint32_t) tree_root[reading_cell] : 3u;
     while (tree_code < 3u) {"""
