@@ -66,7 +66,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypeVar, cast
 
 from ._decimal import decimal_value, float_at_least, float_at_most
-from ._errors import ArtifactError, SpecError
+from ._errors import SpecError
 
 if TYPE_CHECKING:
     from ._artifact import Artifact
@@ -415,8 +415,8 @@ class Machine:
     steps on one), and a refined cell's own entry holds the conservative
     token, status conservative, and the cell's mask, safe for a reader that
     ignores leaves. `step` reads cells: on a refined cell it sees that
-    conservative entry. The runtime reads leaves; the Verilog and the C
-    still read cells and refuse a refined machine (`require_flat`).
+    conservative entry. The runtime, the Verilog and the C read leaves
+    (`certfsm.hdl_export` finds a reading's leaf in the clock that bins it).
     """
 
     names: tuple[str, ...]
@@ -680,16 +680,6 @@ class Machine:
     def leaf_row(self, leaf: Leaf) -> tuple[bool, ...]:
         """Which output indices may be emitted in `leaf`: the allowed row that `step` reads with its proposal."""
         return tuple(bool(leaf.allowed >> k & 1) for k in range(self.params.n_tokens))
-
-    def require_flat(self, consumer: str) -> None:
-        """Refuse a refined table in `consumer`, which reads cells only: its flat entries hold the conservative
-        token where leaves decide, so running them would silently drop every refined leaf."""
-        if self.refinement is not None:
-            raise ArtifactError(
-                f"{consumer}: artifact {self.artifact_sha256[:16]} refines {len(self.refinement.cells)} cells into "
-                f"box trees (payload.table.refinement), but this version of certfsm runs flat tables only in "
-                f"{consumer}; distil the spec again without its refine object"
-            )
 
     def allowed_row(self, cell: int) -> tuple[bool, ...]:
         """Which output indices may be emitted in `cell`."""

@@ -925,7 +925,8 @@ def export_verilog(
         )
     summary = result.summary
     typer.echo(
-        f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells, "
+        f"{result.module_file}: module {summary['module']['name']}, {summary['module']['cells']} cells"
+        f"{_and_leaves(summary['module']['table'])}, "
         f"latency {summary['module']['latency_cycles']} cycles; test bench of {summary['testbench']['steps']} "
         "steps"
     )
@@ -942,6 +943,11 @@ def _random_steps(module: Optional[str], random_steps: Optional[int]) -> int:
     if random_steps < 0:
         raise UsageError(f"--random-steps {random_steps} is negative; give 0 or more")
     return random_steps
+
+
+def _and_leaves(record: dict) -> str:
+    """The words " and N leaves" where an export's summary record counts a refined table's leaves, else nothing."""
+    return f" and {record['leaves']:,} leaves" if record.get("leaves") else ""
 
 
 def _finish_export(result, out: Path, check: bool) -> None:
@@ -988,7 +994,10 @@ def export_c(
 
     with _in_flags(**_EXPORT_FLAGS):
         result = export(artifact, out, check=check, module=module, random_steps=_random_steps(module, random_steps))
-    typer.echo(f"{result.header}, {result.source}: {result.summary['cells']} cells, one decision per call")
+    typer.echo(
+        f"{result.header}, {result.source}: {result.summary['cells']} cells{_and_leaves(result.summary)}, one "
+        "decision per call"
+    )
     _finish_export(result, out, check)
 
 

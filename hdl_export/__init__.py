@@ -4,15 +4,16 @@
 (decoded by `Machine.from_artifact`) as a `Hardware`: ports, comparator
 banks, the table and mask ROMs, registers and the rule chain of
 `certfsm.machine.step` (`_netlist.py` holds the node types, `_hardware.py`
-builds them and states the port contract, `_rule_chain.py` builds the
-deciding edge: the rule chain and the registers it loads).
+builds them and states the port contract, `_leaves.py` the leaf lookup of
+a refined table, `_rule_chain.py` builds the deciding edge: the rule
+chain and the registers it loads).
 `print_verilog(module)` and `print_testbench` are the one Verilog printer
 (`_verilog.py`).
 
 `export_verilog(artifact, out, check=...)` is `certfsm export-verilog`:
 the module, a self-checking test bench whose vectors come from the Python
-reference (`_vectors.py`: `Machine.cell_of_fixed` and `Machine.step`
-behind the port contract's clocking), and with ``check`` the real tool
+reference (`_vectors.py`: `Machine.cell_of_fixed`, `Machine.leaf_of_fixed`
+and `Machine.step_leaf` behind the port contract's clocking), and with ``check`` the real tool
 runs of `_checks.py` (Verilator lint, Icarus simulation, yosys generic and
 iCE40 synthesis, nextpnr-ice40) and the formal equivalence, all recorded
 in ``summary.json``. Before anything is built or written, `table_fit`

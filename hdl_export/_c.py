@@ -2,8 +2,10 @@
 
 All C of the export is written here. The program is the module with its
 clock taken out: one call of ``NAME_step`` is one decision, in the same
-order of nodes as the Verilog (comparator banks, ROMs, the rule chain, the
-code lookup). The pipeline registers become locals computed in the same
+order of nodes as the Verilog (comparator banks, in a refined table the
+split tests and a walk of the cell's tree to the leaf's ROM address over
+static const node arrays (`_c_trees.py`), ROMs, the rule chain, the code
+lookup). The pipeline registers become locals computed in the same
 call (a microcontroller has no reason to wait two cycles), the state
 registers live in ``NAME_state`` and load at the end of the call, and the
 output registers in ``NAME_output`` load under the same enable as in the
@@ -34,8 +36,9 @@ from typing import NamedTuple
 from certfsm import SpecError
 from certfsm.machine import Machine, Reason
 
+from ._c_trees import print_tree_lookup
 from ._hardware import STATE_REGISTERS, Hardware
-from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
+from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Select, SplitTest, Wire
 
 _INDENT = "    "
 _C_DOCS = {
@@ -106,6 +109,11 @@ def _mask(width: int) -> str:
 
 def _bus_type(width: int) -> str:
     return "int32_t" if width <= 31 else "int64_t"
+
+
+def _bus_literal(width: int):
+    """How a constant compared with a bus of `width` bits is written: a plain (signed) int, INT64_C past 31 bits."""
+    return (lambda v: f"INT64_C({v})") if _bus_type(width) == "int64_t" else str
 
 
 def _interval(edges, k: int) -> str:
@@ -322,6 +330,15 @@ class _Printer:
                 body += self._bank(node)
             elif isinstance(node, Wire):
                 body += [_comment(node.doc), f"const uint32_t {node.name} = {self.expression(node.expr)};"]
+            elif isinstance(node, SplitTest):
+                literal = _bus_literal(node.bus.width)
+                body += [
+                    _comment(node.doc),
+                    f"const uint32_t {node.name} = (({node.bus.name} >= {literal(node.threshold)}) ? 1u : 0u);",
+                ]
+            elif isinstance(node, Select):
+                tests = [test for test in self.module.body if isinstance(test, SplitTest)]
+                body += print_tree_lookup(node, tests, self.machine.n_cells, _INDENT, _comment, _word_type)
             elif isinstance(node, Rom):
                 address, size = node.address.name, len(node.entries)
                 body += [
@@ -365,7 +382,7 @@ class _Printer:
 
     def _bank(self, bank: ComparatorBank) -> list[str]:
         bus = bank.bus.name
-        literal = (lambda v: f"INT64_C({v})") if _bus_type(bank.bus.width) == "int64_t" else str
+        literal = _bus_literal(bank.bus.width)
         lines = [
             _comment(
                 f"{bank.input_name}: v means v * 2^-{bank.frac_bits}; threshold = ceil(edge * "

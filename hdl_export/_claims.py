@@ -15,7 +15,9 @@ from certfsm.fsm import StepEncoding
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State, step
 
 from ._hardware import STATE_REGISTERS, Hardware
-from ._transition import Transition
+from ._netlist import Rom
+from ._leaves import walk
+from ._transition import STATE, Transition
 
 QUERIES = ("reset", "hold", "sample", "step")
 PIPELINE_REGISTERS = (
@@ -34,8 +36,8 @@ DESCRIPTIONS = {
     "reset": "an edge with rst gives the initial state, empties the pipeline and sets the reset outputs",
     "hold": "an edge with valid_q 0 keeps the state and the outputs and clears out_valid",
     "sample": "binning, ROM and masks: for every input the pipeline registers hold the artifact's envelope test, "
-    "cell (integer thresholds of its edges), table word and allowed mask, and pass in_valid, sla_ok "
-    "and the override through",
+    "cell (integer thresholds of its edges), table word and allowed mask (in a refined cell those of the leaf "
+    "its box tree gives), and pass in_valid, sla_ok and the override through",
     "step": "for every state in the machine's domain and every pipeline content, the next state and outputs are "
     "those of the machine's step encoding (certfsm.fsm.StepEncoding)",
 }
@@ -59,9 +61,19 @@ class Claims:
         self.buses = [(bank.bus.name, bank.signed) for bank in reference.banks]
         self.signed = dict(self.buses)
         classes: dict[tuple[int, int], int] = {}
+        refinement = machine.refinement
+        refined = set() if refinement is None else set(refinement.cells)
         for cell, (proposal, mask) in enumerate(zip(machine.proposal, machine.allowed)):
-            classes.setdefault((proposal, mask), cell)
+            if cell not in refined:
+                classes.setdefault((proposal, mask), cell)
+        for cell, tree in zip(*((refinement.cells, refinement.trees) if refinement is not None else ((), ()))):
+            for leaf in tree.leaves:
+                classes.setdefault((leaf.token, leaf.allowed), cell)
         self.classes = classes
+        """(proposal, mask) -> a cell with it (a refined cell for a leaf's): what the pipeline can hold."""
+        self.cut_wires = frozenset(node.address.name for node in reference.module.body if isinstance(node, Rom))
+        """The ROM address wires, which the ROMs' multiplexer trees read at every node: `Transition.body` cuts
+        them."""
 
     # ---------------------------------------------------------------- terms
 
@@ -91,13 +103,20 @@ class Claims:
     def prefix(self) -> list[str]:
         """The lines every claim begins with: the transition relation, one edge from s to t, and the views."""
         t, m = self.transition, self.transition.module
+        body, cuts = t.body(self.cut_wires)
         lines = [
             f"; the module's transition relation: {t.yosys_version} write_smt2 -stbv -wires of {self.file_name}, "
             f"module {m}",
-            *t.body(),
+            *body,
             "; one rising edge: state s before it, state t after it",
             f"(declare-const s |{m}_s|)",
             f"(declare-const t |{m}_s|)",
+            *(
+                ["; the cut points' definitions in state s, the state every wire of the relation is read in"]
+                if cuts
+                else []
+            ),
+            *(f"(assert (= ({function} s) {STATE.sub('s', expression)}))" for function, expression in cuts),
             f"(assert (|{m}_h| s))",
             f"(assert (|{m}_h| t))",
             f"(assert (|{m}_t| s t))",
@@ -187,12 +206,17 @@ class Claims:
                 f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
                 f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
             )
-        lines.append(
-            f"(define-fun table () {self._sort('proposal_q')} {self._decode('proposal_q', m.proposal, 0, cw - 1)})"
-        )
-        lines.append(
-            f"(define-fun masks () {self._sort('allowed_q')} {self._decode('allowed_q', m.allowed, 0, cw - 1)})"
-        )
+        tokens, allowed, address, bits = list(m.proposal), list(m.allowed), "cell", cw
+        if m.refinement is not None:
+            lines += self._entry()
+            leaves = [leaf for tree in m.refinement.trees for leaf in tree.leaves]
+            tokens += [leaf.token for leaf in leaves]
+            allowed += [leaf.allowed for leaf in leaves]
+            address, bits = "entry", max(cw, (len(tokens) - 1).bit_length())
+        table = self._decode([self.literal("proposal_q", word) for word in tokens], 0, bits - 1, address)
+        mask = self._decode([self.literal("allowed_q", word) for word in allowed], 0, bits - 1, address)
+        lines.append(f"(define-fun table () {self._sort('proposal_q')} {table})")
+        lines.append(f"(define-fun masks () {self._sort('allowed_q')} {mask})")
         claim = _all(
             [
                 "(= t.valid_q s.in_valid)",
@@ -206,21 +230,55 @@ class Claims:
         )
         return [*lines, f"(assert (not {self.bit('s.rst')}))", f"(assert (not {claim}))"]
 
+    def _entry(self) -> list[str]:
+        """The definition of ``entry``, the reading's word among the cells' and then the leaves' (the artifact's
+        leaf order, tree after tree): its cell's number, or in a refined cell n_cells plus the number of the leaf
+        its tree gives the buses (docs/design.md, 'Box trees')."""
+        m, cw = self.machine, self.width("cell_q")
+        assert m.refinement is not None
+        width = max(cw, (m.n_cells + m.refinement.n_leaves - 1).bit_length())
+        lines = [
+            "; the refined cells: in each, the reading's leaf by its box tree (docs/design.md, 'Box trees'): at a",
+            "; split (input, t) the low child holds v < ceil(t * 2^frac_bits), the high child the rest; the words",
+            "; are the cells' and then the leaves' (tree after tree), and a reading's entry is its cell, or in a",
+            f"; refined cell {m.n_cells} + the number of its leaf",
+        ]
+        entries = [f"(_ bv{cell} {width})" for cell in range(m.n_cells)]
+        first = m.n_cells
+        for cell, tree in zip(m.refinement.cells, m.refinement.trees):
+            lines.append(
+                f"; cell {cell}: leaves {first - m.n_cells}..{first - m.n_cells + tree.n_leaves - 1}: "
+                + "; ".join(
+                    f"{leaf.status.value} {m.tokens[leaf.token]} mask {leaf.allowed:0{self.params.n_tokens}b}"
+                    for leaf in tree.leaves
+                )
+            )
+
+            def on_split(input: int, threshold: int, low: str, high: str) -> str:
+                bus, signed = self.buses[input]
+                at_least = "bvsge" if signed else "bvuge"
+                return f"(ite ({at_least} s.{bus} {self.literal(bus, threshold)}) {high} {low})"
+
+            entries[cell] = walk(tree, on_split, lambda k, first=first: f"(_ bv{first + k} {width})")
+            first += tree.n_leaves
+        return [*lines, f"(define-fun entry () (_ BitVec {width}) {self._decode(entries, 0, cw - 1, 'cell')})"]
+
     def _sort(self, name: str) -> str:
         return f"(_ BitVec {self.width(name)})"
 
-    def _decode(self, name: str, words, low: int, bit: int) -> str:
-        """The word at address `cell` among words[low : low + 2^(bit+1)], one address bit per level."""
+    def _decode(self, terms: list[str], low: int, bit: int, address: str = "cell") -> str:
+        """The term at `address` among terms[low : low + 2^(bit+1)], one address bit per level (a run of equal
+        terms is one term)."""
         size = 1 << (bit + 1)
-        chunk = words[low : low + size]
+        chunk = terms[low : low + size]
         if len(set(chunk)) == 1 or bit < 0:
-            return self.literal(name, chunk[0])
+            return chunk[0]
         half = low + (1 << bit)
-        if half >= len(words):
-            return self._decode(name, words, low, bit - 1)
+        if half >= len(terms):
+            return self._decode(terms, low, bit - 1, address)
         return (
-            f"(ite (= ((_ extract {bit} {bit}) cell) #b1) {self._decode(name, words, half, bit - 1)} "
-            f"{self._decode(name, words, low, bit - 1)})"
+            f"(ite (= ((_ extract {bit} {bit}) {address}) #b1) {self._decode(terms, half, bit - 1, address)} "
+            f"{self._decode(terms, low, bit - 1, address)})"
         )
 
     # ---------------------------------------------------------------- step: the state machine
@@ -301,6 +359,7 @@ class Claims:
         reading = [self._signed(value, bus) for bus, _ in self.buses]
         shown = ", ".join(f"{name}={v} ({v / (1 << bits):g})" for name, v, bits in zip(m.names, reading, m.frac_bits))
         cell = m.cell_of_fixed(reading)
+        leaf = m.leaf_of_fixed(reading)
         got = (
             f"in_envelope_q={value('t.in_envelope_q')} cell_q={value('t.cell_q')} "
             f"proposal_q={value('t.proposal_q')} allowed_q={value('t.allowed_q'):0{n}b}"
@@ -318,10 +377,13 @@ class Claims:
         if cell == OUT_OF_ENVELOPE:
             expected = f"out of envelope: in_envelope_q=0 cell_q={self.reference.no_cell}"
         else:
+            assert leaf is not None
+            tree = None if m.refinement is None else m.refinement.tree_of(cell)
+            where = "" if tree is None else f", leaf {tree.leaf_index_fixed(reading)} of its tree"
             expected = (
-                f"cell {cell} ({m.describe_cell(cell)}): in_envelope_q=1 cell_q={cell} "
-                f"proposal_q={m.proposal[cell]} ({m.tokens[m.proposal[cell]]}) "
-                f"allowed_q={m.allowed[cell]:0{n}b}"
+                f"cell {cell} ({m.describe_cell(cell)}{where}): in_envelope_q=1 cell_q={cell} "
+                f"proposal_q={leaf.token} ({m.tokens[leaf.token]}) "
+                f"allowed_q={leaf.allowed:0{n}b}"
             )
         tail = f"; and it loads {', '.join(wrong)}" if wrong else ""
         return f"in any state, reading {shown}: the artifact gives {expected}; the module loads {got}{tail}"

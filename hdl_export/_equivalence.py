@@ -19,12 +19,15 @@ pipeline registers:
   and that cell's table and mask words as the artifact states them: the
   integer thresholds ceil(edge * 2^frac_bits) and envelope of its edges
   (`Machine.fixed_point`), its table and its allowed masks, one box per
-  cell; and ``in_valid``, ``sla_ok`` and the override pass through;
+  cell, and in a refined cell the words of the leaf its box tree gives
+  (each split compared as ``bus >= ceil(t * 2^frac_bits)``); and
+  ``in_valid``, ``sla_ok`` and the override pass through;
 - ``step`` (the state machine): for every state in the machine's domain
   (`StepEncoding`'s ``domain``: every reachable state lies in it) and
   every content of the pipeline registers (the envelope bit, SLA bit and
   override free; inside the envelope the proposal and mask one of the
-  table's (proposal, mask) classes, which is what ``sample`` loads), the
+  table's (proposal, mask) classes of its cells and leaves, which is what
+  ``sample`` loads), the
   next state, token code, reason code, cell index and ``out_valid`` are
   those of `certfsm.fsm.StepEncoding`, the Z3 encoding the machine proofs
   use, so the module inherits every machine property proved there.

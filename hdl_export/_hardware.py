@@ -28,8 +28,9 @@ Port contract (the formal-equivalence check and the test bench rely on it):
   that is no token's code is refused as not overridable, exactly like a
   Python override that names no overridable token.
 - Latency `LATENCY` = 2: the reading sampled at rising edge n (in_valid 1)
-  is binned and its table and mask words are read (block RAM) at that
-  edge; its decision is loaded into the outputs and the state at edge
+  is binned (and in a refined cell, its leaf found: `_leaves.py`) and
+  the table and mask words of its cell or leaf are read (block RAM) at
+  that edge; its decision is loaded into the outputs and the state at edge
   n + 1, with ``out_valid`` 1. One decision per clock. An edge with
   ``valid_q`` 0 leaves the state and the outputs unchanged
   (``out_valid`` 0).
@@ -42,7 +43,8 @@ Port contract (the formal-equivalence check and the test bench rely on it):
   NO_CANDIDATE when candidate_valid is 0; both are 0 then), ``count``,
   ``cooldown``. Pipeline registers: ``valid_q``, ``in_envelope_q``,
   ``cell_q``, ``sla_ok_q``, ``override_request_q``, ``override_code_q``,
-  ``proposal_q`` and ``allowed_q`` (the ROM words of the cell).
+  ``proposal_q`` and ``allowed_q`` (the ROM words of the cell, or of its
+  leaf in a refined cell).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 from certfsm import SpecError, TableSize
 from certfsm.machine import NO_CANDIDATE, Machine, Reason, State
 
+from ._leaves import entry_count, first_leaves, leaf_lookup, leaf_rom_entries
 from ._netlist import ComparatorBank, Const, Constant, Module, Port, Ref, Register, Rom, RomEntry, Wire, all_of, mux, op
 from ._rule_chain import output_registers, rule_chain, rule_inputs, state_registers
 
@@ -75,7 +78,8 @@ _C99 = """auto break char const continue do double enum extern float goto inline
 sizeof static struct switch typedef union void volatile"""
 _PORTS = "clk rst in_valid sla_ok override_request override_code token_code reason_code cell_index out_valid"
 _INTERNAL = """in_envelope reading_cell table_rom mask_rom table_word mask_word valid_q in_envelope_q cell_q sla_ok_q
-override_request_q override_code_q proposal_q allowed_q current candidate_valid candidate count cooldown override_token
+override_request_q override_code_q proposal_q allowed_q reading_entry split_bits tree_root tree_test
+tree_low tree_high tree_code current candidate_valid candidate count cooldown override_token
 override_is_token counted_down cooldown_expired current_allowed override_obeyable override_refusal proposal_count
 confirmed next_current next_candidate_valid next_candidate next_count next_cooldown next_reason next_token_code"""
 _RESERVED = frozenset(f"{_VERILOG_2005} {_C99} {_PORTS} {_INTERNAL}".split()) | frozenset(keyword.kwlist)
@@ -171,19 +175,23 @@ class _Widths:
     count: int
     cooldown: int
     mask: int
+    entry: int
 
     @classmethod
     def of(cls, machine: Machine) -> "_Widths":
-        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters; the
-        ROM words are as `certfsm.TableSize` lays them out (the one home of that layout)."""
+        """Each width holds its largest value: the last output index, the cell count (NO_CELL), the counters, the
+        last ROM address (a refined table's leaves follow its cells); the ROM words are as `certfsm.TableSize`
+        lays them out (the one home of that layout)."""
         params = machine.params
         rom = TableSize(machine.shape, params.n_tokens)
+        cell = _width(machine.n_cells)
         return cls(
             rom.token_bits,
-            _width(machine.n_cells),
+            cell,
             _width(params.confirm_cycles),
             _width(params.cooldown_cycles),
             rom.mask_bits,
+            max(cell, _width(entry_count(machine) - 1)),
         )
 
 
@@ -191,20 +199,23 @@ def hardware_of(machine: Machine, module_name: str, units: tuple[str, ...] | Non
     """Describe `machine` as one synchronous module named `module_name` (SpecError without frac_bits).
 
     The recipe, in the order of the module's body: one comparator bank per
-    input bus bins the reading, the bins make the flat cell index, the
-    index reads the table and mask ROMs, pipeline registers hold the cell's
-    words for one clock, and on the next edge the rule chain of
-    `certfsm.machine.step` loads the state and output registers.
+    input bus bins the reading, the bins make the flat cell index, in a
+    refined table the split tests and the cell's tree give the reading's
+    leaf (`_leaves.py`), the index (of the cell, or of the leaf) reads the
+    table and mask ROMs, pipeline registers hold the words for one clock,
+    and on the next edge the rule chain of `certfsm.machine.step` loads
+    the state and output registers.
     """
     check_module_name(module_name, parameter="module_name")
-    machine.require_flat("the Verilog and C export")  # its ROMs hold cells, not a refined table's leaves
     w = _Widths.of(machine)
     input_ports, banks = _input_buses(machine, _input_identifiers(machine), units or ("",) * machine.n_inputs)
     ports = (*_CLOCK_PORTS, *input_ports, *_control_ports(w))
+    leaves, address = leaf_lookup(machine, banks, w)
     body = (
         *banks,
         *_reading_cell(machine, banks, w),
-        *_roms(machine, w),
+        *leaves,
+        *_roms(machine, w, address),
         *_pipeline_registers(w),
         *state_registers(machine, w),
         *rule_inputs(machine, w),
@@ -342,41 +353,61 @@ def _reading_cell(machine: Machine, banks: list[ComparatorBank], w: _Widths) -> 
     )
 
 
-def _roms(machine: Machine, w: _Widths) -> tuple[Rom, Rom]:
-    """The table ROM (each cell's proposal) and the mask ROM (each cell's allowed tokens), one commented line per cell.
+def _roms(machine: Machine, w: _Widths, address: Ref) -> tuple[Rom, Rom]:
+    """The table ROM (each cell's proposal) and the mask ROM (each cell's allowed tokens), one commented line per cell,
+    then in a refined table one per leaf (`_leaves.py`), read at `address`.
 
-    Why the comments: a reviewer finds any cell's bounds, status and token in the Verilog itself (provenance).
+    Why the comments: a reviewer finds any cell's or leaf's bounds, status and token in the Verilog itself
+    (provenance).
     """
-    # Every bin is below its input's bin count, so reading_cell is always a cell and the word past the table is
-    # never read. It repeats cell 0's word, so each ROM holds only the table's words: a bit that is the same in
-    # every cell stays constant, and yosys still drops it from the block RAM.
-    beyond = f"no cell: reading_cell is always below {machine.n_cells}, so never read; cell 0's word"
-    reading_cell = Ref("reading_cell", w.cell)
+    # Every bin is below its input's bin count, so reading_cell is always a cell (reading_entry a cell or a leaf)
+    # and the word past the table is never read. It repeats cell 0's word, so each ROM holds only the table's
+    # words: a bit that is the same in every cell stays constant, and yosys still drops it from the block RAM.
+    size = entry_count(machine)
+    beyond = (
+        f"no cell: reading_cell is always below {machine.n_cells}, so never read; cell 0's word"
+        if machine.refinement is None
+        else f"no cell or leaf: reading_entry is always below {size}, so never read; cell 0's word"
+    )
+    refined = first_leaves(machine)
+
+    def status(cell: int, exact: bool) -> str:
+        if cell in refined:
+            return "refined (its leaves decide; this conservative word is never read)"
+        return "exact" if exact else "conservative"
+
+    def allowed(mask: int) -> str:
+        return "allowed " + ", ".join(machine.tokens[t] for t in range(w.mask) if mask >> t & 1)
+
+    def token(leaf) -> str:
+        return machine.tokens[leaf.token]
+
     table = Rom(
         "table_rom",
         "table_word",
         w.token,
-        reading_cell,
+        address,
         tuple(
-            RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {'exact' if e else 'conservative'} {machine.tokens[p]}")
+            RomEntry(p, f"cell {c}: {machine.describe_cell(c)}: {status(c, e)} {machine.tokens[p]}")
             for c, (p, e) in enumerate(zip(machine.proposal, machine.exact))
-        ),
+        )
+        + tuple(leaf_rom_entries(machine, lambda leaf: leaf.token, lambda leaf: f"{leaf.status.value} {token(leaf)}")),
         RomEntry(machine.proposal[0], beyond),
         False,
-        "the certified table: the proposed output index of every cell, with its bounds and status",
+        "the certified table: the proposed output index of every cell, with its bounds and status"
+        + ("" if machine.refinement is None else ", then of every leaf of the refined cells"),
     )
     masks = Rom(
         "mask_rom",
         "mask_word",
         w.mask,
-        reading_cell,
-        tuple(
-            RomEntry(m, f"cell {c}: allowed " + ", ".join(machine.tokens[t] for t in range(w.mask) if m >> t & 1))
-            for c, m in enumerate(machine.allowed)
-        ),
+        address,
+        tuple(RomEntry(m, f"cell {c}: {allowed(m)}") for c, m in enumerate(machine.allowed))
+        + tuple(leaf_rom_entries(machine, lambda leaf: leaf.allowed, lambda leaf: allowed(leaf.allowed))),
         RomEntry(machine.allowed[0], beyond),
         True,
-        "bit t: output index t may be emitted in the cell (the legality rules)",
+        "bit t: output index t may be emitted in the cell (the legality rules)"
+        + ("" if machine.refinement is None else ", then in the leaf"),
     )
     return table, masks
 
@@ -421,10 +452,18 @@ def _pipeline_registers(w: _Widths) -> list[Register]:
 
 def _header(machine: Machine) -> tuple[str, ...]:
     """The module's header comment: which artifact, which grid and tokens, the parameters and the latency."""
-    params = machine.params
+    params, refinement = machine.params, machine.refinement
+    refined = []
+    if refinement is not None:
+        refined.append(
+            f"refined: {len(refinement.cells)} cells split into {refinement.n_leaves} leaves (box trees at most "
+            f"{max(tree.depth for tree in refinement.trees)} splits deep); a reading in a refined cell is decided "
+            "by its leaf's words, found in the same clock as its cell"
+        )
     return (
         f"certfsm: the certified machine of artifact sha256 {machine.artifact_sha256 or '(none)'}",
         f"inputs: {', '.join(machine.names)}; grid {' x '.join(map(str, machine.shape))} = {machine.n_cells} cells",
+        *refined,
         "tokens: " + ", ".join(f"{t}={c}" for t, c in zip(machine.tokens, params.codes)),
         f"machine: {params.describe()}",
         f"latency: {LATENCY} cycles (reading sampled at edge n, decision on the outputs after edge n + 1); "

@@ -195,6 +195,37 @@ class Lookup:
 
 
 @dataclass(frozen=True)
+class SplitTest:
+    """One split of a refined cell's box tree: the 1-bit `name` is ``bus >= threshold`` on a fixed-point bus.
+
+    The threshold is the split's integer ceil(t * 2^frac_bits) (docs/design.md, "Box trees"), compared signed
+    where the bus is signed, exactly as a comparator bank compares a bin threshold; `doc` names the real value.
+    """
+
+    name: str
+    bus: Ref
+    signed: bool
+    threshold: int
+    doc: str
+
+
+@dataclass(frozen=True)
+class Select:
+    """A combinational case on `selector`: the expression of the case whose key equals it, else `default`.
+
+    Where a `Lookup` maps keys to constants, each case here is an expression (a refined cell's tree of
+    `SplitTest` bits), printed as one arm of a parallel case (a switch in C), never a priority chain.
+    """
+
+    name: str
+    width: int
+    selector: Ref
+    cases: tuple[tuple[int, Expr, str], ...]
+    default: Expr
+    doc: str
+
+
+@dataclass(frozen=True)
 class Register:
     """A clocked register: loads `next` on each rising edge where `enable` holds (always when None).
 
@@ -230,7 +261,7 @@ class Decision:
     doc: str
 
 
-Node = ComparatorBank | Wire | Rom | Lookup | Register | Decision
+Node = ComparatorBank | SplitTest | Select | Wire | Rom | Lookup | Register | Decision
 
 
 @dataclass(frozen=True)

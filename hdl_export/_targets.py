@@ -1,10 +1,11 @@
 """Which FPGA targets a machine's table fits, said before anything is synthesized or written.
 
 The table lives in two ROMs read as block RAM (`_hardware.py`), laid out
-as `certfsm.TableSize` says: one table word and one mask word per cell.
+as `certfsm.TableSize` says: one table word and one mask word per cell
+(and per leaf of a refined table, after the cells: `_leaves.py`).
 A synthesis tool drops a ROM bit that is the same in every cell (yosys
-keeps it a constant), so what block RAM must hold is the cells times the
-word bits that vary between cells; a target fits when its block RAM has
+keeps it a constant), so what block RAM must hold is the words times the
+word bits that vary between them; a target fits when its block RAM has
 at least that many bits. That is necessary, not sufficient: block RAMs
 come in fixed shapes (a 4 kbit iCE40 block holds 2 048 words of 2 bits, so
 a 3-bit word wastes one bit in four), and the rest of the module needs
@@ -61,6 +62,8 @@ class TableFit:
     size: TableSize
     varying_bits: int
     fits: tuple[Target, ...]
+    leaves: int = 0
+    """Leaves of a refined table: one word each in both ROMs, after the cells' (0: a flat table)."""
 
     @property
     def fits_check_target(self) -> bool:
@@ -74,6 +77,14 @@ class TableFit:
             else f"{self.varying_bits:,} of them vary between cells and need block RAM"
         )
         head = f"table: {self.size.describe()} of ROM, {varying}"
+        if self.leaves:
+            size = self.size
+            bits = (size.n_cells + self.leaves) * size.word_bits
+            head = (
+                f"table: {size.n_cells:,} cells and {self.leaves:,} leaves of refined cells x ({size.token_bits} token "
+                f"bits + {size.mask_bits} mask bits) = {bits:,} bits of ROM, {self.varying_bits:,} of them vary and "
+                "need block RAM"
+            )
         if not self.fits:
             largest = TARGETS[-1]
             return (
@@ -88,6 +99,7 @@ class TableFit:
     def as_json(self) -> dict[str, object]:
         return {
             "cells": self.size.n_cells,
+            **({"leaves": self.leaves} if self.leaves else {}),
             "token_bits": self.size.token_bits,
             "mask_bits": self.size.mask_bits,
             "bits": self.size.bits,
@@ -97,11 +109,15 @@ class TableFit:
 
 
 def table_fit(machine: Machine) -> TableFit:
-    """Where `machine`'s table fits: every ROM bit counted by `TableSize`, those that vary by the cells' words."""
+    """Where `machine`'s table fits: every ROM bit counted by `TableSize`, those that vary by the cells' words (and
+    a refined table's leaves' words, which follow the cells' in the same ROMs: `_leaves.py`)."""
     size = TableSize(machine.shape, machine.params.n_tokens)
-    varying = _varying_bits(machine.proposal) + _varying_bits(machine.allowed)
-    stored = varying * machine.n_cells
-    return TableFit(size, stored, tuple(t for t in TARGETS if stored <= t.block_ram_bits))
+    leaves = () if machine.refinement is None else [leaf for tree in machine.refinement.trees for leaf in tree.leaves]
+    tokens = (*machine.proposal, *(leaf.token for leaf in leaves))
+    masks = (*machine.allowed, *(leaf.allowed for leaf in leaves))
+    varying = _varying_bits(tokens) + _varying_bits(masks)
+    stored = varying * len(tokens)
+    return TableFit(size, stored, tuple(t for t in TARGETS if stored <= t.block_ram_bits), len(leaves))
 
 
 def _varying_bits(words: tuple[int, ...]) -> int:

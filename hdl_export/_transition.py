@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
 from certfsm import CertfsmError, EngineError
 
@@ -37,6 +38,12 @@ _SIGNAL = re.compile(r"^; yosys-smt2-(input|output|register|wire) (\S+) (\d+)$",
 _CLOCK = re.compile(r"^; yosys-smt2-clock (\S+) (.+)$", re.MULTILINE)
 _TOP = re.compile(r"^; yosys-smt2-topmod (\S+)$", re.MULTILINE)
 _ERROR = re.compile(r"^ERROR: (.*)$", re.MULTILINE)
+_DEFINITION = re.compile(
+    r"^\(define-fun (\|[^|]+\|) \(\(state (\|[^|]+\|)\)\) (\(_ BitVec \d+\)|Bool) (.*)\) ; \\(\S+)$"
+)
+"""A wire's defining function as yosys writes it: name, state sort, sort, expression of ``state``, wire name."""
+STATE = re.compile(r"(?<![|#\w])state(?![\w|])")
+"""The bound state variable in a definition's expression (never inside a |quoted| name)."""
 _SCRIPT = """read_verilog -defer {verilog}
 hierarchy -check {top}
 proc
@@ -87,9 +94,31 @@ class Transition:
             return f"(bv2nat {term})"
         return f"(- (bv2nat {term}) (ite (bvslt {term} (_ bv0 {width})) {1 << width} 0))"
 
-    def body(self) -> list[str]:
-        """yosys's declarations, one line each (comments kept: they name each register's source)."""
-        return [line for line in self.text.splitlines() if line.strip()]
+    def body(self, cut: Collection[str] = ()) -> tuple[list[str], list[tuple[str, str]]]:
+        """yosys's declarations, one line each (comments kept: they name each register's source), with the wires
+        named in `cut` made cut points; and per cut point (its function, its definition with ``state`` for the
+        state it is read in).
+
+        Why cut points: yosys defines every wire as a function of the state, and Z3 expands a function at each
+        use, so a wide expression read at thousands of places (the ROM address, read at each node of the ROM's
+        multiplexer tree, which is a refined table's leaf select) is rebuilt thousands of times. A cut point is
+        declared instead, and the claims assert its definition once, for the state before the edge
+        (`Claims.prefix`). That is sound: the relation ``|M_t|`` reads wires in that state only, and the
+        claims' views are ports and registers, so every term a claim reads keeps its value; in any other state
+        the function is free, which can only add models (a claim could fail, never pass wrongly).
+        """
+        lines, cuts = [], []
+        for line in self.text.splitlines():
+            if not line.strip():
+                continue
+            definition = _DEFINITION.match(line)
+            if definition and definition.group(5) in cut:
+                function, state_sort, sort, expression, wire = definition.groups()
+                lines.append(f"(declare-fun {function} ({state_sort}) {sort}) ; \\{wire}: a cut point")
+                cuts.append((function, expression))
+                continue
+            lines.append(line)
+        return lines, cuts
 
 
 def transition_of(verilog: str | Path, top: str | None = None) -> Transition:

@@ -17,7 +17,7 @@ or time, so the same machine always prints the same bytes.
 
 from __future__ import annotations
 
-from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Wire
+from ._netlist import ComparatorBank, Const, Decision, Lookup, Module, Op, Ref, Register, Rom, Select, SplitTest, Wire
 from ._vectors import Layout
 
 _INDENT = "    "
@@ -72,7 +72,7 @@ def expression(expr) -> str:
     return f"({expression(args[0])} {expr.op} {expression(args[1])})"
 
 
-def _bus_literal(value: int, bank: ComparatorBank) -> str:
+def _bus_literal(value: int, bank: ComparatorBank | SplitTest) -> str:
     width = bank.bus.width
     if bank.signed:
         return f"-{width}'sd{-value}" if value < 0 else f"{width}'sd{value}"
@@ -93,6 +93,10 @@ def _declarations(module: Module, indexed: frozenset[str]) -> list[str]:
             lines.append(f"wire {node.in_envelope.name};")
         elif isinstance(node, Wire):
             lines.append(f"wire {_range(node.width)}{node.name};")
+        elif isinstance(node, SplitTest):
+            lines.append(f"wire {node.name};")
+        elif isinstance(node, Select):
+            lines.append(f"reg  {_range(node.width)}{node.name};")
         elif isinstance(node, Rom):
             lines.append(f"reg  {_range(node.width, node.word in indexed)}{node.word};")
         elif isinstance(node, Lookup):
@@ -161,6 +165,17 @@ def _lookup(lookup: Lookup) -> list[str]:
     lines.append(f"{_INDENT * 2}default: {lookup.name} = {_literal(lookup.default, lookup.width)};")
     lines += [f"{_INDENT}endcase", "end"]
     return lines
+
+
+def _select(select: Select) -> list[str]:
+    """A parallel case: one arm per key with its expression (a refined cell's tree), then the default arm."""
+    lines = [f"// {select.doc}", "always @* begin", f"{_INDENT}case ({select.selector.name})"]
+    for key, value, comment in select.cases:
+        lines.append(
+            f"{_INDENT * 2}{_literal(key, select.selector.width)}: {select.name} = {expression(value)};  // {comment}"
+        )
+    lines.append(f"{_INDENT * 2}default: {select.name} = {expression(select.default)};")
+    return lines + [f"{_INDENT}endcase", "end"]
 
 
 def _registers(group: list[Register]) -> list[str]:
@@ -241,6 +256,11 @@ def print_verilog(module: Module) -> str:
         elif isinstance(node, Wire):
             body.append(f"// {node.doc}")
             body.append(f"assign {node.name} = {expression(node.expr)};")
+        elif isinstance(node, SplitTest):
+            body.append(f"// {node.doc}")
+            body.append(f"assign {node.name} = ({node.bus.name} >= {_bus_literal(node.threshold, node)});")
+        elif isinstance(node, Select):
+            body += _select(node)
         elif isinstance(node, Rom):
             body += _rom(node)
         elif isinstance(node, Lookup):

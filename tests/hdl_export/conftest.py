@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from cli_run import run_cli
@@ -36,3 +38,28 @@ def artifact_without_frac_bits(tmp_path_factory):
         assert code == 0, out + err
 
     return made_once_per_run(tmp_path_factory, "no-frac-bits", make) / "c.cfsm"
+
+
+def _module_of(path, name: str):
+    """A helper module of another test folder, loaded by its path (that folder is not on sys.path here)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def refined_coarse_artifact(tmp_path_factory):
+    """The example on the runtime tests' 16-cell grid, certified, then most cells refined at random into box trees
+    (`tests/runtime/refined_tables.refined_artifact`): a small refined artifact that every export reads.
+
+    Made once per run for every worker (tests only read it)."""
+    runtime = Path(__file__).parents[1] / "runtime"
+    variants = _module_of(runtime / "conftest.py", "certfsm_runtime_test_grids")
+    tables = _module_of(runtime / "refined_tables.py", "certfsm_refined_tables")
+
+    def make(folder):
+        flat = variants.distil_example_variant(folder / "flat", variants.COARSE_EDGES)
+        tables.refined_artifact(flat, folder / "refined.cfsm", seed=2, share=0.4)
+
+    return made_once_per_run(tmp_path_factory, "refined-coarse", make) / "refined.cfsm"

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis_budget import examples
 from test_export_c import needs_cppcheck, needs_zig, write_c
+from refined_machines import tiny_refined_machine
 from test_hdl_simulation import small_machines
 from tiny_machine import tiny_machine
 
@@ -57,6 +58,15 @@ def test_the_tiny_machine_follows_misra_but_for_the_justified_deviations(tmp_pat
         check.detail,
     ), check.detail
     assert "misra-c2012-8.7" in (tmp_path / "misra.log").read_text()
+
+
+@pytest.mark.slow
+@needs_cppcheck
+def test_the_leaf_lookup_of_a_refined_machine_follows_misra_too(tmp_path):
+    """The split tests and the switch that walks each refined cell's tree, beside the rest of the C."""
+    write_c(tiny_refined_machine(), tmp_path)
+    check = misra_check(tmp_path, FILES)
+    assert check.passed and check.numbers["violations"] == 0, check.detail
 
 
 @pytest.mark.slow
