@@ -24,11 +24,12 @@ Invariants, which both callers rely on:
   these are many small products, and on a shared two-core machine
   OpenBLAS's own threads made them 10-25x slower (measured).
 
-`WorkerPool` writes that interface down: a distributed back-end (Ray)
-plugs in by implementing it, and every caller takes a pool of this shape,
-so none of them depends on which back-end runs its tasks. Tasks, contexts
-and answers are plain picklable values, and no caller may depend on the
-order in which answers come back.
+`WorkerPool` writes that interface down, and every caller takes a pool
+of this shape, so none of them depends on which back end runs its tasks:
+inside `ray_workers` (``certfsm ... --ray``), `pool_for` hands out
+`_ray_pool.RayPool`s instead, the same tasks run as Ray tasks on one
+machine or a cluster. Tasks, contexts and answers are plain picklable
+values, and no caller may depend on the order in which answers come back.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Iterable, Protocol
 
-from certfsm import EngineError
+from certfsm import EngineError, UsageError
 
 Work = Callable[[Any, Any], Any]
 
@@ -85,12 +86,55 @@ class WorkerPool(Protocol):
 
 _WORKER: tuple = ()
 
+_RAY: list = []
+"""The Ray connection `ray_workers` holds open in this process (at most one), else empty: local pools."""
+
+RAY_EXTRA_FIX = 'install it with pip install "certfsm[ray]"'
+
+
+@contextlib.contextmanager
+def ray_workers(address: str | None):
+    """Inside, every pool `pool_for` makes runs its tasks on Ray at `address` (None: local pools, as outside).
+
+    `address` is "auto" (the local Ray, started for this process when none
+    runs) or a cluster's address. Ray is joined on entry, so that a wrong
+    address or a missing Ray costs no solver time, and left on exit (a Ray
+    this block started is stopped). Worker processes never enter it: the
+    choice lives in the calling process only, so no worker starts a pool
+    of its own on Ray either. Without Ray installed this raises UsageError
+    naming the fix.
+    """
+    if address is None:
+        yield
+        return
+    if _RAY:
+        raise UsageError(f"ray={address!r}: certfsm is already running its pools on Ray here; leave one ray= out")
+    try:
+        from ._ray_pool import RayConnection
+    except ImportError as error:
+        raise UsageError(
+            f"ray={address!r} runs the workers on Ray, which is not installed here ({error}); {RAY_EXTRA_FIX}"
+        ) from None
+    connection = RayConnection(address)
+    _RAY.append(connection)
+    try:
+        yield
+    finally:
+        _RAY.clear()
+        connection.close()
+
 
 def pool_for(jobs: int, work: Work, context, *, name: str, spawn: bool = False, backlog: int = 1) -> WorkerPool:
-    """Worker processes when `jobs` > 1 and the platform can fork (or, with `spawn`, spawn), else inline.
+    """Ray tasks inside `ray_workers`; else worker processes when `jobs` > 1 and the platform can fork (or, with
+    `spawn`, spawn), else inline.
 
     `name` says whose workers they are in the error a failed task raises.
+    On Ray, `jobs` bounds the tasks in flight (with `backlog`) as it
+    bounds the worker processes here; one job is a Ray task too, so that
+    `jobs` alone sets the parallelism on either back end.
     """
+    if _RAY:
+        return _RAY[0].pool(jobs, work, context, name=name, backlog=backlog)
     methods = multiprocessing.get_all_start_methods()
     method = "fork" if "fork" in methods else "spawn" if spawn else None
     if jobs > 1 and method is not None:
