@@ -91,11 +91,12 @@ def _ray_option():
 
 
 @contextlib.contextmanager
-def _workers_on(ray: Optional[str]):
-    """Inside, the command's pools run on Ray at `ray` (None: local processes); its errors name --ray."""
+def _workers_on(ray: Optional[str], *preload: str):
+    """Inside, the command's pools run on Ray at `ray` (None: local processes), whose workers import `preload`
+    at once; its errors name --ray."""
     from certfsm.verify import ray_workers
 
-    with _in_flags(ray="--ray"), ray_workers(ray or None):
+    with _in_flags(ray="--ray"), ray_workers(ray or None, preload=preload):
         yield
 
 
@@ -403,7 +404,7 @@ def vnnlib_batch(
 
     with (
         _in_flags(out="--out", witnesses="--witnesses"),
-        _workers_on(ray),
+        _workers_on(ray, "onnx", "onnxruntime", "z3"),
         _CellProgress(
             progress and sys.stderr.isatty(),
             "vnnlib-batch",
@@ -558,7 +559,7 @@ def distill(
         _in_flags(
             out="--out", report="--report", checkpoint="--checkpoint", per_cell_timeout="--timeout", samples="--samples"
         ),
-        _workers_on(ray),
+        _workers_on(ray, "certfsm.fsm"),
         _CellProgress(progress and sys.stderr.isatty(), plain=progress and not sys.stderr.isatty()) as bar,
     ):
         run = distill_controller(
@@ -786,7 +787,7 @@ def inspect(
 
     with (
         _in_flags(**flags),
-        _workers_on(ray),
+        _workers_on(ray, "certfsm.fsm"),
         _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar,
     ):
         result = deep_inspect(

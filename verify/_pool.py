@@ -93,7 +93,7 @@ RAY_EXTRA_FIX = 'install it with pip install "certfsm[ray]"'
 
 
 @contextlib.contextmanager
-def ray_workers(address: str | None):
+def ray_workers(address: str | None, *, preload: tuple[str, ...] = ()):
     """Inside, every pool `pool_for` makes runs its tasks on Ray at `address` (None: local pools, as outside).
 
     `address` is "auto" (the local Ray, started for this process when none
@@ -102,7 +102,9 @@ def ray_workers(address: str | None):
     this block started is stopped). Worker processes never enter it: the
     choice lives in the calling process only, so no worker starts a pool
     of its own on Ray either. Without Ray installed this raises UsageError
-    naming the fix.
+    naming the fix. `preload` names modules every Ray worker imports as
+    soon as Ray is joined (the work functions' own, e.g. "certfsm.fsm"),
+    so that fresh worker processes are warm by the time tasks come.
     """
     if address is None:
         yield
@@ -115,7 +117,7 @@ def ray_workers(address: str | None):
         raise UsageError(
             f"ray={address!r} runs the workers on Ray, which is not installed here ({error}); {RAY_EXTRA_FIX}"
         ) from None
-    connection = RayConnection(address)
+    connection = RayConnection(address, preload)
     _RAY.append(connection)
     try:
         yield

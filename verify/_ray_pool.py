@@ -30,7 +30,9 @@ Only `pool_for` imports this module, and only when Ray was asked for
 
 from __future__ import annotations
 
+import importlib
 import logging
+import socket
 import time
 from collections import Counter, OrderedDict
 from typing import Any
@@ -44,6 +46,9 @@ from ._pool import Work, limit_blas_threads
 
 MAX_RETRIES = 3
 """Further tries of a task whose worker process died; an exception of the work function is never retried."""
+
+HEARTBEAT_SECONDS = 2.0
+"""Seconds `next` waits for an answer before it checks that the cluster's head still takes connections."""
 
 KEPT_CONTEXTS = 4
 """Contexts a worker process keeps unpickled (one per pool it served lately; distillation makes a few pools)."""
@@ -60,11 +65,12 @@ class RayConnection:
     connection (`shared`), however many pools reuse it.
     """
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, preload: tuple[str, ...] = ()) -> None:
         self.address = address
         self._owned = not ray.is_initialized()
         self._shared: dict[int, tuple[Any, ray.ObjectRef]] = {}
         if self._owned:
+            _check_reachable(address)
             try:
                 if address == "auto":
                     ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
@@ -75,6 +81,8 @@ class RayConnection:
                     f"ray={address!r}: could not join or start Ray ({type(error).__name__}: {_first_line(error)}); "
                     "give the address of a running cluster (ray start --head prints it) or ray='auto'"
                 ) from error
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self._warming = [_warm_up.remote(("certfsm.verify", *preload)) for _ in range(cpus)]
 
     def shared(self, work: Work, context) -> ray.ObjectRef:
         """The object-store reference of ``(work, context)``, put there on first use (keyed by the objects' identity)."""
@@ -91,6 +99,7 @@ class RayConnection:
     def close(self) -> None:
         """Drop the shared objects and, when this connection started or joined Ray, disconnect."""
         self._shared.clear()
+        self._warming.clear()
         if self._owned and ray.is_initialized():
             ray.shutdown()
 
@@ -129,12 +138,18 @@ class RayPool:
             if seconds:
                 time.sleep(seconds)
             return None
-        try:
-            ready, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=seconds)
-        except ray.exceptions.RayError as error:
-            raise self._lost(error) from error
-        if not ready:
-            return None
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            left = HEARTBEAT_SECONDS if deadline is None else min(HEARTBEAT_SECONDS, deadline - time.monotonic())
+            try:
+                ready, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=max(left, 0.0))
+            except ray.exceptions.RayError as error:
+                raise self._lost(error) from error
+            if ready:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            self._check_cluster()
         kind, task = self._in_flight.pop(ready[0])
         self._busy[kind] -= 1
         try:
@@ -173,12 +188,40 @@ class RayPool:
         self._in_flight.clear()
         self._busy.clear()
 
+    def _check_cluster(self) -> None:
+        """Raise EngineError when the cluster's head (its GCS) no longer takes connections.
+
+        Ray's driver waits for a lost head without raising, then ends the
+        whole process after a minute with its own exit status; checking
+        between waits ends the command first, with certfsm's message and
+        exit code 2 (nothing is written from unfinished tasks).
+        """
+        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=HEARTBEAT_SECONDS).close()
+        except OSError as error:
+            raise self._lost(error) from error
+
     def _lost(self, error: Exception) -> EngineError:
         return EngineError(
             f"{self.name}: lost the Ray cluster at {self.address or 'this process'} "
             f"({type(error).__name__}: {_first_line(error)}); nothing was written from the unfinished tasks, "
             "run again once the cluster is up"
         )
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``HOST:PORT`` that takes no connection, at once: Ray itself retries such an address for a minute."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=HEARTBEAT_SECONDS).close()
+    except (OSError, ValueError) as error:
+        raise UsageError(
+            f"ray={address!r}: no Ray cluster answers there ({type(error).__name__}: {_first_line(error)}); give "
+            "HOST:PORT of a running head (ray start --head prints it) or ray='auto'"
+        ) from None
 
 
 def task_label(task) -> str:
@@ -206,6 +249,26 @@ def _shared_work(shared: ray.ObjectRef) -> tuple[Work, Any]:
             _CONTEXTS.popitem(last=False)
     _CONTEXTS.move_to_end(key)
     return _CONTEXTS[key]
+
+
+@ray.remote(num_cpus=1)
+def _warm_up(modules: tuple[str, ...]) -> None:
+    """Import `modules` into a worker process while the command reads its input.
+
+    A Ray worker is a fresh interpreter, where a forked local worker
+    inherits the caller's modules: importing certfsm's verifier and
+    distiller there took about a second per worker on the shared two-core
+    machine, most of Ray's overhead on the example's distillation
+    (docs/benchmarks.md, "Ray against the process pool"). Started when
+    the connection opens, one per CPU of the cluster, it overlaps with
+    the command's own start; Ray then reuses the warm processes.
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # an optional engine that is not installed: the task that needs it says so
+            pass
+    limit_blas_threads()
 
 
 @ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
