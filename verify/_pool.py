@@ -173,16 +173,34 @@ class InlinePool:
         self._done.clear()
 
 
-class ProcessPool:
-    """Runs tasks in `jobs` worker processes; `close` terminates them (and their solver children)."""
+class WorkerTimes:
+    """What a pool of worker processes counts of its tasks' time (`check` reports it), on either back end."""
 
-    def __init__(self, jobs: int, work: Work, context, *, name: str, method: str = "fork", backlog: int = 1) -> None:
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
         self.started = time.monotonic()
-        self._pool = multiprocessing.get_context(method).Pool(jobs, initializer=_init_worker, initargs=(work, context))
-        self.jobs, self.name, self.capacity = jobs, name, jobs * backlog
         self.busy_seconds = 0.0
         self.cpu_seconds = 0.0
         self.task_seconds: Counter = Counter()
+
+    def count_task(self, kind: str, seconds: float, cpu_seconds: float) -> None:
+        self.busy_seconds += seconds
+        self.cpu_seconds += cpu_seconds
+        self.task_seconds[kind] += seconds
+
+    def idle_share(self) -> float:
+        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
+        capacity = self.jobs * (time.monotonic() - self.started)
+        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
+
+
+class ProcessPool(WorkerTimes):
+    """Runs tasks in `jobs` worker processes; `close` terminates them (and their solver children)."""
+
+    def __init__(self, jobs: int, work: Work, context, *, name: str, method: str = "fork", backlog: int = 1) -> None:
+        super().__init__(jobs)
+        self._pool = multiprocessing.get_context(method).Pool(jobs, initializer=_init_worker, initargs=(work, context))
+        self.name, self.capacity = name, jobs * backlog
         self._busy: Counter = Counter()
         self._done: queue.Queue = queue.Queue()
 
@@ -217,15 +235,8 @@ class ProcessPool:
                 f"a {self.name} worker failed on a {kind} task: {type(error).__name__}: {error}"
             ) from error
         answer, seconds, cpu_seconds = timed
-        self.busy_seconds += seconds
-        self.cpu_seconds += cpu_seconds
-        self.task_seconds[kind] += seconds
+        self.count_task(kind, seconds, cpu_seconds)
         return kind, task, answer
-
-    def idle_share(self) -> float:
-        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
-        capacity = self.jobs * (time.monotonic() - self.started)
-        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
 
     def close(self) -> None:
         self._pool.terminate()
@@ -240,9 +251,12 @@ def _init_worker(work: Work, context) -> None:
 
 
 def _timed_task(task):
-    """The worker's answer to `task`, with the wall and CPU seconds it took there (what `busy_seconds` adds up)."""
+    return timed_answer(*_WORKER, task)
+
+
+def timed_answer(work: Work, context, task) -> tuple[Any, float, float]:
+    """A worker's answer to `task`, with the wall and CPU seconds it took there (what `busy_seconds` adds up)."""
     begun, cpu = time.monotonic(), time.process_time()
-    work, context = _WORKER
     answer = work(context, task)
     return answer, time.monotonic() - begun, time.process_time() - cpu
 

@@ -42,7 +42,7 @@ import ray.exceptions
 
 from certfsm import EngineError, UsageError
 
-from ._pool import Work, limit_blas_threads
+from ._pool import Work, WorkerTimes, limit_blas_threads, timed_answer
 
 MAX_RETRIES = 3
 """Further tries of a task whose worker process died; an exception of the work function is never retried."""
@@ -104,15 +104,12 @@ class RayConnection:
             ray.shutdown()
 
 
-class RayPool:
+class RayPool(WorkerTimes):
     """Runs tasks as Ray tasks, at most ``jobs * backlog`` in flight; `close` cancels them (killing their workers)."""
 
     def __init__(self, jobs: int, shared: ray.ObjectRef, *, name: str, backlog: int = 1, address: str = "") -> None:
-        self.started = time.monotonic()
-        self.jobs, self.name, self.capacity, self.address = jobs, name, jobs * backlog, address
-        self.busy_seconds = 0.0
-        self.cpu_seconds = 0.0
-        self.task_seconds: Counter = Counter()
+        super().__init__(jobs)
+        self.name, self.capacity, self.address = name, jobs * backlog, address
         self._shared = [shared]  # in a list, so that Ray hands the reference itself to the task, not the object
         self._in_flight: dict[ray.ObjectRef, tuple[str, Any]] = {}
         self._busy: Counter = Counter()
@@ -168,15 +165,8 @@ class RayPool:
             ) from e
         except ray.exceptions.RayError as error:
             raise self._lost(error) from error
-        self.busy_seconds += wall
-        self.cpu_seconds += cpu
-        self.task_seconds[kind] += wall
+        self.count_task(kind, wall, cpu)
         return kind, task, answer
-
-    def idle_share(self) -> float:
-        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
-        capacity = self.jobs * (time.monotonic() - self.started)
-        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
 
     def close(self) -> None:
         """Cancel every task in flight; a running one has its worker process killed (and its solver children)."""
@@ -273,8 +263,6 @@ def _warm_up(modules: tuple[str, ...]) -> None:
 
 @ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
 def _run_task(shared: list, task):
-    """A worker's answer to `task`, with the wall and CPU seconds it took there (what `busy_seconds` adds up)."""
-    begun, cpu = time.monotonic(), time.process_time()
+    """A worker's answer to `task` and its seconds, as `ProcessPool`'s workers give them (`timed_answer`)."""
     work, context = _shared_work(shared[0])
-    answer = work(context, task)
-    return answer, time.monotonic() - begun, time.process_time() - cpu
+    return timed_answer(work, context, task)
