@@ -38,10 +38,12 @@ import contextlib
 import ctypes
 import functools
 import multiprocessing
+import os
 import queue
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from certfsm import EngineError, UsageError
@@ -111,6 +113,7 @@ def ray_workers(address: str | None, *, preload: tuple[str, ...] = ()):
         return
     if _RAY:
         raise UsageError(f"ray={address!r}: certfsm is already running its pools on Ray here; leave one ray= out")
+    _send_saved_ray_token()
     try:
         from ._ray_pool import RayConnection
     except ImportError as error:
@@ -124,6 +127,20 @@ def ray_workers(address: str | None, *, preload: tuple[str, ...] = ()):
     finally:
         _RAY.clear()
         connection.close()
+
+
+def _send_saved_ray_token() -> None:
+    """Join a cluster with the token ``ray start`` saved on this machine, as its head does, unless told otherwise.
+
+    A head started by ``ray start`` turns token authentication on when a
+    token is saved (``~/.ray/auth_token``), but a driver joining by address
+    sends it only with ``RAY_AUTH_MODE=token`` and is refused otherwise
+    (Ray 2.60, measured). Ray reads the setting when it is imported, so
+    this runs before `_ray_pool` imports it; an explicit ``RAY_AUTH_MODE``
+    is left as it is.
+    """
+    if "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def pool_for(jobs: int, work: Work, context, *, name: str, spawn: bool = False, backlog: int = 1) -> WorkerPool:
