@@ -1,8 +1,9 @@
 """The pool's Ray back end against a real local Ray: the same answers and bytes as the process pool, and its faults.
 
 Why: a batch or a distillation that runs on a cluster must say exactly
-what it says on one machine (the verdicts, the artifact's bytes), whatever
-the number of workers and whichever finished first; a worker killed
+what it says on one machine (the verdicts, the artifact's bytes, which
+`inspect --deep` then re-proves on Ray too), whatever the number of
+workers and whichever finished first; a worker killed
 mid-run must cost a retry, never a missing or doubled row; a task that
 dies on every try must end the run by name, leaving no artifact.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from certfsm import EngineError
+from certfsm.examples import example_spec_path
 from certfsm.verify import ray_workers, run_batch
 from cli_run import one_line_error, run_cli
 
@@ -129,7 +131,7 @@ def test_an_acasxu_batch_answers_the_same_on_ray_and_on_the_process_pool(ray_hea
     assert "known answers: 4 compared, 0 wrong" in out
 
 
-def test_the_example_distils_to_the_same_bytes_on_ray_as_on_the_process_pool(ray_head, tmp_path):
+def test_the_example_distils_to_the_same_bytes_on_ray_as_on_the_process_pool_and_re_proves_there(ray_head, tmp_path):
     artifacts = {}
     for name, flags in (("local", ["--jobs", 2]), ("ray1", ["--jobs", 1, "--ray", ray_head])):
         out = tmp_path / f"{name}.cfsm"
@@ -139,6 +141,12 @@ def test_the_example_distils_to_the_same_bytes_on_ray_as_on_the_process_pool(ray
         assert code == 0, err
         artifacts[name] = out.read_bytes()
     assert artifacts["ray1"] == artifacts["local"]
+    model = Path(example_spec_path("coadapt")).parent / "coadapt.onnx"
+    code, out, err = run_cli(
+        "inspect", tmp_path / "ray1.cfsm", "--report", tmp_path / "ray1", "--deep", "--model", model, "--jobs", 2,
+        "--no-progress", "--ray", ray_head,
+    )  # fmt: skip
+    assert code == 0 and "deep: ok: everything re-proved" in out, out + err
 
 
 def test_a_worker_killed_mid_batch_costs_a_retry_and_every_instance_is_answered_once(ray_head, acasxu, tmp_path):
