@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,12 +67,17 @@ def _kill(pids) -> None:
 
 
 @pytest.fixture
-def ray_head_to_lose(tmp_path_factory):
-    """A `ray start --head` on 127.0.0.1: (its address, its temporary folder, the environment to join it with)."""
+def ray_head_to_lose():
+    """A `ray start --head` on 127.0.0.1: (its address, its temporary folder, the environment to join it with).
+
+    The folder is a short one directly under the system's temporary folder:
+    Ray makes Unix sockets below it, whose paths may not exceed 107 bytes
+    (pytest's own folders under xdist are too deep).
+    """
     ray = shutil.which("ray", path=os.path.dirname(sys.executable))
     if ray is None:
         pytest.skip('Ray is not installed (pip install "certfsm[ray]")')
-    folder = str(tmp_path_factory.mktemp("ray-head"))
+    folder = tempfile.mkdtemp(prefix="certfsm-ray-")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -85,6 +91,7 @@ def ray_head_to_lose(tmp_path_factory):
         yield f"127.0.0.1:{port}", folder, environment
     finally:
         _kill(_head_processes(folder))
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_distillation_that_loses_its_cluster_exits_2_in_one_line_and_writes_no_artifact(ray_head_to_lose, tmp_path):

@@ -224,14 +224,17 @@ def test_a_distillation_whose_workers_keep_dying_exits_2_naming_a_cell_and_write
     assert not out.exists()
 
 
-def test_ray_asked_for_without_ray_installed_is_one_line_naming_the_extra(tmp_path):
-    """Ray hidden from the import system in a fresh interpreter: --ray fails before any work, exit 2."""
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_ray_asked_for_without_ray_installed_is_one_line_naming_the_extra(tmp_path, how):
+    """Ray hidden from the import system in a fresh interpreter: --ray (or $CERTFSM_RAY) fails before any work, exit 2."""
+    flag = ", '--ray', 'auto'" if how == "flag" else ""
     program = (
         "import sys; sys.modules['ray'] = None\n"
         "from certfsm.cli import main\n"
-        f"sys.exit(main(['distill', '--example', '--out', {str(tmp_path / 'x.cfsm')!r}, '--ray', 'auto']))\n"
+        f"sys.exit(main(['distill', '--example', '--out', {str(tmp_path / 'x.cfsm')!r}{flag}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    environment = dict(os.environ, CERTFSM_RAY="auto") if how == "environment" else None
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=environment)
     assert one_line_error(
         done.returncode, done.stderr, r'certfsm: error: --ray auto runs the workers on Ray, which is not installed .*'
         r'pip install "certfsm\[ray\]"$'
