@@ -1,6 +1,7 @@
 """The pool's Ray back end: the same `WorkerPool` as `ProcessPool`, its tasks run as Ray tasks on one machine or many.
 
-docs/design.md, "On a cluster". `RayPool` takes the same work function,
+README, "On a cluster: --ray"; docs/design.md, "Engines and the worker
+pool". `RayPool` takes the same work function,
 context and tasks as `ProcessPool` and hands back the same
 ``(kind, task, answer)`` messages, so no caller knows which back end ran
 its tasks; callers apply answers in their own fixed order, so nothing
@@ -81,6 +82,7 @@ class RayConnection:
                     f"ray={address!r}: could not join or start Ray ({type(error).__name__}: {_first_line(error)}); "
                     "give the address of a running cluster (ray start --head prints it) or ray='auto'"
                 ) from error
+        self.head = _head_address()
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self._warming = [_warm_up.remote(("certfsm.verify", *preload)) for _ in range(cpus)]
 
@@ -94,7 +96,9 @@ class RayConnection:
         return held[1]
 
     def pool(self, jobs: int, work: Work, context, *, name: str, backlog: int = 1) -> RayPool:
-        return RayPool(jobs, self.shared(work, context), name=name, backlog=backlog, address=self.address)
+        return RayPool(
+            jobs, self.shared(work, context), name=name, backlog=backlog, address=self.address, head=self.head
+        )
 
     def close(self) -> None:
         """Drop the shared objects and, when this connection started or joined Ray, disconnect."""
@@ -107,9 +111,11 @@ class RayConnection:
 class RayPool(WorkerTimes):
     """Runs tasks as Ray tasks, at most ``jobs * backlog`` in flight; `close` cancels them (killing their workers)."""
 
-    def __init__(self, jobs: int, shared: ray.ObjectRef, *, name: str, backlog: int = 1, address: str = "") -> None:
+    def __init__(
+        self, jobs: int, shared: ray.ObjectRef, *, name: str, backlog: int = 1, address: str = "", head=None
+    ) -> None:
         super().__init__(jobs)
-        self.name, self.capacity, self.address = name, jobs * backlog, address
+        self.name, self.capacity, self.address, self.head = name, jobs * backlog, address, head
         self._shared = [shared]  # in a list, so that Ray hands the reference itself to the task, not the object
         self._in_flight: dict[ray.ObjectRef, tuple[str, Any]] = {}
         self._busy: Counter = Counter()
@@ -186,9 +192,10 @@ class RayPool(WorkerTimes):
         between waits ends the command first, with certfsm's message and
         exit code 2 (nothing is written from unfinished tasks).
         """
-        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+        if self.head is None:
+            return
         try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=HEARTBEAT_SECONDS).close()
+            socket.create_connection(self.head, timeout=HEARTBEAT_SECONDS).close()
         except OSError as error:
             raise self._lost(error) from error
 
@@ -198,6 +205,16 @@ class RayPool(WorkerTimes):
             f"({type(error).__name__}: {_first_line(error)}); nothing was written from the unfinished tasks, "
             "run again once the cluster is up"
         )
+
+
+def _head_address() -> tuple[str, int] | None:
+    """(host, port) of the cluster's GCS, which `RayPool` checks between waits; None where Ray does not say
+    (Ray Client, ``ray://``: there the client's own connection fails instead)."""
+    try:
+        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+        return host.strip("[]"), int(port)
+    except Exception:
+        return None
 
 
 def _check_reachable(address: str) -> None:

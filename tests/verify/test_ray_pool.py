@@ -42,11 +42,17 @@ ACASXU_ROWS = 4
 def ray_head():
     """A local Ray head for the module (2 CPUs, on loopback): its address; shut down after the last test."""
     saved = {name: os.environ.get(name) for name in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED")}
-    # Ray's node address is the machine's own unless it takes the single-machine path, which binds to 127.0.0.1
-    # (read when ray is imported); drivers and workers started from here inherit the setting and join over loopback.
+    # Ray's node address is the machine's own unless it takes the single-machine path, which binds to 127.0.0.1.
+    # Ray reads the switch from the environment when it is imported (the drivers and workers started from here
+    # inherit it); this process may have imported Ray already (a test that imports every module), so its copy of
+    # the switch is set too.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "certfsm[ray]")')
+    from ray._private import ray_constants
+
+    switch = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         address = ray.get_runtime_context().gcs_address
@@ -54,6 +60,7 @@ def ray_head():
         yield address
     finally:
         ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = switch
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
