@@ -36,6 +36,11 @@ ENGINE_HELP = "auto | marabou | z3 | both | bounds"
 """--engine's help, written out so that the CLI starts without importing the verifier; a test holds it to
 the engine registry (certfsm.verify._engines, tests/verify/test_engine_registry.py)."""
 
+RAY_HELP = (
+    "Run the workers on Ray: auto (this machine's Ray, started for the command when none runs) or a cluster's "
+    'address (HOST:PORT); default: local worker processes. Needs pip install "certfsm[ray]".'
+)
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -78,6 +83,21 @@ def _jobs(jobs: Optional[int]) -> int:
             "or leave it out to use every core"
         )
     return jobs
+
+
+def _ray_option():
+    """--ray, shared by every command with --jobs; $CERTFSM_RAY gives it when the flag is left out."""
+    return typer.Option(None, "--ray", metavar="auto|ADDRESS", envvar="CERTFSM_RAY", show_envvar=True, help=RAY_HELP)
+
+
+@contextlib.contextmanager
+def _workers_on(ray: Optional[str], *preload: str):
+    """Inside, the command's pools run on Ray at `ray` (None: local processes), whose workers import `preload`
+    at once; its errors name --ray."""
+    from certfsm.verify import ray_workers
+
+    with _in_flags(ray="--ray"), ray_workers(ray or None, preload=preload):
+        yield
 
 
 def _seconds(flag: str, value: float) -> float:
@@ -174,6 +194,7 @@ def verify(
     engine: str = typer.Option("auto", help=ENGINE_HELP),
     timeout: float = typer.Option(60.0, help="Seconds per property."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+    ray: Optional[str] = _ray_option(),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Prove the spec's token range and legality rules (plain and gated) and write a report folder."""
@@ -185,7 +206,7 @@ def verify(
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
     controller = load_spec(spec_path)
     labels = [p.name for p in spec_properties(controller)]
-    with _Progress(labels, progress and sys.stderr.isatty()) as bar:
+    with _workers_on(ray), _Progress(labels, progress and sys.stderr.isatty()) as bar:
         run = verify_spec(controller, engine=engine, timeout=timeout, jobs=_jobs(jobs), on_progress=bar.update)
     with _in_flags(folder="--report"):
         summary = write_report(
@@ -276,6 +297,7 @@ def vnnlib(
     report: Optional[Path] = typer.Option(None, "--report", help="Also write a report folder."),
     engine: str = typer.Option("auto", help=ENGINE_HELP),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+    ray: Optional[str] = _ray_option(),
     progress: bool = typer.Option(True, help="Show a progress bar (on a terminal)."),
     certificate: Optional[Path] = typer.Option(
         None, "--certificate", help="On unsat, write the proof certificate here (check it with certfsm check-proof)."
@@ -286,7 +308,7 @@ def vnnlib(
 
     _check_engine(engine)
     jobs, timeout = _jobs(jobs), _seconds("--timeout", timeout)
-    with _Progress([prop.stem], progress and sys.stderr.isatty()) as bar:
+    with _workers_on(ray), _Progress([prop.stem], progress and sys.stderr.isatty()) as bar:
         run = verify_vnnlib(
             network,
             prop,
@@ -345,6 +367,7 @@ def vnnlib_batch(
     ),
     engine: str = typer.Option("auto", help=ENGINE_HELP),
     jobs: Optional[int] = typer.Option(None, help="Instances checked at once (default: all cores)."),
+    ray: Optional[str] = _ray_option(),
     in_list_order: bool = typer.Option(
         False, "--sorted", help="At the end, rewrite the results file with its rows in the list's order."
     ),
@@ -381,6 +404,7 @@ def vnnlib_batch(
 
     with (
         _in_flags(out="--out", witnesses="--witnesses"),
+        _workers_on(ray, "onnx", "onnxruntime", "z3"),
         _CellProgress(
             progress and sys.stderr.isatty(),
             "vnnlib-batch",
@@ -483,6 +507,7 @@ def distill(
     example: bool = typer.Option(False, "--example", help="Distil the embedded example controller."),
     example_name: str = typer.Option("coadapt", help="Which shipped example: coadapt or coadapt_unsafe."),
     jobs: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
+    ray: Optional[str] = _ray_option(),
     timeout: Optional[float] = typer.Option(
         None,
         help="Wall-clock guard per cell in seconds (default: none, the work budget alone ends each cell); "
@@ -534,6 +559,7 @@ def distill(
         _in_flags(
             out="--out", report="--report", checkpoint="--checkpoint", per_cell_timeout="--timeout", samples="--samples"
         ),
+        _workers_on(ray, "certfsm.fsm"),
         _CellProgress(progress and sys.stderr.isatty(), plain=progress and not sys.stderr.isatty()) as bar,
     ):
         run = distill_controller(
@@ -718,6 +744,9 @@ def inspect(
         None, "--model", metavar="M.onnx", help="The ONNX model the artifact was distilled from (with --deep)."
     ),
     jobs: Optional[int] = typer.Option(None, help="Worker processes for --deep (default: all cores)."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", metavar="auto|ADDRESS", envvar="CERTFSM_RAY", show_envvar=True, help=f"With --deep: {RAY_HELP}"
+    ),
     timeout: float = typer.Option(
         60.0,
         help="Seconds per cell that bounds alone cannot close (with --deep; a "
@@ -756,7 +785,11 @@ def inspect(
         raise typer.Exit(EXIT_FAILED)
     from certfsm.fsm import deep_inspect
 
-    with _in_flags(**flags), _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar:
+    with (
+        _in_flags(**flags),
+        _workers_on(ray, "certfsm.fsm"),
+        _CellProgress(progress and sys.stderr.isatty(), "re-proving exact cells") as bar,
+    ):
         result = deep_inspect(
             artifact,
             model,

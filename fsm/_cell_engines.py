@@ -46,6 +46,11 @@ class _Task:
     seed: int
     budget: WorkBudget | None = None
 
+    @property
+    def label(self) -> str:
+        """The cell, as a failed task's message names it."""
+        return f"cell {self.cell}"
+
 
 def _engine_label(engine: str) -> str:
     if "marabou" in engine:

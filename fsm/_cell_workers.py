@@ -33,6 +33,11 @@ class _BoundTask:
     cells: np.ndarray
     candidates: np.ndarray
 
+    @property
+    def label(self) -> str:
+        """The chunk's cells, as a failed task's message names them."""
+        return _cells_label("cells", self.cells)
+
 
 @dataclass(frozen=True, eq=False)
 class _Outcome:
@@ -52,6 +57,13 @@ def _work(problem: _Problem, task) -> _Outcome:
         left_open = _bounds_phase(problem, task.cells, task.candidates, decisions.extend)
         return _Outcome("bounds", decisions, left_open, time.monotonic() - started)
     return _Outcome("engines", [_decide_cell(problem, task)], [], time.monotonic() - started)
+
+
+def _cells_label(noun: str, ids: np.ndarray) -> str:
+    """The first and last of a chunk's `ids` and how many: enough to find the chunk again."""
+    if len(ids) == 1:
+        return f"{noun[:-1]} {int(ids[0])}"
+    return f"{noun} {int(ids[0])}..{int(ids[-1])} ({len(ids)})"
 
 
 def _kind(task) -> str:

@@ -62,6 +62,11 @@ class _CellTask:
     token: int
     timeout: float
 
+    @property
+    def label(self) -> str:
+        """The cell, as a failed task's message names it."""
+        return f"cell {self.cell}"
+
 
 def _reprove(problem: _Problem, task) -> _Outcome:
     """A chunk of cells for bounds (the distillation's `_work`) or one cell for `verify.check` (auto, one job).

@@ -69,7 +69,7 @@ from certfsm.verify import WALL_CLOCK_GUARD, Property, WorkBudget, check, prove_
 from ._cell_bounds import MAX_OPEN_BOXES, SPLIT_DEPTH
 from ._cell_problem import _Problem
 from ._cell_sampling import _INSET, _uniform
-from ._cell_workers import _Outcome, _run_tasks
+from ._cell_workers import _cells_label, _Outcome, _run_tasks
 from ._table import CONSERVATIVE, EXACT, UNDECIDED
 
 LEAF_SAMPLES = 16
@@ -124,6 +124,11 @@ class _LeafBounds:
     upper: np.ndarray
     tokens: np.ndarray
 
+    @property
+    def label(self) -> str:
+        """The chunk's leaves, as a failed task's message names them."""
+        return _cells_label("leaves", self.ids)
+
 
 @dataclass(frozen=True, eq=False)
 class _LeafCheck:
@@ -135,6 +140,11 @@ class _LeafCheck:
     timeout: float
     seed: int
     budget: WorkBudget
+
+    @property
+    def label(self) -> str:
+        """The leaf, as a failed task's message names it."""
+        return f"leaf {self.id}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -52,7 +52,9 @@ by its modules and its tests. The verdicts (`PROVED`, `VIOLATED`,
   `ProcessPool`, both a `WorkerPool`, the interface a distributed
   back-end implements; `single_threaded_blas`, `limit_blas_threads`;
   `_pool`, with solver isolation in `_isolation`); `check`'s branch and
-  bound, `certfsm.fsm.distill` and `run_batch` all run on it.
+  bound, `certfsm.fsm.distill` and `run_batch` all run on it. Inside
+  `ray_workers(address)` the same pools run their tasks on Ray, on this
+  machine or a cluster (`_ray_pool`; Ray is imported only there).
 - `run_batch(instances_csv, out, jobs=...)` checks a VNN-COMP instance
   list, each instance as `verify_vnnlib` does, and appends one durable
   `ResultRow` per finished instance to a results file it resumes from
@@ -71,7 +73,7 @@ from ._check import ENGINES, check
 from ._engines import engines_needed, is_installed, missing_solver
 from ._exact import exact_decimal, exact_outputs
 from ._falsify import falsify
-from ._pool import pool_for, single_threaded_blas
+from ._pool import pool_for, ray_workers, single_threaded_blas
 from ._property import Conjunction, Property, chosen_conjunction
 from ._recheck import RECHECK_OUTCOMES, recheck_folder
 from ._report import InputNaming, model_summary, spec_summary, write_report
@@ -102,6 +104,7 @@ __all__ = [
     "model_summary",
     "parse_vnnlib",
     "pool_for",
+    "ray_workers",
     "prove_boxes",
     "recheck_folder",
     "run_batch",

@@ -71,6 +71,11 @@ class InstanceTask:
     vnnlib_path: str
     timeout: float
 
+    @property
+    def label(self) -> str:
+        """The instance, as a failed task's message names it."""
+        return f"instance {self.onnx} {self.vnnlib}"
+
 
 @dataclass(frozen=True)
 class InstanceOutcome:

@@ -24,11 +24,12 @@ Invariants, which both callers rely on:
   these are many small products, and on a shared two-core machine
   OpenBLAS's own threads made them 10-25x slower (measured).
 
-`WorkerPool` writes that interface down: a distributed back-end (Ray)
-plugs in by implementing it, and every caller takes a pool of this shape,
-so none of them depends on which back-end runs its tasks. Tasks, contexts
-and answers are plain picklable values, and no caller may depend on the
-order in which answers come back.
+`WorkerPool` writes that interface down, and every caller takes a pool
+of this shape, so none of them depends on which back end runs its tasks:
+inside `ray_workers` (``certfsm ... --ray``), `pool_for` hands out
+`_ray_pool.RayPool`s instead, the same tasks run as Ray tasks on one
+machine or a cluster. Tasks, contexts and answers are plain picklable
+values, and no caller may depend on the order in which answers come back.
 """
 
 from __future__ import annotations
@@ -37,13 +38,15 @@ import contextlib
 import ctypes
 import functools
 import multiprocessing
+import os
 import queue
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
-from certfsm import EngineError
+from certfsm import EngineError, UsageError
 
 Work = Callable[[Any, Any], Any]
 
@@ -85,12 +88,72 @@ class WorkerPool(Protocol):
 
 _WORKER: tuple = ()
 
+_RAY: list = []
+"""The Ray connection `ray_workers` holds open in this process (at most one), else empty: local pools."""
+
+RAY_EXTRA_FIX = 'install it with pip install "certfsm[ray]"'
+
+
+@contextlib.contextmanager
+def ray_workers(address: str | None, *, preload: tuple[str, ...] = ()):
+    """Inside, every pool `pool_for` makes runs its tasks on Ray at `address` (None: local pools, as outside).
+
+    `address` is "auto" (the local Ray, started for this process when none
+    runs) or a cluster's address. Ray is joined on entry, so that a wrong
+    address or a missing Ray costs no solver time, and left on exit (a Ray
+    this block started is stopped). Worker processes never enter it: the
+    choice lives in the calling process only, so no worker starts a pool
+    of its own on Ray either. Without Ray installed this raises UsageError
+    naming the fix. `preload` names modules every Ray worker imports as
+    soon as Ray is joined (the work functions' own, e.g. "certfsm.fsm"),
+    so that fresh worker processes are warm by the time tasks come.
+    """
+    if address is None:
+        yield
+        return
+    if _RAY:
+        raise UsageError(f"ray={address!r}: certfsm is already running its pools on Ray here; leave one ray= out")
+    _send_saved_ray_token()
+    try:
+        from ._ray_pool import RayConnection
+    except ImportError as error:
+        raise UsageError(
+            f"ray={address!r} runs the workers on Ray, which is not installed here ({error}); {RAY_EXTRA_FIX}"
+        ) from None
+    connection = RayConnection(address, preload)
+    _RAY.append(connection)
+    try:
+        yield
+    finally:
+        _RAY.clear()
+        connection.close()
+
+
+def _send_saved_ray_token() -> None:
+    """Join a cluster with the token ``ray start`` saved on this machine, as its head does, unless told otherwise.
+
+    A head started by ``ray start`` turns token authentication on when a
+    token is saved (``~/.ray/auth_token``), but a driver joining by address
+    sends it only with ``RAY_AUTH_MODE=token`` and is refused otherwise
+    (Ray 2.60, measured). Ray reads the setting when it is imported, so
+    this runs before `_ray_pool` imports it; an explicit ``RAY_AUTH_MODE``
+    is left as it is.
+    """
+    if "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
 
 def pool_for(jobs: int, work: Work, context, *, name: str, spawn: bool = False, backlog: int = 1) -> WorkerPool:
-    """Worker processes when `jobs` > 1 and the platform can fork (or, with `spawn`, spawn), else inline.
+    """Ray tasks inside `ray_workers`; else worker processes when `jobs` > 1 and the platform can fork (or, with
+    `spawn`, spawn), else inline.
 
     `name` says whose workers they are in the error a failed task raises.
+    On Ray, `jobs` bounds the tasks in flight (with `backlog`) as it
+    bounds the worker processes here; one job is a Ray task too, so that
+    `jobs` alone sets the parallelism on either back end.
     """
+    if _RAY:
+        return _RAY[0].pool(jobs, work, context, name=name, backlog=backlog)
     methods = multiprocessing.get_all_start_methods()
     method = "fork" if "fork" in methods else "spawn" if spawn else None
     if jobs > 1 and method is not None:
@@ -127,16 +190,34 @@ class InlinePool:
         self._done.clear()
 
 
-class ProcessPool:
-    """Runs tasks in `jobs` worker processes; `close` terminates them (and their solver children)."""
+class WorkerTimes:
+    """What a pool of worker processes counts of its tasks' time (`check` reports it), on either back end."""
 
-    def __init__(self, jobs: int, work: Work, context, *, name: str, method: str = "fork", backlog: int = 1) -> None:
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
         self.started = time.monotonic()
-        self._pool = multiprocessing.get_context(method).Pool(jobs, initializer=_init_worker, initargs=(work, context))
-        self.jobs, self.name, self.capacity = jobs, name, jobs * backlog
         self.busy_seconds = 0.0
         self.cpu_seconds = 0.0
         self.task_seconds: Counter = Counter()
+
+    def count_task(self, kind: str, seconds: float, cpu_seconds: float) -> None:
+        self.busy_seconds += seconds
+        self.cpu_seconds += cpu_seconds
+        self.task_seconds[kind] += seconds
+
+    def idle_share(self) -> float:
+        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
+        capacity = self.jobs * (time.monotonic() - self.started)
+        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
+
+
+class ProcessPool(WorkerTimes):
+    """Runs tasks in `jobs` worker processes; `close` terminates them (and their solver children)."""
+
+    def __init__(self, jobs: int, work: Work, context, *, name: str, method: str = "fork", backlog: int = 1) -> None:
+        super().__init__(jobs)
+        self._pool = multiprocessing.get_context(method).Pool(jobs, initializer=_init_worker, initargs=(work, context))
+        self.name, self.capacity = name, jobs * backlog
         self._busy: Counter = Counter()
         self._done: queue.Queue = queue.Queue()
 
@@ -171,15 +252,8 @@ class ProcessPool:
                 f"a {self.name} worker failed on a {kind} task: {type(error).__name__}: {error}"
             ) from error
         answer, seconds, cpu_seconds = timed
-        self.busy_seconds += seconds
-        self.cpu_seconds += cpu_seconds
-        self.task_seconds[kind] += seconds
+        self.count_task(kind, seconds, cpu_seconds)
         return kind, task, answer
-
-    def idle_share(self) -> float:
-        """Share of the workers' time since the pool started that no task ran (hand-out gaps, waiting)."""
-        capacity = self.jobs * (time.monotonic() - self.started)
-        return max(0.0, 1.0 - self.busy_seconds / capacity) if capacity > 0 else 0.0
 
     def close(self) -> None:
         self._pool.terminate()
@@ -194,9 +268,12 @@ def _init_worker(work: Work, context) -> None:
 
 
 def _timed_task(task):
-    """The worker's answer to `task`, with the wall and CPU seconds it took there (what `busy_seconds` adds up)."""
+    return timed_answer(*_WORKER, task)
+
+
+def timed_answer(work: Work, context, task) -> tuple[Any, float, float]:
+    """A worker's answer to `task`, with the wall and CPU seconds it took there (what `busy_seconds` adds up)."""
     begun, cpu = time.monotonic(), time.process_time()
-    work, context = _WORKER
     answer = work(context, task)
     return answer, time.monotonic() - begun, time.process_time() - cpu
 
