@@ -572,19 +572,7 @@ def test_every_leaf_decoder_finds_the_leaf_the_split_rule_gives(decoder, machine
 @pytest.mark.parametrize("decoder", FIXED_LEAF_DECODERS)
 def test_every_fixed_point_leaf_decoder_finds_the_leaf_the_split_rule_gives(decoder):
     machine = refined_machine("grid-edges")
-    cell, splits = LEAF_TREES["grid-edges"]
-    lower, upper = machine.cell_bounds(cell)
-    scale = [1 << f for f in machine.frac_bits]
-    inside = [int(Fraction(repr((lo + hi) / 2)) * s) for lo, hi, s in zip(lower, upper, scale)]
-    readings = list(fixed_readings(machine))
-    for i, t in splits:
-        for j, other in splits:
-            if j != i:
-                for d in (-1, 0, 1):
-                    for e in (-1, 0, 1):
-                        reading = list(inside)
-                        reading[i], reading[j] = int(Fraction(t) * scale[i]) + d, int(Fraction(other) * scale[j]) + e
-                        readings.append(tuple(reading))
+    readings = leaf_threshold_readings(machine)
     reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
     assert_bins_as_the_reference(decoder, FIXED_LEAF_DECODERS[decoder](machine), readings, reference, 50)
     assert {reference(r)[1] for r in readings if reference(r) != OUT} == {-1, 0, 1, 2}
@@ -617,8 +605,8 @@ def hardware_leaf_machine() -> Machine:
     )
 
 
-def hardware_leaf_readings(machine: Machine) -> list[tuple[int, ...]]:
-    """`fixed_readings` and every pair of split thresholds one LSB either side, as the fixed-point leaf test."""
+def leaf_threshold_readings(machine: Machine) -> list[tuple[int, ...]]:
+    """`fixed_readings` and every pair of the grid-edges tree's split thresholds one LSB either side."""
     cell, splits = LEAF_TREES["grid-edges"]
     lower, upper = machine.cell_bounds(cell)
     scale = [1 << f for f in machine.frac_bits]
@@ -650,7 +638,7 @@ def test_the_c_export_finds_the_leaf_the_split_rule_gives(tmp_path):
     assign = "\n".join(f"            in.{field} = v[{k + 1}];" for k, field in enumerate(names))
     (tmp_path / "driver.c").write_text(_DRIVER.format(name="certfsm_leaves", fields=5 + len(buses), assign=assign))
     subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", "certfsm_leaves.c", "driver.c"], cwd=tmp_path, check=True)
-    kept, cycles = _hardware_cycles(hw, hardware_leaf_readings(machine))
+    kept, cycles = _hardware_cycles(hw, leaf_threshold_readings(machine))
     text = "".join(" ".join(map(str, (int(c.rst), int(c.in_valid), 1, 0, 0, *c.values))) + "\n" for c in cycles)
     lines = subprocess.run(
         [str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True, cwd=tmp_path
@@ -680,7 +668,7 @@ def test_the_verilog_finds_the_leaf_the_split_rule_gives(tmp_path):
 
     machine = hardware_leaf_machine()
     hw = hardware_of(machine, "certfsm_leaves")
-    kept, cycles = _hardware_cycles(hw, hardware_leaf_readings(machine))
+    kept, cycles = _hardware_cycles(hw, leaf_threshold_readings(machine))
     reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
     assert {reference(v)[1] for v in kept if reference(v) != OUT} == {-1, 0, 1, 2}
     for values in kept:
