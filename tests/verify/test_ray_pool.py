@@ -91,7 +91,7 @@ def _ray_workers_titled(prefix: str) -> dict[int, str]:
     solver children a task forks inherit the title, so a process whose
     parent bears the same title is left out: only the worker is named.
     """
-    titles, parents = {}, {}
+    titles, parents, every_parent = {}, {}, {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -99,9 +99,26 @@ def _ray_workers_titled(prefix: str) -> dict[int, str]:
                 parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
+            every_parent[int(entry.name)] = parent
             if title.startswith("ray::" + prefix):
                 titles[int(entry.name)], parents[int(entry.name)] = title, parent
-    return {pid: title for pid, title in titles.items() if parents[pid] not in titles}
+    return {
+        pid: title
+        for pid, title in titles.items()
+        if parents[pid] not in titles and _descends_from_this_process(pid, every_parent)
+    }
+
+
+def _descends_from_this_process(pid: int, parents: dict[int, int]) -> bool:
+    """Whether `pid` is a worker of the head this process started (`ray.init` spawns it as a child): another
+    xdist worker's Ray tests, if they run beside these, have workers with the same titles, never to be killed."""
+    seen = set()
+    while pid in parents and pid not in seen:
+        seen.add(pid)
+        pid = parents[pid]
+        if pid == os.getpid():
+            return True
+    return False
 
 
 def _kill_while(running, prefix: str, *, times: int | None = None) -> list[str]:
