@@ -372,31 +372,35 @@ def _hardware_cycles(hw, readings):
     return kept, [reset, *(Cycle(False, True, tuple(r)) for r in kept)]
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
-def test_the_c_export_bins_as_the_decimals_say(tmp_path):
-    from certfsm.hdl_export import hardware_of, print_c
+def _c_driver_lines(hw, folder, controls, cycles) -> list[str]:
+    """Compile `hw`'s C with the export's own driver in `folder` and run it on one line per cycle: its control
+    inputs (rst, in_valid, sla_ok, override_request, override_code) from `controls`, then the cycle's readings."""
+    from certfsm.hdl_export import print_c
     from certfsm.hdl_export._c_export import _DRIVER, GCC_FLAGS
 
-    hw = hardware_of(GRID_EDGES, "certfsm_decoders")
+    name = hw.module.name
     header, source = print_c(hw)
-    (tmp_path / "certfsm_decoders.h").write_text(header)
-    (tmp_path / "certfsm_decoders.c").write_text(source)
+    (folder / f"{name}.h").write_text(header)
+    (folder / f"{name}.c").write_text(source)
     buses = [bank.bus.name for bank in hw.banks]
     names = ["in_valid", "sla_ok", "override_request", "override_code", *buses]
     assign = "\n".join(f"            in.{field} = v[{k + 1}];" for k, field in enumerate(names))
-    (tmp_path / "driver.c").write_text(_DRIVER.format(name="certfsm_decoders", fields=5 + len(buses), assign=assign))
-    subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", "certfsm_decoders.c", "driver.c"], cwd=tmp_path, check=True)
-    kept, cycles = _hardware_cycles(hw, fixed_readings(GRID_EDGES))
-    text = "".join(
-        " ".join(
-            map(str, (int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request), c.override_code, *c.values))
-        )
-        + "\n"
-        for c in cycles
-    )
-    lines = subprocess.run(
-        [str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True, cwd=tmp_path
+    (folder / "driver.c").write_text(_DRIVER.format(name=name, fields=5 + len(buses), assign=assign))
+    subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", f"{name}.c", "driver.c"], cwd=folder, check=True)
+    text = "".join(" ".join(map(str, (*row, *c.values))) + "\n" for row, c in zip(controls, cycles))
+    return subprocess.run(
+        [str(folder / "check")], input=text, capture_output=True, text=True, check=True, cwd=folder
     ).stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
+def test_the_c_export_bins_as_the_decimals_say(tmp_path):
+    from certfsm.hdl_export import hardware_of
+
+    hw = hardware_of(GRID_EDGES, "certfsm_decoders")
+    kept, cycles = _hardware_cycles(hw, fixed_readings(GRID_EDGES))
+    rows = [(int(c.rst), int(c.in_valid), int(c.sla_ok), int(c.override_request), c.override_code) for c in cycles]
+    lines = _c_driver_lines(hw, tmp_path, rows, cycles)
     assert len(kept) > 50 and len(lines) == len(cycles)
     for values, line in zip(kept, lines[1:]):
         cell = int(line.split()[3])
@@ -625,24 +629,12 @@ def leaf_threshold_readings(machine: Machine) -> list[tuple[int, ...]]:
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (apt-get install -y gcc)")
 def test_the_c_export_finds_the_leaf_the_split_rule_gives(tmp_path):
-    from certfsm.hdl_export import hardware_of, print_c
-    from certfsm.hdl_export._c_export import _DRIVER, GCC_FLAGS
+    from certfsm.hdl_export import hardware_of
 
     machine = hardware_leaf_machine()
     hw = hardware_of(machine, "certfsm_leaves")
-    header, source = print_c(hw)
-    (tmp_path / "certfsm_leaves.h").write_text(header)
-    (tmp_path / "certfsm_leaves.c").write_text(source)
-    buses = [bank.bus.name for bank in hw.banks]
-    names = ["in_valid", "sla_ok", "override_request", "override_code", *buses]
-    assign = "\n".join(f"            in.{field} = v[{k + 1}];" for k, field in enumerate(names))
-    (tmp_path / "driver.c").write_text(_DRIVER.format(name="certfsm_leaves", fields=5 + len(buses), assign=assign))
-    subprocess.run(["gcc", *GCC_FLAGS, "-o", "check", "certfsm_leaves.c", "driver.c"], cwd=tmp_path, check=True)
     kept, cycles = _hardware_cycles(hw, leaf_threshold_readings(machine))
-    text = "".join(" ".join(map(str, (int(c.rst), int(c.in_valid), 1, 0, 0, *c.values))) + "\n" for c in cycles)
-    lines = subprocess.run(
-        [str(tmp_path / "check")], input=text, capture_output=True, text=True, check=True, cwd=tmp_path
-    ).stdout.splitlines()
+    lines = _c_driver_lines(hw, tmp_path, [(int(c.rst), int(c.in_valid), 1, 0, 0) for c in cycles], cycles)
     reference = _out_or(lambda values: reference_leaf_fixed("grid-edges", machine, values))
     assert len(kept) > 50 and len(lines) == len(cycles)
     found = set()
