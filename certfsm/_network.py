@@ -1,4 +1,4 @@
-"""The network IR: a frozen stack of affine layers with ReLUs between them.
+"""The network IR: a frozen list of affine layers with ReLUs between them, read as a DAG.
 
 Everything in `verify/` and `fsm/` speaks of this IR, never of ONNX: it is
 the single source of truth for what was verified. Weights are float64
@@ -10,6 +10,17 @@ exact values that no float64 holds: it then keeps them as rationals
 difference that the bound propagation adds to its rounding slack. So the
 network verified is always the real-valued function of the stored ONNX
 weights read exactly (docs/semantics.md, "The network").
+
+Graphs. Activation 0 is the input and activation k + 1 the ReLU output of
+hidden layer k. A layer reads the concatenation of the activations listed
+in its `reads` (ascending), by default only the one just before it, so a
+chain is the common case and costs nothing extra. Any DAG of affine
+operators, Concat, Slice and ReLU folds exactly into this form: every
+value between ReLUs is an affine function of earlier activations
+(`certfsm._onnx_graph` builds it), so branches that are summed, skip
+connections and a plant model beside a policy are layers that read more
+than one activation. Engines walk activations forward with `gather` and
+push coefficients back with `scatter`.
 """
 
 from __future__ import annotations
@@ -36,13 +47,16 @@ class AffineLayer:
     and finite, and neither array is writeable (the IR is frozen).
     `exact`, when the floats only approximate the layer, holds its exact
     rational weights and biases ``(rows, bias)`` (tuples of Fractions);
-    None means the floats are the exact values.
+    None means the floats are the exact values. `reads`: the activations
+    whose concatenation is x (see the module docstring); None means the
+    one just before the layer.
     """
 
     weight: np.ndarray
     bias: np.ndarray
     source: str
     exact: tuple[ExactRows, tuple[Fraction, ...]] | None = None
+    reads: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         weight = frozen_array(self.weight, np.float64)
@@ -51,6 +65,8 @@ class AffineLayer:
             raise ValueError(f"{self.source}: weight shape {weight.shape} does not match bias shape {bias.shape}")
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
+        if self.reads is not None:
+            object.__setattr__(self, "reads", tuple(int(r) for r in self.reads))
         if self.exact is not None:
             rows, constants = self.exact
             if (
@@ -127,13 +143,73 @@ class Network:
         object.__setattr__(self, "layers", tuple(self.layers))
         if not self.layers:
             raise ValueError("a network needs at least one affine layer")
-        for previous, layer in zip(self.layers, self.layers[1:]):
-            if previous.n_out != layer.n_in:
+        sizes = [self.layers[0].n_in] + [layer.n_out for layer in self.layers[:-1]]
+        reads = []
+        for index, layer in enumerate(self.layers):
+            chosen = (index,) if layer.reads is None else layer.reads
+            if not chosen or list(chosen) != sorted(set(chosen)) or chosen[0] < 0 or chosen[-1] > index:
                 raise ValueError(
-                    f"{layer.source}: takes {layer.n_in} inputs but {previous.source} gives {previous.n_out}"
+                    f"{layer.source}: reads activations {list(chosen)}; a layer reads one or more earlier "
+                    f"activations (0 the input .. {index}), ascending and each once"
                 )
+            width = sum(sizes[r] for r in chosen)
+            if width != layer.n_in:
+                if layer.reads is None:
+                    raise ValueError(
+                        f"{layer.source}: takes {layer.n_in} inputs but {self.layers[index - 1].source} "
+                        f"gives {sizes[index]}"
+                    )
+                raise ValueError(
+                    f"{layer.source}: takes {layer.n_in} inputs but activations {list(chosen)} give {width}"
+                )
+            reads.append(chosen)
+        object.__setattr__(self, "_reads", tuple(reads))
+        object.__setattr__(self, "_sizes", tuple(sizes))
         if not self.input_shape:
             object.__setattr__(self, "input_shape", (self.n_inputs,))
+
+    @property
+    def reads(self) -> tuple[tuple[int, ...], ...]:
+        """Per layer, the activations it reads (0 the input, k + 1 hidden layer k's ReLU output)."""
+        reads: tuple[tuple[int, ...], ...] = getattr(self, "_reads")
+        return reads
+
+    @property
+    def activation_sizes(self) -> tuple[int, ...]:
+        """The width of every activation: the input, then each hidden layer."""
+        sizes: tuple[int, ...] = getattr(self, "_sizes")
+        return sizes
+
+    @property
+    def is_chain(self) -> bool:
+        """True when every layer reads only the activation just before it."""
+        return all(chosen == (index,) for index, chosen in enumerate(self.reads))
+
+    def gather(self, index: int, activations: list) -> Any:
+        """Layer `index`'s input: the activations it reads, concatenated along the last axis.
+
+        `activations[r]` is activation r (arrays, or lists of terms for the
+        symbolic engines); a chain layer gets its one activation as is.
+        """
+        chosen = self.reads[index]
+        if len(chosen) == 1:
+            return activations[chosen[0]]
+        parts = [activations[r] for r in chosen]
+        if isinstance(parts[0], np.ndarray):
+            return np.concatenate(parts, axis=-1)
+        return [term for part in parts for term in part]
+
+    def scatter(self, index: int, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Columns of `values` (last axis n_in of layer `index`) split per activation read: [(r, block), ...]."""
+        chosen = self.reads[index]
+        if len(chosen) == 1:
+            return [(chosen[0], values)]
+        result, start = [], 0
+        for r in chosen:
+            stop = start + self.activation_sizes[r]
+            result.append((r, values[..., start:stop]))
+            start = stop
+        return result
 
     @property
     def n_inputs(self) -> int:
@@ -154,18 +230,20 @@ class Network:
 
     def evaluate(self, x: np.ndarray) -> np.ndarray:
         """Scores for one input (shape (n_inputs,)) or a batch (shape (N, n_inputs)), in float64."""
-        values = np.asarray(x, dtype=np.float64)
+        activations = [np.asarray(x, dtype=np.float64)]
         for index, layer in enumerate(self.layers):
-            values = values @ layer.weight.T + layer.bias
+            values = self.gather(index, activations) @ layer.weight.T + layer.bias
             if index < len(self.layers) - 1:
                 values = np.maximum(values, 0.0)
+            activations.append(values)
         return values
 
     def describe(self) -> list[str]:
         """Summary lines of the network for people (``certfsm spec check``), with what its float type means."""
+        shape = "" if self.is_chain else f", a graph ({self._skips()})"
         lines = [
-            f"model: {self.n_inputs} inputs, {self.n_outputs} outputs, hidden layers {list(self.hidden_sizes)}, "
-            f"computed in {self.input_type} by onnxruntime"
+            f"model: {self.n_inputs} inputs, {self.n_outputs} outputs, hidden layers {list(self.hidden_sizes)}"
+            f"{shape}, computed in {self.input_type} by onnxruntime"
         ]
         if self.input_type == "float16":
             lines.append(
@@ -175,6 +253,17 @@ class Network:
                 "mismatches; export the model in float32 to avoid both"
             )
         return lines
+
+    def _skips(self) -> str:
+        """How the layers beyond a chain read, e.g. "layer 2 also reads the input"."""
+        names = ["the input"] + [f"layer {k}" for k in range(len(self.layers) - 1)]
+        parts = []
+        for index, chosen in enumerate(self.reads):
+            extra = [names[r] for r in chosen if r != index]
+            if extra:
+                who = "the output layer" if index == len(self.layers) - 1 else f"layer {index}"
+                parts.append(f"{who} {'also ' if index in chosen else ''}reads {', '.join(extra)}")
+        return "; ".join(parts)
 
     def replace(self, **changes: Any) -> "Network":
         """`dataclasses.replace`: a copy with `changes` (field names and values), checked again."""

@@ -63,6 +63,8 @@ def load_onnx(path: str | os.PathLike[str]) -> Network:
 def to_onnx(network: Network) -> bytes:
     """A minimal ONNX model (Gemm with transB=1, Relu between layers) computing `network`.
 
+    A layer that reads several activations gets them through one Concat.
+
     The input is named `network.input_name` with shape [batch, n_inputs]
     (a symbolic batch dimension, so a batch of rows runs in one call and
     [1, n_inputs] is accepted too); the output is [batch, n_outputs].
@@ -77,13 +79,18 @@ def to_onnx(network: Network) -> bytes:
             "kept for exported tensors; rename the input"
         )
     nodes, initializers = [], []
-    current = network.input_name
+    activations = [network.input_name]
     last = len(network.layers) - 1
     for index, layer in enumerate(network.layers):
         weight, bias = f"certfsm_weight{index}", f"certfsm_bias{index}"
         initializers.append(numpy_helper.from_array(layer.weight.astype(np.float32), weight))
         initializers.append(numpy_helper.from_array(layer.bias.astype(np.float32), bias))
         output = "certfsm_output" if index == last else f"certfsm_gemm{index}"
+        read = [activations[r] for r in network.reads[index]]
+        current = read[0]
+        if len(read) > 1:
+            current = f"certfsm_concat{index}"
+            nodes.append(helper.make_node("Concat", read, [current], name=f"concat{index}", axis=1))
         nodes.append(
             helper.make_node(
                 "Gemm",
@@ -94,10 +101,9 @@ def to_onnx(network: Network) -> bytes:
                 transB=1,
             )
         )
-        current = output
         if index < last:
-            nodes.append(helper.make_node("Relu", [current], [f"certfsm_relu{index}"], name=f"relu{index}"))
-            current = f"certfsm_relu{index}"
+            nodes.append(helper.make_node("Relu", [output], [f"certfsm_relu{index}"], name=f"relu{index}"))
+            activations.append(f"certfsm_relu{index}")
     graph = helper.make_graph(
         nodes,
         "certfsm_network",
