@@ -1,4 +1,18 @@
-"""The network and sound bounds: an ONNX chain read by its own loader, rigorous interval and linear bounds.
+"""The network and sound bounds: an ONNX DAG read by its own loader, rigorous interval and linear bounds.
+
+The model. `read_model` turns the graph into operations in the order of
+its node list, each reading earlier values: value 0 is the input, value
+i + 1 the output of operation i, the last value the graph's output, each
+a flat vector (C order of its tensor). Reshapes are free; Concat, Slice,
+Split, Gather and broadcasting become one selection ("pick": every
+entry a copy of an entry of its inputs or a constant of the file).
+Hidden neurons are numbered as the certificate counts them: the hidden
+layers are the Relu nodes grouped by depth, where the depth of a Relu
+node is the largest number of Relu nodes on any path from the graph
+input to it, itself included; within a depth, Relu nodes come in the
+order of the graph's node list; within a node, its neurons in C order.
+For a chain that is the order of the chain. Nodes that the output does
+not depend on are dropped, Relu nodes too (they number no neuron).
 
 Soundness. Every number below is a float64 that bounds a real quantity
 of the exact network (float32 weights read as the rationals they are):
@@ -13,21 +27,32 @@ of the exact network (float32 weights read as the rationals they are):
   ``fl(|A| |B|) >= (1 - gamma_n) |A| |B|``. `_product` returns fl(A B)
   with the bound ``(n + 2) 2^-52 fl(|A| |B|) + (n + 1) tiny``, rounded up,
   which exceeds both (n <= 2^40).
-- Interval bounds of every node follow from these (`forward`). Linear
-  bounds (`lower_bound`) keep the invariant ``target >= coef . v_i +
-  const`` for every input of the box: through ``v_{i+1} = v_i M`` the
-  float ``coef M^T`` replaces the exact one and the difference, at most
-  E, costs at most ``E . |v_i|`` (bounded by node i's interval); through
-  ``+ c`` the constant grows by a lower bound of ``coef . c``; through a
-  ReLU, ``relu(z) >= alpha z`` for every real z and alpha in [0, 1]
-  (any slope the certificate gives, clipped), and ``relu(z) <= s z + t``
-  on [l, u] for the line that lies above relu at l and at u (relu is
-  convex, so above it on the whole interval), with t rounded up; each
-  float product coef * slope is off by at most 2^-52 of itself, which
-  costs that times ``|z|``; so does each product or quotient by a
-  constant of ``Mul`` and ``Div`` (one rounding each; the interval of
-  ``v c`` or ``v / c`` has its ends at those of v). At the input, ``coef . x`` is smallest at the
-  box's vertex chosen by the signs of coef.
+- Interval bounds of every value follow from these (`forward`); a
+  selection and a negation are exact, a sum of two values is rounded
+  outward. Linear bounds (`lower_bound`) keep the invariant ``target >=
+  sum_v coef_v . v + const`` over the values v not yet substituted, for
+  every input of the box; operations are substituted from the last to
+  the first, so a value's coefficients are complete (every reader
+  substituted) before it is. Through ``w = v M`` the float ``coef M^T``
+  replaces the exact one and the difference, at most E, costs at most
+  ``E . |v|`` (bounded by v's interval); through ``+ c`` the constant
+  grows by a lower bound of ``coef . c``; a negation, a sum ``a + b``
+  (coef goes to both) and a selection (coef goes to the entries picked,
+  a constant entry's part to const) are exact, except that a selection
+  that picks an entry twice sums its coefficients, a product with a 0/1
+  matrix charged as above; where two readers of v give it coefficients
+  c1 and c2, the float sum replaces c1 + c2, off by at most 2^-52 of
+  itself, which costs that times ``|v|`` (the two bounds' error terms
+  add). Through a ReLU, ``relu(z) >= alpha z`` for every real z and
+  alpha in [0, 1] (any slope the certificate gives, clipped), and
+  ``relu(z) <= s z + t`` on [l, u] for the line that lies above relu at
+  l and at u (relu is convex, so above it on the whole interval), with t
+  rounded up; each float product coef * slope is off by at most 2^-52 of
+  itself, which costs that times ``|z|``; so does each product or
+  quotient by a constant of ``Mul`` and ``Div`` (one rounding each; the
+  interval of ``v c`` or ``v / c`` has its ends at those of v). At the
+  input, ``coef . x`` is smallest at the box's vertex chosen by the
+  signs of coef.
 
 So every value returned is a true bound for every real input of the
 closed box, whatever slopes and weights the certificate gives.
@@ -39,10 +64,13 @@ import numpy as np
 
 _TINY = np.finfo(np.float64).tiny
 _HALF_ULP = 2.0**-52
+_LARGEST = 1 << 24
+"""The most entries a tensor may have (the networks read are small; a larger one is refused, not allocated)."""
+_SELECTIONS = ("Identity", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Concat", "Slice", "Split", "Gather")
 
 
 class ModelError(ValueError):
-    """The ONNX file is not a chain this checker reads (the message names the node)."""
+    """The ONNX file is not a graph this checker reads (the message names the node)."""
 
 
 def _down(x):
@@ -81,59 +109,220 @@ def _dot_up(a, b):
     return _up(np.einsum("pn,pn->p", a, b) * (1.0 + (n + 3) * _HALF_ULP) + (n + 1) * _TINY)
 
 
+def _selected(node, tensors, attributes, constant):
+    """The outputs of a selection node applied to `tensors` (arrays of any dtype; `constant(i)` reads input i)."""
+    op, data, axis = node.op_type, tensors[0], attributes.get("axis", 0)
+    if op == "Flatten":
+        axis = attributes.get("axis", 1) % (data.ndim + 1) if data.ndim else 0
+        return [data.reshape(int(np.prod(data.shape[:axis])), -1)]
+    if op == "Reshape":
+        shape = [int(d) for d in constant(1).reshape(-1)]
+        zero_copies = not attributes.get("allowzero", 0)
+        return [data.reshape([data.shape[i] if d == 0 and zero_copies else d for i, d in enumerate(shape)])]
+    if op in ("Squeeze", "Unsqueeze"):
+        given = constant(1) if len(node.input) > 1 and node.input[1] else attributes.get("axes")
+        axes = None if given is None else tuple(int(a) for a in np.reshape(given, -1))
+        if op == "Squeeze":
+            return [np.squeeze(data, axis=axes)]
+        return [np.expand_dims(data, axes)]
+    if op == "Concat":
+        return [np.concatenate(tensors, axis=axis)]
+    if op == "Gather":
+        return [np.take(data, constant(1).astype(np.int64), axis=axis)]
+    if op == "Split":
+        given = constant(1) if len(node.input) > 1 and node.input[1] else attributes.get("split")
+        size = data.shape[axis]
+        if given is None:
+            given = [-(-size // len(node.output))] * (len(node.output) - 1)
+            given.append(size - sum(given))
+        sizes = [int(s) for s in np.reshape(given, -1)]
+        if len(sizes) != len(node.output) or sum(sizes) != size or min(sizes) < 0:
+            raise ValueError(f"split sizes {sizes} do not cut {size} entries into {len(node.output)} outputs")
+        return np.split(data, np.cumsum(sizes)[:-1], axis=axis)
+    if op == "Slice":
+        if len(node.input) > 1:
+            ends = [constant(i) if len(node.input) > i and node.input[i] else None for i in range(1, 5)]
+        else:
+            ends = [attributes.get(k) for k in ("starts", "ends", "axes", "steps")]
+        starts, stops, axes, steps = (None if e is None else [int(v) for v in np.reshape(e, -1)] for e in ends)
+        cut = [slice(None)] * data.ndim
+        for k, a in enumerate(range(len(starts)) if axes is None else axes):
+            cut[a] = slice(starts[k], stops[k], 1 if steps is None else steps[k])
+        return [data[tuple(cut)]]
+    return [data]  # Identity
+
+
 def read_model(path) -> list[tuple]:
-    """The chain of operations from the ONNX file: ("matmul", M) (v -> v @ M), ("add", c), ("mul", c), ("div", c)
-    (elementwise by constants) and ("relu",)."""
+    """The operations of the ONNX graph, each ``(kind, values read, parameter)`` (see the module docstring):
+    ("matmul", (a,), M): v_a @ M; ("add", (a,), c), ("mul", (a,), c), ("div", (a,), c): elementwise by constants;
+    ("neg", (a,), None); ("sum", (a, b), None): v_a + v_b; ("pick", reads, (index, constant)): entry j is entry
+    index[j] of the reads' concatenation, or constant[j] where index[j] < 0; ("relu", (a,), (first neuron of the
+    hidden numbering, depth, width))."""
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(path))
-    graph = model.graph
-    values = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
-    inputs = [i.name for i in graph.input if i.name not in values]
-    if len(inputs) != 1:
-        raise ModelError(f"{path}: the graph has inputs {inputs}; this checker reads one input")
-    current, ops = inputs[0], []
+    graph = onnx.load(str(path)).graph
+    names: dict = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in names]
+    if len(inputs) != 1 or len(graph.output) != 1:
+        raise ModelError(
+            f"{path}: the graph has inputs {[i.name for i in inputs]} and {len(graph.output)} outputs; "
+            "this checker reads one input and one output"
+        )
+    dims = inputs[0].type.tensor_type.shape.dim
+    names[inputs[0].name] = (0, tuple(max(d.dim_value, 1) for d in dims))
+    ops, depth, sizes = [], [0], [int(np.prod(names[inputs[0].name][1]))]
+    if sizes[0] > _LARGEST:
+        raise ModelError(f"{path}: the input has shape {names[inputs[0].name][1]}, larger than this checker reads")
+
+    def emit(kind, reads, param, shape):
+        if not 0 < int(np.prod(shape)) <= _LARGEST:
+            raise ModelError(f"its output of shape {tuple(shape)} is empty or larger than this checker reads")
+        ops.append((kind, tuple(r[0] if isinstance(r, tuple) else r for r in reads), param))
+        depth.append(max(depth[r] for r in ops[-1][1]) + (kind == "relu"))
+        sizes.append(int(np.prod(shape)))
+        return len(ops), tuple(shape)
+
+    def select(entries, apply):
+        """Apply a selection to index tensors: the data entries' numbers, and -1 - k for the k-th constant."""
+        tagged, reads, pool, count = [], [], [], 0
+        for entry in entries:
+            if isinstance(entry, tuple):
+                tagged.append(count + np.arange(int(np.prod(entry[1]))).reshape(entry[1]))
+                reads.append(entry)
+                count += tagged[-1].size
+            else:
+                tagged.append(-1 - sum(p.size for p in pool) - np.arange(entry.size).reshape(entry.shape))
+                pool.append(entry.reshape(-1).astype(np.float64))
+        pool = np.concatenate(pool) if pool else np.zeros(0)
+        made = []
+        for out in apply(tagged):
+            if not 0 < out.size <= _LARGEST:
+                raise ModelError(f"its output of shape {out.shape} is empty or larger than this checker reads")
+            flat = out.reshape(-1)
+            if np.all(flat < 0):
+                made.append(pool[-1 - flat].reshape(out.shape))
+            elif len(reads) == 1 and np.array_equal(flat, np.arange(count)):
+                made.append((reads[0][0], out.shape))
+            else:
+                fixed = np.zeros(flat.size)
+                fixed[flat < 0] = pool[-1 - flat[flat < 0]]
+                made.append(emit("pick", reads, (np.where(flat >= 0, flat, -1), fixed), out.shape))
+        return made
+
     for node in graph.node:
-        if node.op_type == "Constant":
-            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t).astype(np.float64)
-            continue
-        if current not in node.input:
-            raise ModelError(f"{path}: node {node.name or node.op_type} does not follow the chain; one chain only")
-        others = [values.get(name) for name in node.input if name != current]
+        where = f"{path}: node {node.name or '?'} ({node.op_type})"
+        missing = [n for n in node.input if n and n not in names]
+        if missing:
+            raise ModelError(
+                f"{where} reads {missing[0]!r}, which no earlier node, initializer or input makes; "
+                "give the nodes in an order where each follows what it reads"
+            )
+        read = [names[n] for n in node.input if n]
+        data = [r for r in read if isinstance(r, tuple)]
         attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type in ("Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze"):
-            pass
-        elif node.op_type == "Relu":
-            ops.append(("relu",))
-        elif node.op_type == "MatMul" and node.input[0] == current and others[0] is not None:
-            ops.append(("matmul", others[0]))
-        elif node.op_type in ("Add", "Sub") and len(others) == 1 and others[0] is not None:
-            if node.op_type == "Sub" and node.input[0] != current:
-                raise ModelError(f"{path}: node {node.name}: constant - x is not read; write x - constant")
-            ops.append(("add", (-1.0 if node.op_type == "Sub" else 1.0) * others[0].reshape(-1)))
-        elif node.op_type in ("Mul", "Div") and len(others) == 1 and others[0] is not None:
-            if node.op_type == "Div" and (node.input[0] != current or not np.all(others[0] != 0.0)):
-                raise ModelError(f"{path}: node {node.name}: only x / constant (no zero) is read")
-            ops.append((node.op_type.lower(), others[0].reshape(-1)))
-        elif node.op_type == "Gemm" and node.input[0] == current and others[0] is not None:
-            if attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0 or attributes.get("transA"):
-                raise ModelError(f"{path}: node {node.name}: Gemm with alpha, beta or transA is not read")
-            ops.append(("matmul", others[0].T if attributes.get("transB") else others[0]))
-            if len(others) > 1 and others[1] is not None:
-                ops.append(("add", others[1].reshape(-1)))
-        else:
-            raise ModelError(f"{path}: node {node.name or '?'} ({node.op_type}) is not read by this checker")
-        current = node.output[0]
+        try:
+            outputs = _read_node(node, read, data, attributes, emit, select)
+        except ModelError as error:
+            raise ModelError(f"{where}: {error}") from None
+        except (ValueError, IndexError, TypeError, KeyError) as error:
+            raise ModelError(f"{where} cannot be read ({error}); fix the node") from None
+        names.update(zip(node.output, outputs))
+    out = names.get(graph.output[0].name)
+    if not isinstance(out, tuple):
+        raise ModelError(f"{path}: the output {graph.output[0].name!r} is not made from the input")
+    used = {out[0]}
+    for i in range(len(ops) - 1, -1, -1):
+        used.update(ops[i][1] if i + 1 in used else ())
+    number = {v: k for k, v in enumerate(sorted(used | {0}))}
+    depth, sizes = [depth[v] for v in number], [sizes[v] for v in number]
+    ops = [
+        (kind, tuple(number[r] for r in reads), param) for i, (kind, reads, param) in enumerate(ops) if i + 1 in used
+    ]
+    relus = sorted((depth[i + 1], i) for i, op in enumerate(ops) if op[0] == "relu")
+    offsets = np.cumsum([0] + [sizes[i + 1] for _, i in relus])
+    for first, (d, i) in zip(offsets, relus):
+        ops[i] = ("relu", ops[i][1], (int(first), d, sizes[i + 1]))
     return ops
 
 
+def _read_node(node, read, data, attributes, emit, select) -> list:
+    """The node's outputs: a data value (number, shape) or a constant array each (see `read_model`)."""
+    op = node.op_type
+    if op == "Constant":
+        from onnx import numpy_helper
+
+        return [
+            numpy_helper.to_array(attributes["value"])
+            if "value" in attributes
+            else np.array(attributes.get("value_float", attributes.get("value_floats", attributes.get("value_int"))))
+        ]
+    if not data:
+        raise ModelError("reads no value made from the input; this checker reads no constant folding but Constant")
+    constants = [np.asarray(r, dtype=np.float64) for r in read if not isinstance(r, tuple)]
+    if op in _SELECTIONS:
+
+        def constant(i):
+            if isinstance(read[i], tuple):
+                raise ModelError(f"input {i} must be a constant")
+            return np.asarray(read[i])
+
+        entries = read if op == "Concat" else read[:1]
+        return select(entries, lambda tagged: _selected(node, tagged, attributes, constant))
+    if op == "Relu":
+        return [emit("relu", data, None, data[0][1])]
+    if op == "Neg":
+        return [emit("neg", data, None, data[0][1])]
+    if op in ("MatMul", "Gemm"):
+        if not isinstance(read[0], tuple) or len(data) > 1 or len(read) > 3:
+            raise ModelError("only data @ constant (+ constant) is read")
+        a, (matrix, *bias) = read[0], constants
+        if op == "Gemm":
+            if attributes.get("transA") or attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0:
+                raise ModelError("Gemm with alpha or beta other than 1, or transA, is not read")
+            matrix = matrix.T if attributes.get("transB") else matrix
+            if len(a[1]) != 2 or matrix.ndim != 2:
+                raise ModelError(f"Gemm reads 2-D tensors, not {a[1]} and {matrix.shape}")
+        if matrix.ndim != 2 or matrix.shape[0] != a[1][-1]:
+            raise ModelError(f"a tensor of shape {a[1]} @ a constant of shape {matrix.shape} is not read")
+        shape = a[1][:-1] + matrix.shape[1:]
+        blocks = int(np.prod(a[1][:-1]))
+        out = emit("matmul", [a], matrix if blocks == 1 else np.kron(np.eye(blocks), matrix), shape)
+        return [_elementwise("Add", out, bias[0], emit, select) if bias else out]
+    if op in ("Add", "Sub", "Mul", "Div"):
+        if len(data) == 2:
+            if op in ("Mul", "Div"):
+                raise ModelError("a product or quotient of two values is not read")
+            shape = np.broadcast_shapes(data[0][1], data[1][1])
+            a, b = (select([d], lambda t: [np.broadcast_to(t[0], shape)])[0] for d in data)
+            return [emit("sum", [a, emit("neg", [b], None, shape) if op == "Sub" else b], None, shape)]
+        if not isinstance(read[0], tuple):
+            if op == "Div":
+                raise ModelError("constant / x is not read; only x / constant")
+            if op == "Sub":
+                return [_elementwise("Add", emit("neg", data, None, data[0][1]), constants[0], emit, select)]
+        return [_elementwise(op, data[0], constants[0], emit, select)]
+    raise ModelError("this operator is not read by this checker")
+
+
+def _elementwise(op, entry, constant, emit, select):
+    """x op constant (Add, Sub, Mul, Div), both broadcast to one shape; a negated constant is exact."""
+    shape = np.broadcast_shapes(entry[1], constant.shape)
+    entry = select([entry], lambda t: [np.broadcast_to(t[0], shape)])[0]
+    constant = np.broadcast_to(constant, shape).reshape(-1)
+    if op == "Div" and not np.all(constant != 0.0):
+        raise ModelError("only x / constant with no zero is read")
+    kind = {"Add": "add", "Sub": "add", "Mul": "mul", "Div": "div"}[op]
+    return emit(kind, [entry], -constant if op == "Sub" else constant, shape)
+
+
 def hidden_widths(ops) -> list[int]:
-    """The width of each ReLU, in order: that of the product before it."""
-    products = [i for i, op in enumerate(ops) if op[0] == "matmul"]
-    if any(op[0] == "relu" for op in ops[: products[0] if products else len(ops)]):
-        raise ModelError("a Relu before any MatMul or Gemm is not read by this checker")
-    return [ops[max(j for j in products if j < i)][1].shape[1] for i, op in enumerate(ops) if op[0] == "relu"]
+    """The width of each hidden layer (depth), in order."""
+    layers: dict = {}
+    for kind, _, param in ops:
+        if kind == "relu":
+            layers[param[1]] = layers.get(param[1], 0) + param[2]
+    return [layers[d] for d in sorted(layers)]
 
 
 SLOPES = (0.0, 1.0, -1.0)
@@ -141,43 +330,59 @@ SLOPES = (0.0, 1.0, -1.0)
 of `lower_bound`)."""
 
 
-def forward(ops, lower, upper, choices=SLOPES, known=None):
-    """Interval bounds of every node v_0 .. v_K over boxes (B, n): lists of (B, n_i) arrays.
+def _rebounded(ops) -> set:
+    """The ReLU inputs that `forward` bounds again: those after a ReLU, a sum or a selection of several values or
+    two products (an interval over one product of the box is already as tight as a linear bound)."""
+    products = [0]
+    for kind, reads, _ in ops:
+        most = max(products[r] for r in reads)
+        products.append(2 if kind == "relu" or len(reads) > 1 else most + (kind == "matmul"))
+    return {reads[0] for kind, reads, _ in ops if kind == "relu" and products[reads[0]] > 1}
 
-    Each ReLU input that some ReLU or a second product precedes is bounded
-    again by `lower_bound` (rows +e_j and -e_j, with the adaptive slopes
-    and each of `choices`), and the tightest bound is kept: intervals lose
-    the correlation between consecutive products, which the prover folds
-    into one layer (a TLL network's first ReLU follows three). `known`:
-    (lows, highs) proved for boxes that contain these (their parents in a
-    tree), intersected in at every node, so bounds only tighten down a tree.
+
+def forward(ops, lower, upper, choices=SLOPES, known=None):
+    """Interval bounds of every value v_0 .. v_K over boxes (B, n): lists of (B, n_i) arrays.
+
+    Each ReLU input that `_rebounded` names is bounded again by
+    `lower_bound` (rows +e_j and -e_j, with the adaptive slopes and each
+    of `choices`), and the tightest bound is kept: intervals lose the
+    correlation between consecutive products and between branches, which
+    the prover folds into one layer (a TLL network's first ReLU follows
+    three). `known`: (lows, highs) proved for boxes that contain these
+    (their parents in a tree), intersected in at every value, so bounds
+    only tighten down a tree.
     """
-    lows, highs = [lower], [upper]
-    relus_seen = 0
-    for index, op in enumerate(ops):
-        low, high = lows[-1], highs[-1]
-        if op[0] == "relu":
+    lows, highs, again = [lower], [upper], _rebounded(ops)
+    for index, (kind, reads, param) in enumerate(ops):
+        low, high = lows[reads[0]], highs[reads[0]]
+        if kind == "relu":
             low, high = np.maximum(low, 0.0), np.maximum(high, 0.0)
-            relus_seen += 1
-        elif op[0] == "add":
-            low, high = _down(low + op[1]), _up(high + op[1])
-        elif op[0] in ("mul", "div"):
-            ends = (low * op[1], high * op[1]) if op[0] == "mul" else (low / op[1], high / op[1])
+        elif kind == "add":
+            low, high = _down(low + param), _up(high + param)
+        elif kind in ("mul", "div"):
+            ends = (low * param, high * param) if kind == "mul" else (low / param, high / param)
             low, high = _down(np.minimum(*ends)), _up(np.maximum(*ends))
+        elif kind == "neg":
+            low, high = -high, -low
+        elif kind == "sum":
+            low, high = _down(low + lows[reads[1]]), _up(high + highs[reads[1]])
+        elif kind == "pick":
+            picked = param[0] >= 0
+            low, high = (
+                np.where(picked, np.concatenate([s[r] for r in reads], 1)[:, param[0]], param[1]) for s in (lows, highs)
+            )
         else:
             centre = (low + high) * 0.5
             radius = np.maximum(_up(centre - low), _up(high - centre))
-            middle, error = _product(centre, op[1])
-            spread, spread_error = _product(radius, np.abs(op[1]))
+            middle, error = _product(centre, param)
+            spread, spread_error = _product(radius, np.abs(param))
             reach = _up(_up(spread + spread_error) + error)
             low, high = _down(middle - reach), _up(middle + reach)
         if known is not None:
             low, high = np.maximum(low, known[0][index + 1]), np.minimum(high, known[1][index + 1])
         lows.append(low)
         highs.append(high)
-        is_relu_input = index + 1 < len(ops) and ops[index + 1][0] == "relu"
-        products = sum(o[0] == "matmul" for o in ops[: index + 1])
-        if is_relu_input and (relus_seen or products > 1):
+        if index + 1 in again:
             boxes, neurons = np.nonzero((low < 0.0) & (high > 0.0))
             if boxes.size:
                 rows = np.zeros((2 * boxes.size, low.shape[1]))
@@ -190,81 +395,83 @@ def forward(ops, lower, upper, choices=SLOPES, known=None):
     return lows, highs
 
 
-def _relaxations(ops, lows, highs, node, slopes) -> dict:
-    """Per box and op below `node`: the weight of ``|coef|`` in its rounding cost and a constant, and for a ReLU
-    its (lower slopes per choice, upper slope, intercept). A product with M costs at most ``gamma_m |coef| .
-    (|v_i| |M|) + m tiny . sum |v_i|``; one rounding per coefficient ``2^-52 |new| . |v_i| + tiny . sum |v_i|``."""
-    found, relu = {}, sum(op[0] == "relu" for op in ops[:node])
-    offsets = np.cumsum([0] + [lows[i].shape[1] for i in range(node) if ops[i][0] == "relu"])
-    for index in range(node - 1, -1, -1):
-        op, low, high = ops[index], lows[index], highs[index]
-        magnitude = np.maximum(np.abs(low), np.abs(high))
-        if op[0] == "add":
-            continue
-        if op[0] in ("mul", "div"):
-            found[index] = (_up(magnitude * _HALF_ULP), _up(_sum_up(magnitude) * _TINY))
-            continue
-        if op[0] == "matmul":
-            inner, width = op[1].shape
-            reach = _up((magnitude @ np.abs(op[1])) * (1.0 + (inner + 2) * _HALF_ULP) + (inner + 1) * _TINY)
-            weight = _up(reach * ((width + 2) * _HALF_ULP))
-            found[index] = (weight, _up(_sum_up(magnitude) * ((width + 1) * _TINY)))
-            continue
-        relu -= 1
-        unstable = (low < 0.0) & (high > 0.0)
-        width = np.where(unstable, high - low, 1.0)
-        upper = np.where(low >= 0.0, 1.0, np.where(unstable, np.clip(high / width, 0.0, 1.0), 0.0))
-        intercept = np.where(unstable, np.maximum(_up(-upper * low), _up(high - _down(upper * high))), 0.0)
-        alpha = []
-        for code in slopes:
-            code = code if np.ndim(code) == 0 else code[:, offsets[relu] : offsets[relu + 1]]
-            given = np.clip(np.where(np.isnan(code), high > -low, np.where(code == -1.0, upper, code)), 0.0, 1.0)
-            alpha.append(np.where(low >= 0.0, 1.0, np.where(unstable, given, 0.0)))
-        alpha = np.concatenate(alpha)
-        weight = _up(magnitude * _HALF_ULP)
-        found[index] = (weight, _up(_sum_up(magnitude) * _TINY), alpha, upper, intercept)
-    return found
+def _relu_lines(low, high, slopes, first: int):
+    """A ReLU's (lower slopes per choice, upper slope, intercept) on its input's bounds; its neurons are `first`
+    onwards in the codes of `slopes` (see `lower_bound`)."""
+    unstable = (low < 0.0) & (high > 0.0)
+    width = np.where(unstable, high - low, 1.0)
+    upper = np.where(low >= 0.0, 1.0, np.where(unstable, np.clip(high / width, 0.0, 1.0), 0.0))
+    intercept = np.where(unstable, np.maximum(_up(-upper * low), _up(high - _down(upper * high))), 0.0)
+    alpha = []
+    for code in slopes:
+        code = code if np.ndim(code) == 0 else code[:, first : first + low.shape[1]]
+        given = np.clip(np.where(np.isnan(code), high > -low, np.where(code == -1.0, upper, code)), 0.0, 1.0)
+        alpha.append(np.where(low >= 0.0, 1.0, np.where(unstable, given, 0.0)))
+    return np.concatenate(alpha), upper, intercept
 
 
 def lower_bound(ops, lows, highs, node, coef, owner, slopes):
     """(C, P): a lower bound of ``coef[p] . v_node`` over box ``owner[p]`` with each of C lower slopes.
 
     `slopes`: a tuple of slope codes, each a number or a (B, hidden
-    neurons) array of them: NaN adaptive (1 where u > -l, else 0), -1
-    parallel (u / (u - l)), else the slope itself; every slope is clipped
-    to [0, 1] (see the module docstring). The rounding costs of a ReLU
-    and of the product below it are charged together, since the
-    coefficients between them do not change.
+    neurons) array of them (in the hidden numbering of the module
+    docstring): NaN adaptive (1 where u > -l, else 0), -1 parallel
+    (u / (u - l)), else the slope itself; every slope is clipped to
+    [0, 1] (see the module docstring for every charge below).
     """
-    found, count = _relaxations(ops, lows, highs, node, slopes), lows[0].shape[0]
-    rows = coef.shape[0]
-    coef = np.tile(coef, (len(slopes), 1))
+    count, rows = lows[0].shape[0], coef.shape[0]
     choice_owner = (np.arange(len(slopes))[:, None] * count + owner[None, :]).reshape(-1)
     owner = np.tile(owner, len(slopes))
-    const = np.zeros(coef.shape[0])
-    pending, extra = None, np.zeros(lows[0].shape[0])
+    const, extra = np.zeros(len(owner)), np.zeros(count)
+    coefs = {node: np.tile(coef, (len(slopes), 1))}
+
+    def charge(c, value, scale=_HALF_ULP):
+        """The cost of coefficients c on `value` that are off by at most `scale` of themselves (+ tiny each)."""
+        nonlocal const, extra
+        magnitude = np.maximum(np.abs(lows[value]), np.abs(highs[value]))
+        const = _down(const - _dot_up(np.abs(c), _up(magnitude * scale)[owner]))
+        extra = _up(extra + _up(_sum_up(magnitude) * _TINY))
+
     for index in range(node - 1, -1, -1):
-        op = ops[index]
-        if op[0] == "add":
-            const = _down(const + _dot_low(coef, op[1]))
+        c = coefs.pop(index + 1, None)
+        if c is None:
             continue
-        weight, more = found[index][:2]
-        extra = _up(extra + more)
-        if op[0] == "matmul":
-            pending = weight if pending is None else _up(pending + weight)
-            const = _down(const - _dot_up(np.abs(coef), pending[owner]))
-            coef, pending = coef @ op[1].T, None
-            continue
-        if pending is not None:
-            const = _down(const - _dot_up(np.abs(coef), pending[owner]))
-        if op[0] in ("mul", "div"):
-            coef, pending = (coef * op[1] if op[0] == "mul" else coef / op[1]), weight
-            continue
-        alpha, upper, intercept = found[index][2][choice_owner], found[index][3][owner], found[index][4][owner]
-        const = _down(const - _dot_up(np.maximum(-coef, 0.0), intercept))
-        coef, pending = coef * np.where(coef < 0.0, upper, alpha), weight
-    if pending is not None:
-        const = _down(const - _dot_up(np.abs(coef), pending[owner]))
+        kind, reads, param = ops[index]
+        if kind == "add":
+            const, out = _down(const + _dot_low(c, param)), [c]
+        elif kind in ("neg", "sum"):
+            out = [-c] if kind == "neg" else [c, c]
+        elif kind == "pick":
+            picked = param[0] >= 0
+            const = _down(const + _dot_low(c, param[1]))
+            selection = np.zeros((int(picked.sum()), sum(lows[r].shape[1] for r in reads)))
+            selection[np.arange(len(selection)), param[0][picked]] = 1.0
+            new, error = _product(c[:, picked], selection)  # exact when no entry is picked twice
+            if np.unique(param[0][picked]).size < len(selection):
+                magnitude = np.concatenate([np.maximum(np.abs(lows[r]), np.abs(highs[r])) for r in reads], 1)
+                const = _down(const - _dot_up(error, magnitude[owner]))
+            out = np.split(new, np.cumsum([lows[r].shape[1] for r in reads])[:-1], axis=1)
+        elif kind == "matmul":
+            inner, width = param.shape
+            magnitude = np.maximum(np.abs(lows[reads[0]]), np.abs(highs[reads[0]]))
+            reach = _up((magnitude @ np.abs(param)) * (1.0 + (inner + 2) * _HALF_ULP) + (inner + 1) * _TINY)
+            const = _down(const - _dot_up(np.abs(c), _up(reach * ((width + 2) * _HALF_ULP))[owner]))
+            extra = _up(extra + _up(_sum_up(magnitude) * ((width + 1) * _TINY)))
+            out = [c @ param.T]
+        elif kind in ("mul", "div"):
+            out = [c * param if kind == "mul" else c / param]
+            charge(out[0], reads[0])
+        else:
+            alpha, upper, intercept = _relu_lines(lows[reads[0]], highs[reads[0]], slopes, param[0])
+            const = _down(const - _dot_up(np.maximum(-c, 0.0), intercept[owner]))
+            out = [c * np.where(c < 0.0, upper[owner], alpha[choice_owner])]
+            charge(out[0], reads[0])
+        for value, more in zip(reads, out):
+            if value in coefs:
+                more = coefs[value] + more
+                charge(more, value)
+            coefs[value] = more
+    coef = coefs.pop(0, np.zeros((len(owner), lows[0].shape[1])))
     const = _down(const - extra[owner])
     vertex = np.where(coef >= 0.0, lows[0][owner], highs[0][owner])
     return _down(const + _dot_low(coef, vertex)).reshape(len(slopes), rows)

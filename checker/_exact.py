@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 from fractions import Fraction
 
-import numpy as np
-
 
 def _exact(z3, value):
     value = Fraction(value)
@@ -43,30 +41,34 @@ def z3_refutes(leaf, folder, ops, rows, box, lows, highs, seconds: float = 300.0
         return "a z3 leaf needs the z3-solver package (pip install z3-solver)"
     solver = z3.Solver()
     solver.set("timeout", max(1, int(seconds * 1000)))
-    values = [z3.Real(f"x{i}") for i in range(len(box[0]))]
-    for value, lo, hi in zip(values, *box):
+    values = [[z3.Real(f"x{i}") for i in range(len(box[0]))]]
+    for value, lo, hi in zip(values[0], *box):
         solver.add(_exact(z3, lo) <= value, value <= _exact(z3, hi))
-    for index, op in enumerate(ops):
-        if op[0] == "matmul":  # a zero weight adds no term; an empty sum is 0
-            values = [
-                z3.Sum([z3.RealVal(0)] + [_exact(z3, w) * v for w, v in zip(column, values) if w]) for column in op[1].T
-            ]
-        elif op[0] == "add":
-            values = [v + _exact(z3, c) for v, c in zip(values, op[1])]
-        elif op[0] in ("mul", "div"):
-            scale = np.broadcast_to(op[1], len(values))
-            values = [v * _exact(z3, c) if op[0] == "mul" else v / _exact(z3, c) for v, c in zip(values, scale)]
+    for index, (kind, reads, param) in enumerate(ops):
+        given = values[reads[0]]
+        if kind == "matmul":  # a zero weight adds no term; an empty sum is 0
+            given = [z3.Sum([z3.RealVal(0)] + [_exact(z3, w) * v for w, v in zip(col, given) if w]) for col in param.T]
+        elif kind in ("add", "mul", "div"):
+            step = {"add": lambda v, c: v + c, "mul": lambda v, c: v * c, "div": lambda v, c: v / c}[kind]
+            given = [step(v, _exact(z3, c)) for v, c in zip(given, param)]
+        elif kind in ("neg", "sum"):
+            given = [-v for v in given] if kind == "neg" else [a + b for a, b in zip(given, values[reads[1]])]
+        elif kind == "pick":
+            joined = [v for r in reads for v in values[r]]
+            given = [joined[i] if i >= 0 else _exact(z3, c) for i, c in zip(*param)]
         else:
             named = []
-            for j, value in enumerate(values):
-                lo, hi = lows[index][j], highs[index][j]
+            for j, value in enumerate(given):
+                lo, hi = lows[reads[0]][j], highs[reads[0]][j]
                 if lo >= 0.0 or hi <= 0.0:
                     named.append(value if lo >= 0.0 else z3.RealVal(0))
                     continue
                 out = z3.Real(f"r{index}_{j}")
                 solver.add(_exact(z3, lo) <= value, value <= _exact(z3, hi), out == z3.If(value > 0, value, 0))
                 named.append(out)
-            values = named
+            given = named
+        values.append(given)
+    values = values[-1]
     for row in rows:
         lhs = z3.Sum([_exact(z3, c) * y for c, y in zip(row["coefficients"], values)])
         solver.add(lhs < _exact(z3, row["rhs"]) if row["strict"] else lhs <= _exact(z3, row["rhs"]))

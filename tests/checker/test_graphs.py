@@ -1,0 +1,152 @@
+"""The checker reads ONNX DAGs by its own loader: its bounds hold for what onnxruntime computes, it numbers hidden
+neurons by the rule its docstring states, and it refuses, naming the node, every operator and graph it does not read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+from graph_models import BUILDERS, N_INPUTS, Graph, build, evaluate, run_onnxruntime
+
+from certfsm.checker._arith import ModelError, forward, hidden_widths, lower_bound, read_model
+
+
+def _boxes(rng, n: int, count: int, width: float = 1.0):
+    lower = rng.uniform(-1.0, 0.5, (count, n))
+    return lower, lower + width * rng.uniform(0.0, 1.0, (count, n)) ** 2
+
+
+def _points(rng, n: int, lower, upper):
+    """The box's vertices and 300 random points of it."""
+    fractions = np.concatenate([np.array(list(itertools.product([0.0, 1.0], repeat=n))), rng.random((300, n))])
+    return lower + fractions * (upper - lower)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_bounds_of_every_value_contain_the_values_and_onnxruntimes_outputs(tmp_path, kind, seed):
+    """Interval and back-substituted bounds, in both passes, hold at sampled points and vertices; the checker's
+    reading of the file computes what onnxruntime computes (to float32's precision)."""
+    model = build(kind, tmp_path / "m.onnx", seed)
+    ops, rng, n = read_model(model), np.random.default_rng(seed), N_INPUTS[kind]
+    lower, upper = _boxes(rng, n, 6)
+    first = forward(ops, lower, upper, ())
+    for lows, highs in (first, forward(ops, lower, upper, known=first)):
+        for box in range(len(lower)):
+            points = _points(rng, n, lower[box], upper[box])
+            values, reference = evaluate(ops, points), run_onnxruntime(model, points)
+            slack = 1e-5 * (1.0 + np.abs(reference))
+            assert np.all(np.abs(values[-1] - reference) <= slack), "the checker reads another function"
+            assert np.all(lows[-1][box] <= reference + slack) and np.all(reference <= highs[-1][box] + slack)
+            for i, value in enumerate(values):
+                assert np.all(lows[i][box] <= value + 1e-12) and np.all(value <= highs[i][box] + 1e-12), (box, i)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_lower_bounds_are_at_most_the_sampled_minima_and_tight_on_small_boxes(tmp_path, kind, seed):
+    """Every slope choice, the certificate's per-neuron slopes included, gives a lower bound of c . y no larger than
+    its minimum over sampled points; on a box 1e-7 wide the bound is within 1e-4 of it (no branch is dropped)."""
+    model = build(kind, tmp_path / "m.onnx", seed)
+    ops, rng, n = read_model(model), np.random.default_rng(seed), N_INPUTS[kind]
+    objectives = rng.normal(0.0, 1.0, (4, run_onnxruntime(model, np.zeros((1, n))).shape[1]))
+    for width in (1.0, 1e-7):
+        lower, upper = _boxes(rng, n, 5, width)
+        lows, highs = forward(ops, lower, upper)
+        codes = rng.uniform(-1.0, 1.5, (len(lower), sum(hidden_widths(ops))))
+        codes[rng.random(codes.shape) < 0.3] = np.nan
+        owner = np.repeat(np.arange(len(lower)), len(objectives))
+        coef = np.tile(objectives, (len(lower), 1))
+        bounds = lower_bound(ops, lows, highs, len(ops), coef, owner, (np.nan, 0.0, 1.0, -1.0, codes))
+        for box in range(len(lower)):
+            points = _points(rng, n, lower[box], upper[box])
+            exact, reference = evaluate(ops, points)[-1] @ objectives.T, run_onnxruntime(model, points) @ objectives.T
+            found = bounds[:, owner == box]
+            assert np.all(found <= exact.min(axis=0) + 1e-12)
+            assert np.all(found <= reference.min(axis=0) + 1e-5 * (1.0 + np.abs(reference).max()))
+            if width < 1e-3:
+                assert np.all(found[0] >= exact.min(axis=0) - 1e-4), found[0] - exact.min(axis=0)
+
+
+def test_hidden_neurons_are_numbered_by_depth_then_node_order_then_c_order(tmp_path):
+    """Relu nodes a (depth 1), b (depth 2, after a in the node list), c (depth 1, after b): a's neurons come
+    first, then c's, then b's; the hidden layers are {a, c} and {b}. A Relu node the output does not depend on
+    (between b and c) numbers no neuron."""
+    g = Graph(np.random.default_rng(0), 2)
+    a = g.dense("x", 2, 4)
+    b = g.dense(a, 4, 3)
+    g.dense(a, 4, 6)
+    c = g.dense("x", 2, 5)
+    out = g.dense(g.node("Concat", [b, c], axis=1)[0], 8, 2, relu=False)
+    ops = read_model(g.save(tmp_path / "m.onnx", out, 2))
+    relus = [param for kind, _, param in ops if kind == "relu"]
+    assert relus == [(0, 1, 4), (9, 2, 3), (4, 1, 5)]  # (first neuron, depth, width), in the node list's order
+    assert hidden_widths(ops) == [9, 3]
+
+
+def _bad(g: Graph, kind: str):
+    """A graph with one node this checker does not read, and the node's name and operator."""
+    h = g.dense("x", 2, 3, relu=False)
+    cases = {
+        "Transpose": lambda: g.node("Transpose", [h]),
+        "Sigmoid": lambda: g.node("Sigmoid", [h]),
+        "MaxPool": lambda: g.node("MaxPool", [g.node("Unsqueeze", [h, g.weight(1, data=[0])])[0]], kernel_shape=[2]),
+        "Mul": lambda: g.node("Mul", [h, h]),
+        "Div": lambda: g.node("Div", [g.weight(3), h]),
+        "MatMul": lambda: g.node("MatMul", [g.weight(3, 3), g.node("Reshape", [h, g.weight(2, data=[3, 1])])[0]]),
+        "Gemm": lambda: g.node("Gemm", [h, g.weight(3, 3)], alpha=2.0),
+        "GemmT": lambda: g.node("Gemm", [h, g.weight(1, 3)], transA=1),
+    }
+    out = cases[kind]()[0]
+    return out, g.nodes[-1].name, g.nodes[-1].op_type
+
+
+@pytest.mark.parametrize(
+    "kind,why",
+    [
+        ("Transpose", "this operator is not read by this checker"),
+        ("Sigmoid", "this operator is not read by this checker"),
+        ("MaxPool", "this operator is not read by this checker"),
+        ("Mul", "a product or quotient of two values is not read"),
+        ("Div", "constant / x is not read; only x / constant"),
+        ("MatMul", "only data @ constant (+ constant) is read"),
+        ("Gemm", "Gemm with alpha or beta other than 1, or transA, is not read"),
+        ("GemmT", "Gemm with alpha or beta other than 1, or transA, is not read"),
+    ],
+)
+def test_an_operator_it_does_not_read_is_refused_naming_the_node(tmp_path, kind, why):
+    g = Graph(np.random.default_rng(0), 2)
+    out, name, op = _bad(g, kind)
+    path = g.save(tmp_path / "m.onnx", out, 3, check=False)
+    with pytest.raises(ModelError, match="^" + re.escape(f"{path}: node {name} ({op}): {why}")):
+        read_model(path)
+
+
+def test_indices_made_from_the_input_are_refused_naming_the_node(tmp_path):
+    g = Graph(np.random.default_rng(0), 2)
+    h = g.dense("x", 2, 3, relu=False)
+    out = g.node("Gather", [h, g.node("Relu", [h])[0]], axis=1)[0]
+    path = g.save(tmp_path / "m.onnx", out, 3, check=False)
+    message = f"{path}: node {g.nodes[-1].name} (Gather): input 1 must be a constant"
+    with pytest.raises(ModelError, match="^" + re.escape(message)):
+        read_model(path)
+
+
+def test_a_malformed_graph_is_refused_naming_the_node(tmp_path):
+    """A node that reads what a later node makes (the node list is not in order) and an output made of constants."""
+    g = Graph(np.random.default_rng(0), 2)
+    h = g.dense("x", 2, 3, relu=False)
+    out = g.node("Relu", [h])[0]
+    g.nodes.insert(0, g.nodes.pop())
+    path = g.save(tmp_path / "m.onnx", out, 3, check=False)
+    message = f"{path}: node {g.nodes[0].name} (Relu) reads {h!r}, which no earlier node, initializer or input makes"
+    with pytest.raises(ModelError, match="^" + re.escape(message)):
+        read_model(path)
+    g = Graph(np.random.default_rng(0), 2)
+    g.dense("x", 2, 3, relu=False)
+    path = g.save(tmp_path / "c.onnx", g.weight(3), 3, check=False)
+    with pytest.raises(ModelError, match="^" + re.escape(f"{path}: the output 'w2' is not made from the input")):
+        read_model(path)
