@@ -47,7 +47,15 @@ def run_folder(folder: Path, timeout_cap: float | None, jobs: int | None) -> dic
     """Run the folder's list through `certfsm vnnlib-batch` and judge the results file."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "results.csv"
-        command = [sys.executable, "-m", "certfsm.cli", "vnnlib-batch", str(folder / "instances.csv"), "--out", str(out)]
+        command = [
+            sys.executable,
+            "-m",
+            "certfsm.cli",
+            "vnnlib-batch",
+            str(folder / "instances.csv"),
+            "--out",
+            str(out),
+        ]
         command += ["--no-progress"] + (["--timeout-cap", str(timeout_cap)] if timeout_cap else [])
         command += ["--jobs", str(jobs)] if jobs else []
         started = time.monotonic()
@@ -57,10 +65,14 @@ def run_folder(folder: Path, timeout_cap: float | None, jobs: int | None) -> dic
             raise SystemExit(f"{folder}: vnnlib-batch exited {finished.returncode}: {finished.stderr.strip()[-500:]}")
         rows = list(csv.DictReader(out.open()))
         invalid = sum(1 for row in rows if row["verdict"] == "sat" and not witness_holds(folder, row, out.parent))
-    expected = {(r["onnx"], r["vnnlib"]): r.get("expected", "") for r in csv.DictReader((folder / "instances.csv").open())}
+    expected = {
+        (r["onnx"], r["vnnlib"]): r.get("expected", "") for r in csv.DictReader((folder / "instances.csv").open())
+    }
     wrong = [
-        row for row in rows
-        if row["verdict"] in SOLVED and expected.get((row["onnx"], row["vnnlib"])) in SOLVED
+        row
+        for row in rows
+        if row["verdict"] in SOLVED
+        and expected.get((row["onnx"], row["vnnlib"])) in SOLVED
         and row["verdict"] != expected[(row["onnx"], row["vnnlib"])]
     ]
     return {
@@ -71,7 +83,11 @@ def run_folder(folder: Path, timeout_cap: float | None, jobs: int | None) -> dic
         "open": sum(row["verdict"] not in SOLVED for row in rows),
         "wall": wall,
         "median": statistics.median(float(row["seconds"]) for row in rows) if rows else float("nan"),
-        "open_rows": [(row["onnx"], row["vnnlib"], row["verdict"], row["reason"][:100]) for row in rows if row["verdict"] not in SOLVED],
+        "open_rows": [
+            (row["onnx"], row["vnnlib"], row["verdict"], row["reason"][:100])
+            for row in rows
+            if row["verdict"] not in SOLVED
+        ],
     }
 
 

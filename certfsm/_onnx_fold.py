@@ -33,16 +33,17 @@ integers, which cannot overflow.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Mapping, Protocol, TypeAlias
+from typing import Any, Callable, Mapping, Protocol, TypeAlias
 
 import numpy as np
 import onnx
 from onnx import helper
 
 from ._errors import ModelError
-from ._network import AffineLayer, Network
 from ._rational import integer_form, rational_array
 
 SHAPE_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
@@ -69,6 +70,7 @@ Fold: TypeAlias = Callable[..., tuple[np.ndarray, np.ndarray]]
 """``fold(weight, bias, *constants) -> (weight, bias)``, the same code on float and on Fraction arrays."""
 
 
+@dataclass(frozen=True, eq=False)
 class Affine:
     """A tensor as ``weight @ concat(activations in reads) + bias``, flattened in C order.
 
@@ -79,28 +81,27 @@ class Affine:
     Values are immutable: every operation returns a new one.
     """
 
-    def __init__(self, where, shape, reads, widths, weight, bias, exact=None, sources=()):
-        self.where, self.shape = where, tuple(int(d) for d in shape)
-        self.reads, self.widths = tuple(reads), tuple(widths)
-        self.weight, self.bias, self.exact, self.sources = weight, bias, exact, tuple(sources)
+    where: str
+    shape: tuple[int, ...]
+    reads: tuple[int, ...]
+    widths: tuple[int, ...]
+    weight: np.ndarray
+    bias: np.ndarray
+    exact: tuple[np.ndarray, np.ndarray] | None = None
+    sources: tuple[str, ...] = ()
 
     @classmethod
     def activation(cls, where: str, number: int, shape: tuple[int, ...]) -> "Affine":
         """The identity on one activation of this shape."""
         size = math.prod(shape)
-        return cls(where, shape, (number,), (size,), np.eye(size), np.zeros(size))
+        return cls(where, tuple(shape), (number,), (size,), np.eye(size), np.zeros(size))
 
     @property
     def size(self) -> int:
         return int(self.weight.shape[0])
 
-    def _with(self, **changes) -> "Affine":
-        fields = dict(
-            where=self.where, shape=self.shape, reads=self.reads, widths=self.widths, weight=self.weight,
-            bias=self.bias, exact=self.exact, sources=self.sources,
-        )
-        fields.update(changes)
-        return Affine(**fields)
+    def _with(self, **changes: Any) -> "Affine":
+        return dataclasses.replace(self, **changes)
 
     def exact_pair(self) -> tuple[np.ndarray, np.ndarray]:
         """(weight, bias) as Fraction arrays, the exact values."""
@@ -117,9 +118,9 @@ class Affine:
         compared.
         """
         weight, bias = fold(self.weight, self.bias, *constants)
-        changed = dict(weight=weight, bias=bias, sources=self.sources + (name,))
-        if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
-            raise ModelError(f"{self.where}: folding {'+'.join(changed['sources'])} overflows float64; check the model's constants")
+        sources = self.sources + (name,)
+        _check_finite(self.where, sources, weight, bias)
+        changed: dict[str, Any] = dict(weight=weight, bias=bias, sources=sources)
         if exact_in_floats and self.exact is None:
             return self._with(**changed)
         if bias_only and self.exact is None:
@@ -164,10 +165,10 @@ class Affine:
         if reads == self.reads:
             return self
         start = dict(zip(reads, np.cumsum((0,) + widths[:-1])))
-        columns = np.concatenate([np.arange(start[r], start[r] + w) for r, w in zip(self.reads, self.widths)] or [[]])
-        columns = columns.astype(np.int64)
+        ranges = [np.arange(start[r], start[r] + w) for r, w in zip(self.reads, self.widths)]
+        columns = np.concatenate(ranges).astype(np.int64) if ranges else np.zeros(0, dtype=np.int64)
 
-        def spread(weight):
+        def spread(weight: np.ndarray) -> np.ndarray:
             result = np.zeros((weight.shape[0], sum(widths)), dtype=weight.dtype)
             if weight.dtype == object:
                 result[:] = Fraction(0)
@@ -186,7 +187,9 @@ class Affine:
             )
 
 
-def combined(name: str, parts: list[Affine], fold: Callable[..., tuple[np.ndarray, np.ndarray]], shape) -> Affine:
+def combined(
+    name: str, parts: list[Affine], fold: Callable[..., tuple[np.ndarray, np.ndarray]], shape: tuple[int, ...]
+) -> Affine:
     """``fold(*(weight, bias) pairs)`` over values widened to the activations they read together.
 
     Concat stacks rows (exact); Add and Sub of two tensors add their
@@ -199,18 +202,22 @@ def combined(name: str, parts: list[Affine], fold: Callable[..., tuple[np.ndarra
     parts = [part.widened(reads, widths) for part in parts]
     weight, bias = fold(*((p.weight, p.bias) for p in parts))
     sources = tuple(dict.fromkeys(s for p in parts for s in p.sources)) + (name,)
-    result = Affine(parts[0].where, shape, reads, widths, weight, bias, None, sources)
-    if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
-        raise ModelError(f"{result.where}: folding {'+'.join(sources)} overflows float64; check the model's constants")
+    _check_finite(parts[0].where, sources, weight, bias)
+    result = Affine(parts[0].where, tuple(shape), reads, widths, weight, bias, None, sources)
     if all(p.exact is None for p in parts) and fold is stacked:
         return result
     exact_weight, exact_bias = fold(*(p.exact_pair() for p in parts))
-    if not (_equal(bias, exact_bias) and _equal(weight, exact_weight)):
-        result.exact = (exact_weight, exact_bias)
-    return result
+    if _equal(bias, exact_bias) and _equal(weight, exact_weight):
+        return result
+    return result._with(exact=(exact_weight, exact_bias))
 
 
-def stacked(*pairs):
+def _check_finite(where: str, sources: tuple[str, ...], weight: np.ndarray, bias: np.ndarray) -> None:
+    if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
+        raise ModelError(f"{where}: folding {'+'.join(sources)} overflows float64; check the model's constants")
+
+
+def stacked(*pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate (weight, bias) pairs row-wise (the fold of a Concat along the flattened rows)."""
     return np.concatenate([w for w, _ in pairs]), np.concatenate([b for _, b in pairs])
 
@@ -246,13 +253,13 @@ def per_feature(value: Affine, constant: np.ndarray, label: str, op: str) -> tup
     return np.broadcast_to(constant, result).reshape(-1), tuple(result)
 
 
-def _add(value, node, name, label, constants):
+def _add(value: Affine, node: onnx.NodeProto, name: str, label: str, constants: Constants) -> Affine:
     constant, _ = _constant_operand(value, node, label, constants)
     offset, shape = per_feature(value, constant, label, "Add")
     return value.folded(name, lambda w, b, c: (w, b + c), offset, bias_only=True)._with(shape=shape)
 
 
-def _sub(value, node, name, label, constants):
+def _sub(value: Affine, node: onnx.NodeProto, name: str, label: str, constants: Constants) -> Affine:
     constant, is_data_first = _constant_operand(value, node, label, constants)
     offset, shape = per_feature(value, constant, label, "Sub")
     if is_data_first:
@@ -260,13 +267,13 @@ def _sub(value, node, name, label, constants):
     return value.folded(name, lambda w, b, c: (-w, c - b), offset)._with(shape=shape)
 
 
-def _mul(value, node, name, label, constants):
+def _mul(value: Affine, node: onnx.NodeProto, name: str, label: str, constants: Constants) -> Affine:
     constant, _ = _constant_operand(value, node, label, constants)
     scale, shape = per_feature(value, constant, label, "Mul")
     return value.folded(name, lambda w, b, c: (w * c[:, None], b * c), scale)._with(shape=shape)
 
 
-def _div(value, node, name, label, constants):
+def _div(value: Affine, node: onnx.NodeProto, name: str, label: str, constants: Constants) -> Affine:
     constant, is_data_first = _constant_operand(value, node, label, constants)
     if not is_data_first:
         raise ModelError(
@@ -281,7 +288,7 @@ def _div(value, node, name, label, constants):
     return value.folded(name, lambda w, b, c: (w / c[:, None], b / c), scale)._with(shape=shape)
 
 
-def _matmul(value, node, name, label, constants):
+def _matmul(value: Affine, node: onnx.NodeProto, name: str, label: str, constants: Constants) -> Affine:
     if node.input[0] in constants:
         raise ModelError(
             f"{value.where}: {label} (MatMul) multiplies a constant by the data from the left; "
@@ -300,11 +307,13 @@ def _matmul(value, node, name, label, constants):
             "certfsm needs one feature row [1, k] times a [k, m] matrix"
         )
     value.check_width(matrix.shape[1], label)
-    result = value.folded(name, lambda w, b, m: (_dot(m.T, w), _dot(b, m)), matrix, exact_in_floats=value.is_selection())
+    result = value.folded(
+        name, lambda w, b, m: (_dot(m.T, w), _dot(b, m)), matrix, exact_in_floats=value.is_selection()
+    )
     return result._with(shape=value.shape[:-1] + new_tail)
 
 
-def _gemm(value, node, name, label, constants):
+def _gemm(value: Affine, node: onnx.NodeProto, name: str, label: str, constants: Constants) -> Affine:
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if node.input[0] in constants:
         raise ModelError(
@@ -376,7 +385,7 @@ def _integers(node: onnx.NodeProto, name: str, position: int, constants: Constan
     return None
 
 
-def _axis(node: onnx.NodeProto, rank: int, default: int | None, fail) -> int:
+def _axis(node: onnx.NodeProto, rank: int, default: int | None, fail: Callable[[str], ModelError]) -> int:
     axis = next((int(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axis"), default)
     if axis is None:
         raise fail("has no axis")

@@ -157,7 +157,9 @@ def _apply(
     operands = [name for name in node.input if name]
     data = [n for n in operands if n in values]
     if op == "Concat":
-        parts = [values[n] if n in values else Affine.constant(where, constants[n].weights(where, label)) for n in operands]
+        parts = [
+            values[n] if n in values else Affine.constant(where, constants[n].weights(where, label)) for n in operands
+        ]
         (order,) = selection_orders(node, [p.shape for p in parts], constants, where, label)
         parts[0].check_width(order.size, label)
         return [combined(name, parts, stacked, order.shape).rows(None, order)]
@@ -366,9 +368,11 @@ def _fold_constant(node: onnx.NodeProto, constants: dict[str, _Constant], where:
     if node.op_type in SHAPE_OPS:
         value = constants[node.input[0]].value
         return [value.reshape(reshaped(node, value.shape, constants, where, label))]
-    parts = [constants[name].value for name in node.input if name] if node.op_type == "Concat" else [
-        constants[node.input[0]].value
-    ]
+    parts = (
+        [constants[name].value for name in node.input if name]
+        if node.op_type == "Concat"
+        else [constants[node.input[0]].value]
+    )
     orders = selection_orders(node, [p.shape for p in parts], constants, where, label)
     flat = np.concatenate([p.reshape(-1) for p in parts])
     return [flat[order] for order in orders]

@@ -22,7 +22,9 @@ from ._network import AffineLayer, Network
 from ._onnx_fold import Affine
 
 
-def network_of(pre_activations: list[tuple[str, Affine]], output: Affine, input_name: str, shape) -> Network:
+def network_of(
+    pre_activations: list[tuple[str, Affine]], output: Affine, input_name: str, shape: tuple[int, ...]
+) -> Network:
     """The network whose hidden neurons are the Relu nodes' (`pre_activations[i]` feeds activation i + 1)."""
     used = _used(pre_activations, output)
     depth = {0: 0}
@@ -39,7 +41,7 @@ def network_of(pre_activations: list[tuple[str, Affine]], output: Affine, input_
             place[number] = (level, offset)
             offset += pre_activations[number - 1][1].size
         widths.append(offset)
-    layers = []
+    layers: list[AffineLayer] = []
     for numbers in members:
         parts = [pre_activations[n - 1] for n in numbers]
         sources = [", ".join("+".join(v.sources) or f"identity before {name}" for name, v in parts)]
@@ -51,7 +53,8 @@ def network_of(pre_activations: list[tuple[str, Affine]], output: Affine, input_
 
 def _used(pre_activations: list[tuple[str, Affine]], output: Affine) -> set[int]:
     """The Relu activations the output depends on (through other Relu nodes too)."""
-    used, waiting = set(), [r for r in output.reads if r]
+    used: set[int] = set()
+    waiting = [r for r in output.reads if r]
     while waiting:
         number = waiting.pop()
         if number not in used:
@@ -60,7 +63,9 @@ def _used(pre_activations: list[tuple[str, Affine]], output: Affine) -> set[int]
     return used
 
 
-def _layer(values: list[Affine], source: str, place: dict, widths: list[int], index: int) -> AffineLayer:
+def _layer(
+    values: list[Affine], source: str, place: dict[int, tuple[int, int]], widths: list[int], index: int
+) -> AffineLayer:
     """Layer `index` from the values side by side, its columns laid out over the activations (IR levels) they read."""
     if sum(v.size for v in values) == 0:
         raise ModelError(

@@ -48,7 +48,12 @@ def _assert_matches_file(path: Path, network, points: int = 64, tolerance: float
     rng = np.random.default_rng(7)
     x = rng.uniform(-2.0, 2.0, (points, network.n_inputs)).astype(np.float32)
     shape = session.get_inputs()[0].shape
-    rows = [session.run(None, {session.get_inputs()[0].name: r.reshape([1 if not isinstance(d, int) else d for d in shape])})[0].reshape(-1) for r in x]
+    rows = [
+        session.run(
+            None, {session.get_inputs()[0].name: r.reshape([1 if not isinstance(d, int) else d for d in shape])}
+        )[0].reshape(-1)
+        for r in x
+    ]
     np.testing.assert_allclose(network.evaluate(x.astype(np.float64)), np.array(rows), rtol=tolerance, atol=tolerance)
 
 
@@ -143,7 +148,12 @@ def test_hidden_layers_group_relu_nodes_by_depth_in_node_order(tmp_path):
 
 
 def test_a_sum_that_rounds_in_floats_keeps_its_exact_rationals(tmp_path):
-    inits = [_init("W1", [[1.0, 0, 0, 0]]), _init("W2", [[2.0**-30, 0, 0, 0]]), _init("b", [1.0]), _init("c", [2.0**-60])]
+    inits = [
+        _init("W1", [[1.0, 0, 0, 0]]),
+        _init("W2", [[2.0**-30, 0, 0, 0]]),
+        _init("b", [1.0]),
+        _init("c", [2.0**-60]),
+    ]
     nodes = [
         helper.make_node("Gemm", ["x", "W1", "b"], ["u"], name="u", transB=1),
         helper.make_node("Gemm", ["x", "W2", "c"], ["v"], name="v", transB=1),
@@ -158,7 +168,11 @@ def test_a_sum_that_rounds_in_floats_keeps_its_exact_rationals(tmp_path):
 
 
 BAD_GRAPHS = [
-    ("Transpose", [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])], r"node 't' uses unsupported operator Transpose; "),
+    (
+        "Transpose",
+        [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])],
+        r"node 't' uses unsupported operator Transpose; ",
+    ),
     (
         "MatMul of two tensors",
         [
