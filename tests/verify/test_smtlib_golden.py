@@ -39,9 +39,7 @@ def float32_chain() -> tuple[Network, Property, None]:
     """3 inputs, hidden layers of 3 and 2, 3 outputs, float32 weights; "output 1 can be chosen"."""
     network = Network(
         (
-            float32_layer(
-                [[0.731, -0.42, 0.0], [-1.25, 0.3, 0.911], [0.05, 1.0, -0.667]], [0.1, -0.2, 0.0], "Gemm_0"
-            ),
+            float32_layer([[0.731, -0.42, 0.0], [-1.25, 0.3, 0.911], [0.05, 1.0, -0.667]], [0.1, -0.2, 0.0], "Gemm_0"),
             float32_layer([[1.5, -0.333, 0.25], [-0.7, 0.0, 1.1]], [0.01, 0.3], "Gemm_1"),
             float32_layer([[0.9, -1.0], [-0.45, 0.6], [1.0, 1.0]], [0.0, -0.05, 0.2], "Gemm_2"),
         ),
