@@ -402,3 +402,31 @@ def test_marabou_decides_graphs_and_never_contradicts_sampling_or_z3(seed, expec
         _check_violation(network, prop, result)
     else:
         assert result.verdict == "proved", result.reason
+
+
+# --- the report ---------------------------------------------------------------------
+
+
+def test_a_graph_report_says_how_the_network_is_wired_and_rechecks(tmp_path):
+    """summary.json lists each layer's reads for a graph (not for a chain); its files re-run to their verdicts."""
+    from certfsm.verify import _z3
+    from certfsm.verify._report import InputNaming, model_summary, write_report
+
+    problems = [graph_problem(1, "sat"), graph_problem(1, "unsat")]
+    network = problems[0][0]
+    results = [engine_answer(lambda: _z3.check(network, prop, TIMEOUT)) for _, prop in problems]
+    assert [r.verdict for r in results] == ["violated", "proved"]
+    summary = write_report(
+        tmp_path / "r",
+        title="graph",
+        network=network,
+        properties=[prop for _, prop in problems],
+        results=results,
+        naming=InputNaming.plain(network.n_inputs, network.n_outputs),
+        settings={"engine": "z3", "timeout": TIMEOUT, "jobs": 1},
+    )
+    assert summary["model"]["reads"] == [list(chosen) for chosen in network.reads]
+    assert any(len(chosen) > 1 for chosen in summary["model"]["reads"])
+    assert "reads" not in model_summary(skip_graph()[0].replace(layers=(AffineLayer([[1.0, 0.0]], [0.0], "only"),)))
+    rows = recheck_folder(tmp_path / "r", solver="z3", timeout=30)
+    assert [(row.answer, row.outcome) for row in rows] == [("sat", "confirmed"), ("unsat", "confirmed")]
