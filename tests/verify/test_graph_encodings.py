@@ -296,6 +296,20 @@ def test_a_dropped_skip_is_caught_by_the_model_check():
     assert list(_z3_model(broken, ["Y_0", "Y_1"]).values()) != expected
 
 
+@pytest.mark.parametrize("seed", [1, 2, 4])
+def test_validation_on_a_graph_accepts_a_tie_only_where_the_row_is_not_strict(seed):
+    """float64, onnxruntime (a Concat where a layer reads several) and the exact DAG agree on a dyadic tie."""
+    network, _ = graph_problem(seed, "sat")
+    assert network.is_exact
+    x = np.array([0.25, -0.5])
+    value = fraction_outputs(network, x)[0]
+    for strict in (False, True):
+        tie = Conjunction([[1.0, 0.0]], [float(value)], exact_b=(value,), strict=(strict,))
+        validation = validate_counterexample(network, Property("tie", x - 1, x + 1, (tie,)), x)
+        assert validation.ok is not strict, validation.reason
+        assert validation.outputs_onnxruntime is not None or strict
+
+
 # --- the Z3 engine ------------------------------------------------------------------
 
 
