@@ -185,7 +185,7 @@ class Network:
         """True when every layer reads only the activation just before it."""
         return all(chosen == (index,) for index, chosen in enumerate(self.reads))
 
-    def gather(self, index: int, activations: list) -> Any:
+    def gather(self, index: int, activations: list[Any]) -> Any:
         """Layer `index`'s input: the activations it reads, concatenated along the last axis.
 
         `activations[r]` is activation r (arrays, or lists of terms for the
@@ -232,7 +232,7 @@ class Network:
         """Scores for one input (shape (n_inputs,)) or a batch (shape (N, n_inputs)), in float64."""
         activations = [np.asarray(x, dtype=np.float64)]
         for index, layer in enumerate(self.layers):
-            values = self.gather(index, activations) @ layer.weight.T + layer.bias
+            values: np.ndarray = self.gather(index, activations) @ layer.weight.T + layer.bias
             if index < len(self.layers) - 1:
                 values = np.maximum(values, 0.0)
             activations.append(values)

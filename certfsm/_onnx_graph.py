@@ -1,14 +1,18 @@
-"""Walking an ONNX graph: the one chain from the input to the output, and its constants.
+"""Walking an ONNX graph: every tensor as an affine function of the activations, and the constants.
 
 The walk accepts one float tensor input, one output and, between them, a
-single chain of `SUPPORTED_OPS` in graph order: every node either reads
-the running value of the chain (and then goes to `certfsm._onnx_fold`,
-which folds it into the affine layers) or computes only from constants.
-Branches, skip connections, a node that uses the data twice and
-operators outside the list are refused with one line naming the file and
-the node. Constants (initializers, Constant nodes, and shape operators
-applied to constants, which only relabel the data) are kept with where
-they came from, so an error about a weight names its tensor.
+DAG of `SUPPORTED_OPS` in graph order (ONNX lists nodes topologically):
+every tensor that depends on the input is an `Affine` of the activations
+(`certfsm._onnx_fold` folds each operator into it), each Relu node starts
+an activation, and `certfsm._onnx_layers` lays them out as the IR's
+layers. Branches that are summed, skip connections, Slice and Concat of
+the data and a plant model beside a policy are all affine between Relu
+nodes, so they fold exactly. Operators outside the list, and products or
+quotients of two computed tensors (not piecewise linear), are refused
+with one line naming the file and the node. Constants (initializers,
+Constant nodes, and shape or selection operators applied to constants,
+which only relabel or pick values) are kept with where they came from,
+so an error about a weight names its tensor.
 
 The file is untrusted: onnx.checker passes names that are not UTF-8
 (protobuf then hands them over as bytes), tensor data types it does not
@@ -27,7 +31,18 @@ from onnx.external_data_helper import uses_external_data
 
 from ._errors import ModelError
 from ._network import Network
-from ._onnx_fold import MAX_FEATURES, SHAPE_OPS, Chain, reshaped
+from ._onnx_fold import (
+    MAX_FEATURES,
+    SELECTION_OPS,
+    SHAPE_OPS,
+    Affine,
+    combined,
+    fold_node,
+    reshaped,
+    selection_orders,
+    stacked,
+)
+from ._onnx_layers import network_of
 
 SUPPORTED_OPS = (
     "Gemm",
@@ -37,6 +52,11 @@ SUPPORTED_OPS = (
     "Mul",
     "Div",
     "Relu",
+    "Neg",
+    "Concat",
+    "Slice",
+    "Split",
+    "Gather",
     "Flatten",
     "Reshape",
     "Squeeze",
@@ -77,8 +97,9 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
             f"{where}: has {len(graph.output)} outputs ({names}); certfsm supports networks with exactly one output tensor"
         )
     source = real_inputs[0]
-    chain = Chain(where, _declared_shape(source, where))
-    running, visited = source.name, {source.name}
+    shape = _declared_shape(source, where)
+    values: dict[str, Affine] = {source.name: Affine.activation(where, 0, shape)}
+    pre_activations: list[tuple[str, Affine]] = []
     for index, node in enumerate(graph.node):
         label = f"node '{node.name}'" if node.name else f"node #{index}"
         if node.domain in ("", "ai.onnx") and node.op_type in _FINAL_SQUASHES and _is_last(graph, node):
@@ -92,7 +113,7 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
             op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
             raise ModelError(
                 f"{where}: {label} uses unsupported operator {op}; certfsm supports {', '.join(SUPPORTED_OPS)} "
-                "(a feed-forward ReLU network), re-export the model with these"
+                "(a piecewise-linear ReLU network), re-export the model with these"
             )
         if node.op_type == "Constant":
             value = _constant_node_value(node, where, label)
@@ -100,35 +121,92 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
             continue
         operands = [name for name in node.input if name]
         for name in operands:
-            if name not in constants and name != running:
-                if name in visited:
-                    detail = "an earlier value of the chain (a branch or skip connection)"
-                else:
-                    detail = "neither the model input nor a constant"
+            if name not in constants and name not in values:
                 raise ModelError(
-                    f"{where}: {label} ({node.op_type}) reads '{name}', {detail}; "
-                    "certfsm supports a single chain of operators from the input to the output"
+                    f"{where}: {label} ({node.op_type}) reads '{name}', which is neither the model input, a constant "
+                    "nor the output of an earlier node; ONNX lists nodes in the order they compute, re-export the model"
                 )
-        if running not in operands:
-            value = _fold_constant(node, constants, where, label)
-            constants[node.output[0]] = _Constant(node.output[0], f"output of {label}", value)
+        if not any(name in values for name in operands):
+            for output, value in zip(node.output, _fold_constant(node, constants, where, label)):
+                constants[output] = _Constant(output, f"output of {label}", value)
             continue
-        if operands.count(running) > 1:
-            raise ModelError(
-                f"{where}: {label} ({node.op_type}) uses the data twice, as a non-constant second operand; "
-                "certfsm supports only operations of the data with constants"
-            )
-        chain.apply(node, node.name or f"{node.op_type}_{index}", label, running, constants)
-        running = node.output[0]
-        visited.add(running)
+        name = node.name or f"{node.op_type}_{index}"
+        results = _apply(node, name, label, values, constants, pre_activations)
+        values.update(zip(node.output, results))
     output = graph.output[0].name
-    if output != running:
+    if output not in values:
+        detail = "a constant that does not depend on it" if output in constants else "not computed by any node"
         raise ModelError(
-            f"{where}: output '{output}' is not the end of the chain from input '{source.name}' "
-            f"(which ends at '{running}'); "
-            "certfsm supports a single chain of operators from the input to the output"
+            f"{where}: output '{output}' is {detail}, not a function of input '{source.name}'; "
+            "certfsm verifies a network from its input to its output, fix the model's output"
         )
-    return chain.finish(source.name).replace(input_type=_FLOAT_NAMES[source.type.tensor_type.elem_type])
+    network = network_of(pre_activations, values[output], source.name, shape)
+    return network.replace(input_type=_FLOAT_NAMES[source.type.tensor_type.elem_type])
+
+
+def _apply(
+    node: onnx.NodeProto,
+    name: str,
+    label: str,
+    values: dict[str, Affine],
+    constants: dict[str, "_Constant"],
+    pre_activations: list[tuple[str, Affine]],
+) -> list[Affine]:
+    """The values a node computes from at least one value of the data (`values`), one per output."""
+    op, where = node.op_type, next(iter(values.values())).where
+    operands = [name for name in node.input if name]
+    data = [n for n in operands if n in values]
+    if op == "Concat":
+        parts = [
+            values[n] if n in values else Affine.constant(where, constants[n].weights(where, label)) for n in operands
+        ]
+        (order,) = selection_orders(node, [p.shape for p in parts], constants, where, label)
+        parts[0].check_width(order.size, label)
+        return [combined(name, parts, stacked, order.shape).rows(None, order)]
+    if op in ("Relu",) + SHAPE_OPS + SELECTION_OPS and node.input[0] not in values:
+        raise ModelError(
+            f"{where}: {label} ({op}) takes the data as a later operand; "
+            f"certfsm supports {op} with the data as its first input"
+        )
+    value = values[data[0]]
+    if op == "Relu":
+        pre_activations.append((name, value))
+        return [Affine.activation(where, len(pre_activations), value.shape)]
+    if op in SHAPE_OPS:
+        return [value._with(shape=reshaped(node, value.shape, constants, where, label))]
+    if op in SELECTION_OPS:
+        return [value.rows(name, order) for order in selection_orders(node, [value.shape], constants, where, label)]
+    if len(data) > 1 and op in ("Add", "Sub"):
+        first, second = values[node.input[0]], values[node.input[1]]
+        merged = np.broadcast_shapes(first.shape, second.shape) if _broadcastable(first, second) else None
+        if merged is None or math.prod(merged) != first.size or first.size != second.size:
+            raise ModelError(
+                f"{where}: {label} ({op}) combines tensors of shapes {list(first.shape)} and {list(second.shape)}; "
+                "certfsm needs two tensors of the same size (one feature vector each)"
+            )
+        return [combined(name, [first, second], _SUMS[op], merged)]
+    if len(data) > 1:
+        raise ModelError(
+            f"{where}: {label} ({op}) multiplies or divides two tensors computed from the input, which is not "
+            "piecewise linear; certfsm supports Mul, Div, MatMul and Gemm of the data with constants"
+        )
+    return [fold_node(value, node, name, label, constants)]
+
+
+_SUMS = {
+    "Add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
+    "Sub": lambda a, b: (a[0] - b[0], a[1] - b[1]),
+}
+"""Add and Sub of two tensors on (weight, bias) pairs, float or Fraction alike (no float factor, which would
+turn Fractions back into floats)."""
+
+
+def _broadcastable(first: Affine, second: Affine) -> bool:
+    try:
+        np.broadcast_shapes(first.shape, second.shape)
+    except ValueError:
+        return False
+    return True
 
 
 _FINAL_SQUASHES = ("Softmax", "LogSoftmax", "Sigmoid")
@@ -279,13 +357,22 @@ def _constant_node_value(node: onnx.NodeProto, where: str, label: str) -> np.nda
     )
 
 
-def _fold_constant(node: onnx.NodeProto, constants: dict[str, _Constant], where: str, label: str) -> np.ndarray:
-    """A node computed from constants only: folded when it just relabels the tensor (exact)."""
-    if node.op_type not in SHAPE_OPS:
+def _fold_constant(node: onnx.NodeProto, constants: dict[str, _Constant], where: str, label: str) -> list[np.ndarray]:
+    """A node computed from constants only: folded when it just relabels or picks values (exact), one per output."""
+    if node.op_type not in SHAPE_OPS + SELECTION_OPS:
         raise ModelError(
             f"{where}: {label} ({node.op_type}) computes on constants only; "
-            f"certfsm folds only {', '.join(SHAPE_OPS)} of constants "
+            f"certfsm folds only {', '.join(SHAPE_OPS + SELECTION_OPS)} of constants "
             "(the model's own float arithmetic would differ), fold constants before export"
         )
-    value = constants[node.input[0]].value
-    return value.reshape(reshaped(node, value.shape, constants, where, label))
+    if node.op_type in SHAPE_OPS:
+        value = constants[node.input[0]].value
+        return [value.reshape(reshaped(node, value.shape, constants, where, label))]
+    parts = (
+        [constants[name].value for name in node.input if name]
+        if node.op_type == "Concat"
+        else [constants[node.input[0]].value]
+    )
+    orders = selection_orders(node, [p.shape for p in parts], constants, where, label)
+    flat = np.concatenate([p.reshape(-1) for p in parts])
+    return [flat[order] for order in orders]

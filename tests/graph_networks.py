@@ -40,14 +40,17 @@ def random_graph(
     layers = []
     for index, n_out in enumerate(widths):
         reads = random_reads(rng, index, skip)
-        if index == len(widths) - 1 and index > 0 and all(len(layer.reads) == 1 for layer in layers) and len(reads) == 1:
+        if (
+            index == len(widths) - 1
+            and index > 0
+            and all(len(layer.reads) == 1 for layer in layers)
+            and len(reads) == 1
+        ):
             reads = (0, index)
         n_in = sum(sizes[r] for r in reads)
         weight = rng.normal(0.0, 1.0 / np.sqrt(n_in), (n_out, n_in))
         bias = rng.normal(0.0, 0.3, n_out)
         if grid is not None:
             weight, bias = np.round(weight / grid) * grid, np.round(bias / grid) * grid
-        layers.append(
-            AffineLayer(weight.astype(np.float32), bias.astype(np.float32), f"layer{index}", reads=reads)
-        )
+        layers.append(AffineLayer(weight.astype(np.float32), bias.astype(np.float32), f"layer{index}", reads=reads))
     return Network(tuple(layers))

@@ -5,7 +5,10 @@ maraboupy's ONNX parser (which lacks operators and has known bugs):
 
 - variables ``0 .. n_in-1`` are the inputs, bounded by the box;
 - each affine layer gets one pre-activation variable per unit, tied to the
-  previous layer by the equation ``W[i] @ prev - pre_i = -b_i`` written
+  activations it reads by the equation ``W[i] @ x - pre_i = -b_i``, x the
+  variables of those activations concatenated in order (the previous
+  layer's in a chain; in a graph network also the inputs or earlier
+  layers', `certfsm.Network.reads`), written
   with *every* addend, zero coefficients included (as maraboupy's own
   parsers do); a hidden layer also gets post-activation variables with
   ``post = relu(pre)`` and ``post >= 0``; the last layer's pre-activations
@@ -132,14 +135,13 @@ _MAX_CORNER_INPUTS = 10
 
 @dataclass(frozen=True)
 class _Query:
-    """Everything the child needs, as plain numpy arrays (no maraboupy objects).
+    """Everything the child needs: the network IR and numpy arrays (no maraboupy objects).
 
     `disjuncts` is empty for the empty unsafe set; a disjunct with no rows
     means "every output is unsafe".
     """
 
-    weights: tuple[np.ndarray, ...]
-    biases: tuple[np.ndarray, ...]
+    network: Network
     lower: np.ndarray
     upper: np.ndarray
     disjuncts: tuple[tuple[np.ndarray, np.ndarray], ...]
@@ -255,8 +257,7 @@ def _solve_before(network, prop, group, deadline, isolate, answers) -> _Answer:
     """One Marabou run on `group` that ends by `deadline` (Marabou gets whole seconds, at least 1)."""
     left = max(deadline - time.monotonic(), 0.0)
     query = _Query(
-        weights=tuple(layer.weight for layer in network.layers),
-        biases=tuple(layer.bias for layer in network.layers),
+        network=network,
         lower=prop.lower,
         upper=prop.upper,
         disjuncts=group,
@@ -310,37 +311,37 @@ def _build_input_query(query: _Query):
     """The MarabouCore.InputQuery for `query` (see the module docstring for the layout)."""
     _, core = _maraboupy()
     equation = core.Equation
-    n_in = query.weights[0].shape[1]
-    sizes = [w.shape[0] for w in query.weights]
-    false_var = n_in + 2 * sum(sizes[:-1]) + sizes[-1]
+    network = query.network
+    n_in = network.n_inputs
+    false_var = n_in + 2 * sum(network.hidden_sizes) + network.n_outputs
     ipq = core.InputQuery()
     ipq.setNumberOfVariables(false_var + (1 if not query.disjuncts else 0))
     for index in range(n_in):
         ipq.markInputVariable(index, index)
         ipq.setLowerBound(index, float(query.lower[index]))
         ipq.setUpperBound(index, float(query.upper[index]))
-    previous = list(range(n_in))
+    activations = [list(range(n_in))]
     next_var = n_in
-    for layer, (weight, bias) in enumerate(zip(query.weights, query.biases)):
-        pre = list(range(next_var, next_var + weight.shape[0]))
-        next_var += weight.shape[0]
+    for index, layer in enumerate(network.layers):
+        previous = network.gather(index, activations)
+        pre = list(range(next_var, next_var + layer.n_out))
+        next_var += layer.n_out
         for unit, var in enumerate(pre):
             row = equation(equation.EQ)
-            for coefficient, source in zip(weight[unit], previous):
+            for coefficient, source in zip(layer.weight[unit], previous):
                 row.addAddend(float(coefficient), source)
             row.addAddend(-1.0, var)
-            row.setScalar(-float(bias[unit]))
+            row.setScalar(-float(layer.bias[unit]))
             ipq.addEquation(row)
-        if layer == len(query.weights) - 1:
-            previous = pre
+        if index == len(network.layers) - 1:
             break
-        post = list(range(next_var, next_var + weight.shape[0]))
-        next_var += weight.shape[0]
+        post = list(range(next_var, next_var + layer.n_out))
+        next_var += layer.n_out
         for b_var, f_var in zip(pre, post):
             core.addReluConstraint(ipq, b_var, f_var)
             ipq.setLowerBound(f_var, 0.0)
-        previous = post
-    outputs = previous
+        activations.append(post)
+    outputs = pre
     for index, var in enumerate(outputs):
         ipq.markOutputVariable(var, index)
 

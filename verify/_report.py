@@ -156,8 +156,14 @@ def _shown(entry: dict) -> str:
 
 
 def model_summary(network) -> dict:
-    """The model as summary.json names it: file, path, SHA-256 and shape (verify and distill reports alike)."""
-    return {
+    """The model as summary.json names it: file, path, SHA-256 and shape (verify and distill reports alike).
+
+    A graph network also gets ``reads``: per layer, the activations it
+    reads (0 the input, k + 1 hidden layer k), since its hidden sizes alone
+    do not say how it is wired. A chain's summary has no such key and
+    stays as it was.
+    """
+    summary = {
         "file": os.path.basename(network.source_path) or "(in memory)",
         "path": network.source_path,
         "sha256": network.sha256,
@@ -165,6 +171,9 @@ def model_summary(network) -> dict:
         "outputs": network.n_outputs,
         "hidden": list(network.hidden_sizes),
     }
+    if not network.is_chain:
+        summary["reads"] = [list(chosen) for chosen in network.reads]
+    return summary
 
 
 def spec_summary(spec_path) -> dict:

@@ -10,7 +10,10 @@ engine cannot drift apart.
 
 Variable names: ``X_i`` inputs and ``Y_j`` outputs (the VNN-LIB names),
 ``Z_l_k`` the pre-activation and ``H_l_k`` the ReLU output of neuron k of
-``network.layers[l]``.
+``network.layers[l]``. A layer's pre-activation is over the variables of
+the activations it reads (``X_i`` the input, ``H_l_k`` hidden layer l),
+concatenated in order: the chain's one activation, or several in a graph
+network (`certfsm.Network.reads`).
 """
 
 from __future__ import annotations
@@ -113,6 +116,18 @@ def _check_shapes(network, prop: Property) -> None:
             )
 
 
+def _reads_comment(network, index: int) -> str:
+    """The comment tail ", reads X, H_0" of a graph network's layer (what its x concatenates); "" in a chain.
+
+    A chain's text stays as it always was (report files carry its hash);
+    in a graph every layer says what it reads, so a reader of the file
+    need not infer it from the variable names.
+    """
+    if network.is_chain:
+        return ""
+    return ", reads " + ", ".join("X" if r == 0 else f"H_{r - 1}" for r in network.reads[index])
+
+
 def smtlib_body(network, prop: Property, phases=None) -> list[str]:
     """Declarations and assertions only (no set-info, no check-sat), one command per line.
 
@@ -140,16 +155,20 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
             f"(assert (and ({'<' if lo_open else '<='} {rational_term(lo)} {name}) "
             f"({'<' if hi_open else '<='} {name} {rational_term(hi)})))"
         )
-    previous = inputs
+    activations = [inputs]
     offset = 0
     for index, layer in enumerate(network.layers):
         is_output = index == len(network.layers) - 1
         kind = "output layer" if is_output else "affine and ReLU"
         exactness = "" if layer.is_exact else ", exact rational weights of a rounded fold"
-        lines.append(f"; layer {index} ({one_line(layer.source)}): {kind}, {layer.n_out} x {layer.n_in}{exactness}")
+        lines.append(
+            f"; layer {index} ({one_line(layer.source)}): {kind}, {layer.n_out} x {layer.n_in}{exactness}"
+            f"{_reads_comment(network, index)}"
+        )
         targets = outputs if is_output else [f"Z_{index}_{k}" for k in range(layer.n_out)]
         weights = layer.weight if layer.is_exact else layer.exact_weight()
         biases = layer.bias if layer.is_exact else layer.exact_bias()
+        previous = network.gather(index, activations)
         for k, target in enumerate(targets):
             expression = linear_expression(weights[k], previous, biases[k])
             lines.append(f"(assert (= {target} {expression}))")
@@ -157,7 +176,7 @@ def smtlib_body(network, prop: Property, phases=None) -> list[str]:
             posts = [f"H_{index}_{k}" for k in range(layer.n_out)]
             known = [0] * layer.n_out if phases is None else [int(p) for p in phases[offset : offset + layer.n_out]]
             lines += [f"(assert {_relu(pre, post, phase)})" for pre, post, phase in zip(targets, posts, known)]
-            previous = posts
+            activations.append(posts)
             offset += layer.n_out
     lines.append("; unsafe set: some disjunct has every row A @ Y <= b (< b where strict)")
     disjuncts = []
