@@ -4,13 +4,17 @@ neurons by the rule its docstring states, and it refuses, naming the node, every
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from graph_models import BUILDERS, N_INPUTS, Graph, build, evaluate, run_onnxruntime
 
+from certfsm.checker import check_certificate
 from certfsm.checker._arith import ModelError, forward, hidden_widths, lower_bound, read_model
 
 
@@ -150,3 +154,47 @@ def test_a_malformed_graph_is_refused_naming_the_node(tmp_path):
     path = g.save(tmp_path / "c.onnx", g.weight(3), 3, check=False)
     with pytest.raises(ModelError, match="^" + re.escape(f"{path}: the output 'w2' is not made from the input")):
         read_model(path)
+
+
+def _certificate(tmp_path, model, rhs: str, leaves: list) -> Path:
+    """A certificate written by hand (the format of `certfsm.verify._certificate`): y0 - y1 <= rhs is unreachable
+    on [-0.5, 0.5]^3, split once on x0 at 0, each half closed by the evidence given."""
+    query = tmp_path / "leaf.smt2"
+    query.write_text("(check-sat)\n")
+    z3_leaf = {"z3": {"file": query.name, "sha256": hashlib.sha256(query.read_bytes()).hexdigest()}}
+    document = {
+        "certfsm_certificate": 2,
+        "network_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+        "unsafe_sets": [[[{"coefficients": ["1", "-1"], "rhs": rhs, "strict": False}]]],
+        "proofs": [
+            {
+                "tree": [["split", 0, 0.0], ["leaf", 0], ["leaf", 1]],
+                "leaves": [z3_leaf if k is True else k for k in leaves],
+            }
+        ],
+        "properties": [{"name": "p", "inputs": [["-0.5", "0.5"]] * 3, "unsafe": 0, "proofs": [0]}],
+    }
+    path = tmp_path / "p.cert.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_certificate_of_a_graph_checks_with_bounds_and_z3_leaves_and_a_false_one_is_refused(tmp_path):
+    """On the summed-branches graph: a claim below the checker's own bound on each half checks, by bounds on one
+    half and by the checker's exact z3 query on the other; a claim above the sampled minimum is refused by both."""
+    pytest.importorskip("z3")
+    model = build("summed", tmp_path / "m.onnx", 0)
+    ops = read_model(model)
+    lower, upper = np.array([[-0.5] * 3, [0.0, -0.5, -0.5]]), np.array([[0.0, 0.5, 0.5], [0.5] * 3])
+    lows, highs = forward(ops, lower, upper)
+    bound = lower_bound(ops, lows, highs, len(ops), np.array([[1.0, -1.0]] * 2), np.arange(2), (np.nan,)).min()
+    points = _points(np.random.default_rng(0), 3, lower.min(axis=0), upper.max(axis=0))
+    lowest = float(np.min(run_onnxruntime(model, points) @ np.array([1.0, -1.0])))
+    assert bound < lowest
+    adaptive = {"bounds": {"row": 0, "slopes": "adaptive"}}
+    outcome = check_certificate(_certificate(tmp_path, model, f"{bound - 0.01:.6f}", [adaptive, True]), model)
+    assert outcome.ok and outcome.leaves == 2, outcome.failure
+    outcome = check_certificate(_certificate(tmp_path, model, f"{lowest + 0.01:.6f}", [adaptive, True]), model)
+    assert not outcome.ok and "leaf 0 " in outcome.failure and "does not refute" in outcome.failure
+    outcome = check_certificate(_certificate(tmp_path, model, f"{lowest + 0.01:.6f}", [True, True]), model)
+    assert not outcome.ok and "z3 answers sat" in outcome.failure, outcome.failure
