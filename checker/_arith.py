@@ -109,45 +109,40 @@ def _dot_up(a, b):
     return _up(np.einsum("pn,pn->p", a, b) * (1.0 + (n + 3) * _HALF_ULP) + (n + 1) * _TINY)
 
 
-def _selected(node, tensors, attributes, constant):
-    """The outputs of a selection node applied to `tensors` (arrays of any dtype; `constant(i)` reads input i)."""
-    op, data, axis = node.op_type, tensors[0], attributes.get("axis", 0)
+def _selected(op, tensors, attributes, constant, outputs: int) -> list:
+    """The outputs of a selection `op` on `tensors` (ONNX's semantics on numpy's arrays); `constant(i)` is input i,
+    an int array, or None where it is absent."""
+    data, axis = tensors[0], attributes.get("axis", 0)
+
+    def ints(i, name):
+        given = attributes.get(name) if constant(i) is None else constant(i).reshape(-1)
+        return None if given is None else [int(v) for v in given]
+
     if op == "Flatten":
-        axis = attributes.get("axis", 1) % (data.ndim + 1) if data.ndim else 0
-        return [data.reshape(int(np.prod(data.shape[:axis])), -1)]
+        axis = attributes.get("axis", 1)
+        return [data.reshape(int(np.prod(data.shape[: axis + data.ndim if axis < 0 else axis])), -1)]
     if op == "Reshape":
-        shape = [int(d) for d in constant(1).reshape(-1)]
-        zero_copies = not attributes.get("allowzero", 0)
-        return [data.reshape([data.shape[i] if d == 0 and zero_copies else d for i, d in enumerate(shape)])]
-    if op in ("Squeeze", "Unsqueeze"):
-        given = constant(1) if len(node.input) > 1 and node.input[1] else attributes.get("axes")
-        axes = None if given is None else tuple(int(a) for a in np.reshape(given, -1))
-        if op == "Squeeze":
-            return [np.squeeze(data, axis=axes)]
-        return [np.expand_dims(data, axes)]
+        keep = not attributes.get("allowzero", 0)
+        return [data.reshape([data.shape[i] if d == 0 and keep else d for i, d in enumerate(ints(1, ""))])]
+    if op == "Squeeze":
+        return [np.squeeze(data, axis=None if ints(1, "axes") is None else tuple(ints(1, "axes")))]
+    if op == "Unsqueeze":
+        return [np.expand_dims(data, tuple(ints(1, "axes")))]
     if op == "Concat":
         return [np.concatenate(tensors, axis=axis)]
     if op == "Gather":
-        return [np.take(data, constant(1).astype(np.int64), axis=axis)]
+        return [np.take(data, constant(1), axis=axis)]
     if op == "Split":
-        given = constant(1) if len(node.input) > 1 and node.input[1] else attributes.get("split")
-        size = data.shape[axis]
-        if given is None:
-            given = [-(-size // len(node.output))] * (len(node.output) - 1)
-            given.append(size - sum(given))
-        sizes = [int(s) for s in np.reshape(given, -1)]
-        if len(sizes) != len(node.output) or sum(sizes) != size or min(sizes) < 0:
-            raise ValueError(f"split sizes {sizes} do not cut {size} entries into {len(node.output)} outputs")
+        sizes, size = ints(1, "split"), data.shape[axis]
+        sizes = sizes or [-(-size // outputs)] * (outputs - 1) + [size - -(-size // outputs) * (outputs - 1)]
+        if len(sizes) != outputs or sum(sizes) != size or min(sizes) < 0:
+            raise ValueError(f"split sizes {sizes} do not cut {size} entries into {outputs} outputs")
         return np.split(data, np.cumsum(sizes)[:-1], axis=axis)
     if op == "Slice":
-        if len(node.input) > 1:
-            ends = [constant(i) if len(node.input) > i and node.input[i] else None for i in range(1, 5)]
-        else:
-            ends = [attributes.get(k) for k in ("starts", "ends", "axes", "steps")]
-        starts, stops, axes, steps = (None if e is None else [int(v) for v in np.reshape(e, -1)] for e in ends)
+        starts, ends, axes, steps = (ints(i, name) for i, name in enumerate(("starts", "ends", "axes", "steps"), 1))
         cut = [slice(None)] * data.ndim
-        for k, a in enumerate(range(len(starts)) if axes is None else axes):
-            cut[a] = slice(starts[k], stops[k], 1 if steps is None else steps[k])
+        for k, a in enumerate(axes or range(len(starts))):
+            cut[a] = slice(starts[k], ends[k], steps[k] if steps else 1)
         return [data[tuple(cut)]]
     return [data]  # Identity
 
@@ -157,7 +152,8 @@ def read_model(path) -> list[tuple]:
     ("matmul", (a,), M): v_a @ M; ("add", (a,), c), ("mul", (a,), c), ("div", (a,), c): elementwise by constants;
     ("neg", (a,), None); ("sum", (a, b), None): v_a + v_b; ("pick", reads, (index, constant)): entry j is entry
     index[j] of the reads' concatenation, or constant[j] where index[j] < 0; ("relu", (a,), (first neuron of the
-    hidden numbering, depth, width))."""
+    hidden numbering, depth, width)). A value made from the input is held as (number, shape) while reading, a
+    constant as its array."""
     import onnx
     from onnx import numpy_helper
 
@@ -169,44 +165,40 @@ def read_model(path) -> list[tuple]:
             f"{path}: the graph has inputs {[i.name for i in inputs]} and {len(graph.output)} outputs; "
             "this checker reads one input and one output"
         )
-    dims = inputs[0].type.tensor_type.shape.dim
-    names[inputs[0].name] = (0, tuple(max(d.dim_value, 1) for d in dims))
-    ops, depth, sizes = [], [0], [int(np.prod(names[inputs[0].name][1]))]
+    shape = tuple(max(d.dim_value, 1) for d in inputs[0].type.tensor_type.shape.dim)
+    names[inputs[0].name], ops, depth, sizes = (0, shape), [], [0], [int(np.prod(shape))]
     if sizes[0] > _LARGEST:
-        raise ModelError(f"{path}: the input has shape {names[inputs[0].name][1]}, larger than this checker reads")
+        raise ModelError(f"{path}: the input has shape {shape}, larger than this checker reads")
 
     def emit(kind, reads, param, shape):
         if not 0 < int(np.prod(shape)) <= _LARGEST:
             raise ModelError(f"its output of shape {tuple(shape)} is empty or larger than this checker reads")
-        ops.append((kind, tuple(r[0] if isinstance(r, tuple) else r for r in reads), param))
+        ops.append((kind, tuple(r[0] for r in reads), param))
         depth.append(max(depth[r] for r in ops[-1][1]) + (kind == "relu"))
         sizes.append(int(np.prod(shape)))
         return len(ops), tuple(shape)
 
     def select(entries, apply):
-        """Apply a selection to index tensors: the data entries' numbers, and -1 - k for the k-th constant."""
-        tagged, reads, pool, count = [], [], [], 0
+        """`apply` on index tensors, the data entries' numbers and -1 - k for the k-th constant: a pick."""
+        tagged, reads, pool, count, made = [], [], [], 0, []
         for entry in entries:
             if isinstance(entry, tuple):
                 tagged.append(count + np.arange(int(np.prod(entry[1]))).reshape(entry[1]))
-                reads.append(entry)
-                count += tagged[-1].size
+                reads, count = reads + [entry], count + tagged[-1].size
             else:
                 tagged.append(-1 - sum(p.size for p in pool) - np.arange(entry.size).reshape(entry.shape))
                 pool.append(entry.reshape(-1).astype(np.float64))
-        pool = np.concatenate(pool) if pool else np.zeros(0)
-        made = []
+        pool = np.concatenate(pool + [np.zeros(1)])
         for out in apply(tagged):
-            if not 0 < out.size <= _LARGEST:
-                raise ModelError(f"its output of shape {out.shape} is empty or larger than this checker reads")
+            if out.size > _LARGEST:
+                raise ModelError(f"its output of shape {out.shape} is larger than this checker reads")
             flat = out.reshape(-1)
-            if np.all(flat < 0):
+            if flat.size and np.all(flat < 0):
                 made.append(pool[-1 - flat].reshape(out.shape))
             elif len(reads) == 1 and np.array_equal(flat, np.arange(count)):
                 made.append((reads[0][0], out.shape))
             else:
-                fixed = np.zeros(flat.size)
-                fixed[flat < 0] = pool[-1 - flat[flat < 0]]
+                fixed = np.where(flat < 0, pool[np.where(flat < 0, -1 - flat, 0)], 0.0)
                 made.append(emit("pick", reads, (np.where(flat >= 0, flat, -1), fixed), out.shape))
         return made
 
@@ -218,16 +210,18 @@ def read_model(path) -> list[tuple]:
                 f"{where} reads {missing[0]!r}, which no earlier node, initializer or input makes; "
                 "give the nodes in an order where each follows what it reads"
             )
-        read = [names[n] for n in node.input if n]
-        data = [r for r in read if isinstance(r, tuple)]
         attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         try:
-            outputs = _read_node(node, read, data, attributes, emit, select)
+            if node.op_type == "Constant":
+                value = next(iter(attributes.values()))
+                names[node.output[0]] = numpy_helper.to_array(value) if hasattr(value, "dims") else np.array(value)
+                continue
+            read = [names[n] if n else None for n in node.input]
+            names.update(zip(node.output, _read_node(node, read, attributes, emit, select)))
         except ModelError as error:
             raise ModelError(f"{where}: {error}") from None
-        except (ValueError, IndexError, TypeError, KeyError) as error:
+        except (ValueError, IndexError, TypeError, KeyError, StopIteration) as error:
             raise ModelError(f"{where} cannot be read ({error}); fix the node") from None
-        names.update(zip(node.output, outputs))
     out = names.get(graph.output[0].name)
     if not isinstance(out, tuple):
         raise ModelError(f"{path}: the output {graph.output[0].name!r} is not made from the input")
@@ -240,89 +234,77 @@ def read_model(path) -> list[tuple]:
         (kind, tuple(number[r] for r in reads), param) for i, (kind, reads, param) in enumerate(ops) if i + 1 in used
     ]
     relus = sorted((depth[i + 1], i) for i, op in enumerate(ops) if op[0] == "relu")
-    offsets = np.cumsum([0] + [sizes[i + 1] for _, i in relus])
-    for first, (d, i) in zip(offsets, relus):
+    for first, (d, i) in zip(np.cumsum([0] + [sizes[i + 1] for _, i in relus]), relus):
         ops[i] = ("relu", ops[i][1], (int(first), d, sizes[i + 1]))
     return ops
 
 
-def _read_node(node, read, data, attributes, emit, select) -> list:
-    """The node's outputs: a data value (number, shape) or a constant array each (see `read_model`)."""
-    op = node.op_type
-    if op == "Constant":
-        from onnx import numpy_helper
-
-        return [
-            numpy_helper.to_array(attributes["value"])
-            if "value" in attributes
-            else np.array(attributes.get("value_float", attributes.get("value_floats", attributes.get("value_int"))))
-        ]
+def _read_node(node, read, attributes, emit, select) -> list:
+    """The node's outputs (see `read_model`); a ModelError says why the node is not read."""
+    op, data = node.op_type, [r for r in read if isinstance(r, tuple)]
+    constants = [np.asarray(r, dtype=np.float64) for r in read if r is not None and not isinstance(r, tuple)]
     if not data:
-        raise ModelError("reads no value made from the input; this checker reads no constant folding but Constant")
-    constants = [np.asarray(r, dtype=np.float64) for r in read if not isinstance(r, tuple)]
+        raise ModelError("reads no value made from the input; this checker folds no constants but Constant's")
     if op in _SELECTIONS:
 
         def constant(i):
+            if len(read) <= i or read[i] is None:
+                return None
             if isinstance(read[i], tuple):
                 raise ModelError(f"input {i} must be a constant")
-            return np.asarray(read[i])
+            return np.asarray(read[i]).astype(np.int64)
 
-        entries = read if op == "Concat" else read[:1]
-        return select(entries, lambda tagged: _selected(node, tagged, attributes, constant))
-    if op == "Relu":
-        return [emit("relu", data, None, data[0][1])]
-    if op == "Neg":
-        return [emit("neg", data, None, data[0][1])]
+        return select(
+            read if op == "Concat" else read[:1], lambda t: _selected(op, t, attributes, constant, len(node.output))
+        )
+    if op in ("Relu", "Neg"):
+        return [emit(op.lower(), data, None, data[0][1])]
     if op in ("MatMul", "Gemm"):
         if not isinstance(read[0], tuple) or len(data) > 1 or len(read) > 3:
             raise ModelError("only data @ constant (+ constant) is read")
-        a, (matrix, *bias) = read[0], constants
+        (a,), (matrix, *bias) = data, constants
         if op == "Gemm":
             if attributes.get("transA") or attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0:
                 raise ModelError("Gemm with alpha or beta other than 1, or transA, is not read")
             matrix = matrix.T if attributes.get("transB") else matrix
-            if len(a[1]) != 2 or matrix.ndim != 2:
-                raise ModelError(f"Gemm reads 2-D tensors, not {a[1]} and {matrix.shape}")
-        if matrix.ndim != 2 or matrix.shape[0] != a[1][-1]:
+        if matrix.ndim != 2 or matrix.shape[0] != a[1][-1] or (op == "Gemm" and len(a[1]) != 2):
             raise ModelError(f"a tensor of shape {a[1]} @ a constant of shape {matrix.shape} is not read")
-        shape = a[1][:-1] + matrix.shape[1:]
-        blocks = int(np.prod(a[1][:-1]))
-        out = emit("matmul", [a], matrix if blocks == 1 else np.kron(np.eye(blocks), matrix), shape)
-        return [_elementwise("Add", out, bias[0], emit, select) if bias else out]
-    if op in ("Add", "Sub", "Mul", "Div"):
-        if len(data) == 2:
-            if op in ("Mul", "Div"):
-                raise ModelError("a product or quotient of two values is not read")
-            shape = np.broadcast_shapes(data[0][1], data[1][1])
-            a, b = (select([d], lambda t: [np.broadcast_to(t[0], shape)])[0] for d in data)
-            return [emit("sum", [a, emit("neg", [b], None, shape) if op == "Sub" else b], None, shape)]
-        if not isinstance(read[0], tuple):
-            if op == "Div":
-                raise ModelError("constant / x is not read; only x / constant")
-            if op == "Sub":
-                return [_elementwise("Add", emit("neg", data, None, data[0][1]), constants[0], emit, select)]
-        return [_elementwise(op, data[0], constants[0], emit, select)]
-    raise ModelError("this operator is not read by this checker")
-
-
-def _elementwise(op, entry, constant, emit, select):
-    """x op constant (Add, Sub, Mul, Div), both broadcast to one shape; a negated constant is exact."""
-    shape = np.broadcast_shapes(entry[1], constant.shape)
-    entry = select([entry], lambda t: [np.broadcast_to(t[0], shape)])[0]
-    constant = np.broadcast_to(constant, shape).reshape(-1)
+        blocks = int(np.prod(a[1][:-1]))  # a (k, n) tensor times M is the (k n) vector times k copies of M
+        out = emit("matmul", [a], np.kron(np.eye(blocks), matrix), a[1][:-1] + matrix.shape[1:])
+        read, op = [out, *bias], "Add" if bias else "Identity"
+    elif op not in ("Add", "Sub", "Mul", "Div"):
+        raise ModelError("this operator is not read by this checker")
+    elif len(data) == 2:
+        if op in ("Mul", "Div"):
+            raise ModelError("a product or quotient of two values is not read")
+        shape = np.broadcast_shapes(data[0][1], data[1][1])
+        a, b = (select([d], lambda t: [np.broadcast_to(t[0], shape)])[0] for d in data)
+        return [emit("sum", [a, emit("neg", [b], None, shape) if op == "Sub" else b], None, shape)]
+    elif not isinstance(read[0], tuple):  # constant op x
+        if op == "Div":
+            raise ModelError("constant / x is not read; only x / constant")
+        read, op = (
+            ([emit("neg", data, None, data[0][1])] if op == "Sub" else data) + constants,
+            op.replace("Sub", "Add"),
+        )
+    if op == "Identity":
+        return read[:1]
+    shape = np.broadcast_shapes(read[0][1], np.shape(read[1]))
+    entry = select(read[:1], lambda t: [np.broadcast_to(t[0], shape)])[0]
+    constant = np.broadcast_to(np.asarray(read[1], dtype=np.float64), shape).reshape(-1) * (
+        -1.0 if op == "Sub" else 1.0
+    )  # negation is exact
     if op == "Div" and not np.all(constant != 0.0):
         raise ModelError("only x / constant with no zero is read")
-    kind = {"Add": "add", "Sub": "add", "Mul": "mul", "Div": "div"}[op]
-    return emit(kind, [entry], -constant if op == "Sub" else constant, shape)
+    return [emit({"Add": "add", "Sub": "add", "Mul": "mul", "Div": "div"}[op], [entry], constant, shape)]
 
 
 def hidden_widths(ops) -> list[int]:
-    """The width of each hidden layer (depth), in order."""
-    layers: dict = {}
-    for kind, _, param in ops:
-        if kind == "relu":
-            layers[param[1]] = layers.get(param[1], 0) + param[2]
-    return [layers[d] for d in sorted(layers)]
+    """The width of each hidden layer (Relu nodes of one depth), in order."""
+    widths: dict = {}
+    for param in (param for kind, _, param in ops if kind == "relu"):
+        widths[param[1]] = widths.get(param[1], 0) + param[2]
+    return [widths[d] for d in sorted(widths)]
 
 
 SLOPES = (0.0, 1.0, -1.0)
