@@ -133,5 +133,6 @@ def run_onnxruntime(path: Path, points: np.ndarray) -> np.ndarray:
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    rows = [session.run(None, {"x": p.astype(np.float32)[None, :]})[0].reshape(-1) for p in points]
+    name = session.get_inputs()[0].name
+    rows = [session.run(None, {name: p.astype(np.float32)[None, :]})[0].reshape(-1) for p in points]
     return np.array(rows, dtype=np.float64)

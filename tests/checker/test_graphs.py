@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from graph_models import BUILDERS, N_INPUTS, Graph, build, evaluate, run_onnxruntime
 
@@ -198,3 +199,66 @@ def test_a_certificate_of_a_graph_checks_with_bounds_and_z3_leaves_and_a_false_o
     assert not outcome.ok and "leaf 0 " in outcome.failure and "does not refute" in outcome.failure
     outcome = check_certificate(_certificate(tmp_path, model, f"{lowest + 0.01:.6f}", [True, True]), model)
     assert not outcome.ok and "z3 answers sat" in outcome.failure, outcome.failure
+
+
+BENCHMARKS = Path(__file__).resolve().parents[3] / "shared" / "benchmarks"
+SHARED_MODELS = sorted(
+    str(path.relative_to(BENCHMARKS))
+    for folder in ("cersyve", "linearizenn", "rl", "acasxu")
+    for path in (BENCHMARKS / folder / "onnx").glob("*.onnx")
+)[::2]
+
+
+def _hidden_by_numbering(ops, x: np.ndarray) -> np.ndarray:
+    """The checker's hidden neurons at the points x, in its numbering."""
+    values, hidden = evaluate(ops, x), np.zeros((len(x), sum(hidden_widths(ops))))
+    for index, (kind, _, param) in enumerate(ops):
+        if kind == "relu":
+            hidden[:, param[0] : param[0] + param[2]] = values[index + 1]
+    return hidden
+
+
+def _hidden_of_prover(network, x: np.ndarray) -> np.ndarray:
+    """The prover's hidden layers (`certfsm.Network`) at the points x, side by side."""
+    activations = [x]
+    for index, layer in enumerate(network.layers[:-1]):
+        activations.append(np.maximum(network.gather(index, activations) @ layer.weight.T + layer.bias, 0.0))
+    return np.concatenate(activations[1:], axis=1)
+
+
+@pytest.mark.parametrize("model", ["summed", "sliced", "skip"] + SHARED_MODELS)
+def test_the_hidden_neurons_are_numbered_as_the_provers_loader_numbers_them(tmp_path, model):
+    """Neuron k of the checker's numbering is neuron k of the prover's layers (`certfsm.load_onnx`) at random
+    points: the certificate's slopes name the same neurons on both sides (graphs, and chains as before)."""
+    from certfsm import load_onnx
+
+    path = build(model, tmp_path / "m.onnx", 0) if model in BUILDERS else BENCHMARKS / model
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    ops, network = read_model(path), load_onnx(path)
+    assert hidden_widths(ops) == list(network.hidden_sizes)
+    x = np.random.default_rng(0).uniform(-1.0, 1.0, (50, network.n_inputs))
+    mine, theirs = _hidden_by_numbering(ops, x), _hidden_of_prover(network, x)
+    assert np.allclose(mine, theirs, rtol=1e-9, atol=1e-9 * (1.0 + np.abs(theirs).max()))
+    assert np.allclose(evaluate(ops, x)[-1], network.evaluate(x), rtol=1e-9, atol=1e-9 * (1.0 + np.abs(theirs).max()))
+
+
+@pytest.mark.parametrize("model", ["cersyve/onnx/pendulum_finetune_con.onnx", "linearizenn/onnx/AllInOne_10_10.onnx"])
+def test_bounds_on_the_benchmarks_graphs_contain_onnxruntimes_outputs(model):
+    """cersyve's summed branches and linearizenn's sliced plant branch: output bounds and lower bounds of random
+    objectives hold at onnxruntime's outputs on sampled points of random boxes."""
+    path = BENCHMARKS / model
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    ops, rng = read_model(path), np.random.default_rng(0)
+    n = onnx.load(path).graph.input[0].type.tensor_type.shape.dim[-1].dim_value
+    lower, upper = _boxes(rng, n, 4, 0.2)
+    lows, highs = forward(ops, lower, upper)
+    objectives = rng.normal(0.0, 1.0, (3, lows[-1].shape[1]))
+    owner = np.repeat(np.arange(len(lower)), len(objectives))
+    bounds = lower_bound(ops, lows, highs, len(ops), np.tile(objectives, (len(lower), 1)), owner, (np.nan, -1.0))
+    for box in range(len(lower)):
+        reference = run_onnxruntime(path, _points(rng, n, lower[box], upper[box]))
+        slack = 1e-5 * (1.0 + np.abs(reference).max())
+        assert np.all(lows[-1][box] <= reference + slack) and np.all(reference <= highs[-1][box] + slack)
+        assert np.all(bounds[:, owner == box] <= (reference @ objectives.T).min(axis=0) + slack)
