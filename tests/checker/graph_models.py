@@ -56,6 +56,11 @@ class Graph:
         return path
 
 
+def chain(g: Graph) -> tuple[str, int]:
+    """A chain, the case every certificate so far is about, through the same builder."""
+    return g.dense(g.dense(g.dense("x", 2, 12), 12, 8), 8, 2, relu=False), 2
+
+
 def summed_branches(g: Graph) -> tuple[str, int]:
     """cersyve's shape: branches from the input, one through ReLUs, one affine, summed (Add) and subtracted (Sub)."""
     deep = g.dense(g.dense("x", 3, 8), 8, 6, relu=False)
@@ -102,8 +107,14 @@ def split_and_gather(g: Graph) -> tuple[str, int]:
     return g.dense(g.node("Relu", [flat])[0], 9, 2, relu=False), 2
 
 
-BUILDERS = {"summed": summed_branches, "sliced": sliced_side_branch, "skip": skip_over_relus, "split": split_and_gather}
-N_INPUTS = {"summed": 3, "sliced": 4, "skip": 3, "split": 2}
+BUILDERS = {
+    "chain": chain,
+    "summed": summed_branches,
+    "sliced": sliced_side_branch,
+    "skip": skip_over_relus,
+    "split": split_and_gather,
+}
+N_INPUTS = {"chain": 2, "summed": 3, "sliced": 4, "skip": 3, "split": 2}
 
 
 def build(kind: str, path: Path, seed: int) -> Path:
