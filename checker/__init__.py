@@ -30,7 +30,14 @@ side above the exact one, the same follows. The right-hand sides are the
 exact rationals written, rounded up. A leaf that Z3 closed is decided
 again by a query this checker builds, in exact rationals
 (`checker._exact`). So D_k is reached on no leaf, hence nowhere in B.
-The network is the file whose SHA-256 the certificate names.
+The network is the file whose SHA-256 the certificate names, a DAG of
+the operators `checker._arith` reads. The hidden neurons that evidence
+names (``neurons[i]``) are numbered by the rule the prover's loader
+follows: the hidden layers are the Relu nodes grouped by depth (the
+largest number of Relu nodes on any path from the input to the node,
+itself included), within a depth in the order of the graph's node list,
+within a node in C order; Relu nodes the output does not depend on are
+dropped. A wrong number can only make a proof fail, never pass.
 
 Sharing and batches change how much is computed, not what is checked. A
 property names its unsafe set and the proof of each disjunct by index
