@@ -107,9 +107,10 @@ def _bound_and_gradients(network, hidden, rows, constants, owner, alphas, centre
     coefficients = blocks[0]
     bound = np.sum(coefficients * box_centre - np.abs(coefficients) * box_radius, axis=1) + constant
     adjoints: list = [box_centre - np.sign(coefficients) * box_radius] + [None] * (top + 1)
-    gradients = [np.zeros((owner.shape[0], h.low.shape[1])) for h in hidden]
+    gradients: list = [None] * (top + 1)
     for index in range(top + 1):
         if saved[index] is None:
+            gradients[index] = np.zeros((owner.shape[0], hidden[index].low.shape[1]))
             continue
         layer = network.layers[index]
         adjoint_through = network.gather(index, adjoints) @ layer.weight.T + layer.bias
