@@ -146,8 +146,8 @@ class LayerBounds:
     """Sound bounds of one hidden layer's pre-activation over each box, (B, n_k) each.
 
     `magnitude` bounds the sum of absolute terms of anything computed from
-    this layer's activation onwards (see the module docstring); it is what
-    scales the rounding tolerance of the next layer.
+    this layer's pre-activation onwards (see the module docstring); through
+    the ReLU it scales the rounding tolerance of the layers that read it.
     """
 
     low: np.ndarray
@@ -254,7 +254,8 @@ def preactivation_bounds(
     lower and an upper linear function of the input (kept as one array
     (B, n_in + 1, n_k) whose last row is the constant, so a layer is one
     large matrix product); at each ReLU the triangle relaxation maps them
-    to the activation's linear bounds. They are intersected with interval
+    to the activation's linear bounds, and a layer of a graph network
+    gathers those of the activations it reads. They are intersected with interval
     bounds. With method "backward" every neuron that is still unstable is
     then bounded by back-substitution to the input (DeepPoly), which is
     much tighter on deep layers; stable neurons need no more, since their
