@@ -205,7 +205,7 @@ def _backward(
         blocks: list[np.ndarray | None] = [None] * (top + 2)
         add_blocks(blocks, network.scatter(top + 1, coefficients[rows]))
         for index in range(top, -1, -1):
-            chunk = blocks[index + 1]
+            chunk, blocks[index + 1] = blocks[index + 1], None
             if chunk is None:
                 continue
             below = hidden[index]
@@ -219,6 +219,27 @@ def _backward(
         coefficients_out[rows] = blocks[0]
         constants_out[rows] = offset
     return coefficients_out, constants_out
+
+
+def last_readers(network: Network, count: int | None = None) -> dict[int, int]:
+    """Activation -> the last of the first `count` layers (default: all) that reads it.
+
+    A walk up the layers drops an activation's arrays after that layer, and
+    a walk down takes each block out as it uses it: holding every layer's
+    arrays until the end costs more than the arithmetic on small networks
+    (fresh memory each time, cache misses), and so a chain holds no more
+    than one layer's arrays at a time.
+    """
+    count = len(network.layers) if count is None else count
+    return {r: index for index in range(count) for r in network.reads[index]}
+
+
+def drop_read(network: Network, index: int, readers: dict[int, int], *values: list) -> None:
+    """Forget (set to None) in each list of `values` the activations whose last reader is layer `index`."""
+    for r in network.reads[index]:
+        if readers[r] == index:
+            for held in values:
+                held[r] = None
 
 
 def add_blocks(blocks: list, parts: list[tuple[int, np.ndarray]]) -> None:
@@ -282,7 +303,7 @@ def preactivation_bounds(
     centre_1 = np.concatenate([centre, np.ones((batch, 1))], axis=1)
     radius_0 = np.concatenate([radius, np.zeros((batch, 1))], axis=1)
     reads = network.reads
-    last_reader = {r: index for index in range(len(network.layers) - 1) for r in reads[index]}
+    last_reader = last_readers(network, len(network.layers) - 1)
     # per activation (0 the input): interval bounds, magnitude and the forward linear functions
     # (None once no later hidden layer reads them); the input's functions are the identity
     box_lows, box_highs = [lowers], [uppers]
@@ -298,9 +319,7 @@ def preactivation_bounds(
         mid = (box_low + box_high) / 2.0 @ layer.weight.T + layer.bias
         spread = (box_high - box_low) / 2.0 @ np.abs(layer.weight).T
         low_fn, high_fn = _forward_functions(network, index, function_lows, function_highs, batch)
-        for r in reads[index]:
-            if last_reader[r] == index:
-                function_lows[r] = function_highs[r] = None
+        drop_read(network, index, last_reader, box_lows, box_highs, magnitudes, function_lows, function_highs)
         forward_low = np.einsum("bik,bi->bk", low_fn, centre_1) - np.einsum("bik,bi->bk", np.abs(low_fn), radius_0)
         forward_high = np.einsum("bik,bi->bk", high_fn, centre_1) + np.einsum("bik,bi->bk", np.abs(high_fn), radius_0)
         low = np.maximum(mid - spread, forward_low)

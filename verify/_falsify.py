@@ -36,7 +36,7 @@ import numpy as np
 
 from certfsm import Network
 
-from ._bounds import add_blocks
+from ._bounds import add_blocks, drop_read, last_readers
 from ._property import Property
 
 RANDOM_BATCH = 4096
@@ -54,8 +54,10 @@ def _forward(network: Network, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarr
     """Outputs (N, n_out) and the activation masks (N, n_k) of every hidden layer."""
     activations = [x]
     masks = []
+    readers = last_readers(network)
     for index, layer in enumerate(network.layers):
         values = network.gather(index, activations) @ layer.weight.T + layer.bias
+        drop_read(network, index, readers, activations)
         if index < len(network.layers) - 1:
             mask = values > 0.0
             masks.append(mask)
@@ -95,7 +97,7 @@ def slack_and_gradient(network: Network, prop: Property, x: np.ndarray) -> tuple
     # one gradient per activation (0 the input); a layer's is split among the activations it reads
     gradients: list = [None] * len(network.layers) + [direction]
     for index in range(len(network.layers) - 1, -1, -1):
-        gradient = gradients[index + 1]
+        gradient, gradients[index + 1] = gradients[index + 1], None
         if gradient is None:
             continue
         if index < len(network.layers) - 1:

@@ -55,7 +55,15 @@ import numpy as np
 
 from certfsm import EngineError, Network
 
-from ._bounds import ROUNDING_TOLERANCE, LayerBounds, add_blocks, output_magnitude, preactivation_bounds
+from ._bounds import (
+    ROUNDING_TOLERANCE,
+    LayerBounds,
+    add_blocks,
+    drop_read,
+    last_readers,
+    output_magnitude,
+    preactivation_bounds,
+)
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, Result
 
@@ -91,7 +99,7 @@ def _bound_and_gradients(network, hidden, rows, constants, owner, alphas, centre
     add_blocks(blocks, network.scatter(last, rows))
     saved: list = [None] * (top + 1)
     for index in range(top, -1, -1):
-        coefficients = blocks[index + 1]
+        coefficients, blocks[index + 1] = blocks[index + 1], None
         if coefficients is None:
             continue
         below, layer = hidden[index], network.layers[index]
@@ -108,12 +116,14 @@ def _bound_and_gradients(network, hidden, rows, constants, owner, alphas, centre
     bound = np.sum(coefficients * box_centre - np.abs(coefficients) * box_radius, axis=1) + constant
     adjoints: list = [box_centre - np.sign(coefficients) * box_radius] + [None] * (top + 1)
     gradients: list = [None] * (top + 1)
+    readers = last_readers(network)
     for index in range(top + 1):
         if saved[index] is None:
             gradients[index] = np.zeros((owner.shape[0], hidden[index].low.shape[1]))
             continue
         layer = network.layers[index]
         adjoint_through = network.gather(index, adjoints) @ layer.weight.T + layer.bias
+        drop_read(network, index, readers, adjoints)
         coefficients, positive, slope, intercept = saved[index]
         gradients[index] = np.where(positive, adjoint_through * coefficients, 0.0)
         adjoints[index + 1] = adjoint_through * slope + np.where(coefficients < 0.0, intercept, 0.0)
