@@ -42,10 +42,13 @@ def _fingerprints(spec, problem: _Problem) -> dict:
     document.pop("model", None)
     spec_hash = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
     model = hashlib.sha256()
-    for layer in problem.network.layers:
+    for index, (layer, reads) in enumerate(zip(problem.network.layers, problem.network.reads)):
         model.update(repr(layer.weight.shape).encode())
         model.update(np.ascontiguousarray(layer.weight).tobytes())
         model.update(np.ascontiguousarray(layer.bias).tobytes())
+        if reads != (index,):
+            # a graph layer: what it reads is part of the model (a chain's hash stays what it was)
+            model.update(b"reads" + repr(reads).encode())
     grid = hashlib.sha256(json.dumps([problem.grid.names, [e.tolist() for e in problem.grid.edges]]).encode())
     return {
         "certfsm_distill_checkpoint": CHECKPOINT_FORMAT,

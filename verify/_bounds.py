@@ -33,14 +33,20 @@ sum of products of inputs, weights, biases, bounds and relaxation slopes
 moves its line by at most that much times ``|u|``). For such an
 expression the computed value differs from the exact one by at most
 ``gamma_K * S``, where ``gamma_K = K u / (1 - K u)``, ``u = 2**-53``, ``K``
-is the number of chained operations (about layers x (widest layer + 4):
-a few hundred here) and ``S`` is the same expression with every term
-replaced by its absolute value. A per-neuron magnitude bounds ``S``
-(`_next_magnitude`, `_activation_magnitude`): ``|W|`` applied to the
-previous layer's magnitude plus ``|b|``, starting from
-``max(|lower|, |upper|)``; through a ReLU it is 0 where the neuron is
-inactive (its coefficients are exactly 0), unchanged where active (slope
-exactly 1), plus ``|l|`` where unstable (the intercept ``s l``); a factor
+is the number of chained operations (about layers x (widest layer input +
+layers + 4): a few hundred here) and ``S`` is the same expression with
+every term replaced by its absolute value. A per-neuron magnitude bounds
+``S`` (`_next_magnitude`, `_activation_magnitude`): ``|W|`` applied to the
+magnitudes of the activations the layer reads, concatenated, plus
+``|b|``, starting from ``max(|lower|, |upper|)`` for the input. On a
+graph network (a layer reading several earlier activations,
+`Network.reads`) that is still one sum per neuron, over the
+concatenation, and back-substitution adds the blocks that several layers
+push into one activation: each addition is one more operation in ``K``
+and every term of every path is counted in ``S``. Through a ReLU the
+magnitude is 0 where the neuron is inactive (its coefficients are
+exactly 0), unchanged where active (slope exactly 1), plus ``|l|`` where
+unstable (the intercept ``s l``); a factor
 2 for the concretisation ``c x - |c| r`` is covered by the margin. Every
 computed bound is moved outward by ``ROUNDING_TOLERANCE * (1 + S)``, with
 ``ROUNDING_TOLERANCE = 1e-10`` at least 100 times ``2 gamma_K`` for K up
@@ -140,8 +146,8 @@ class LayerBounds:
     """Sound bounds of one hidden layer's pre-activation over each box, (B, n_k) each.
 
     `magnitude` bounds the sum of absolute terms of anything computed from
-    this layer's activation onwards (see the module docstring); it is what
-    scales the rounding tolerance of the next layer.
+    this layer's pre-activation onwards (see the module docstring); through
+    the ReLU it scales the rounding tolerance of the layers that read it.
     """
 
     low: np.ndarray
@@ -167,25 +173,41 @@ def _backward(
     box: np.ndarray,
     lower_slopes: list[np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Linear lower bounds of ``coefficients[p] . relu(z_top) + constants[p]`` as functions of the input.
+    """Linear lower bounds of ``coefficients[p] . x + constants[p]`` as functions of the input, x the input of layer top + 1.
 
-    `lower_slopes` (one (B, n_k) array per hidden layer, each entry in
-    [0, 1]) replaces the adaptive lower relaxation slopes; any such choice
-    is sound.
+    On a chain x is ``relu(z_top)``; on a graph it is the concatenation of
+    the activations layer top + 1 reads. `lower_slopes` (one (B, n_k)
+    array per hidden layer, each entry in [0, 1]) replaces the adaptive
+    lower relaxation slopes; any such choice is sound.
 
-    Rows are flat: row p (coefficients (P, n_top), constants (P,)) belongs
-    to box `box[p]`, whose ReLU relaxations it goes through; `hidden` holds
-    the bounds of hidden layers 0 .. top for every box. Returns the input
-    coefficients (P, n_in) and constants (P,). Flat rows let each box
-    carry only the rows it needs (its unstable neurons, its objectives).
+    Rows are flat: row p (coefficients (P, n_in of layer top + 1),
+    constants (P,)) belongs to box `box[p]`, whose ReLU relaxations it goes
+    through; `hidden` holds the bounds of hidden layers 0 .. top for every
+    box. Returns the input coefficients (P, n_inputs) and constants (P,).
+    Flat rows let each box carry only the rows it needs (its unstable
+    neurons, its objectives).
+
+    Graphs: one block of coefficients per activation. Going down the
+    layers, hidden layer k relaxes its ReLU on the block of activation
+    k + 1, and the product with its weight is split (`Network.scatter`)
+    into the blocks of the activations the layer reads, added to what
+    later layers put there. All of a block's contributions are in before
+    it is used, since only later layers read an activation. On a chain
+    each block is set once, never added to: the same products as a plain
+    loop.
     """
     coefficients_out = np.empty((coefficients.shape[0], network.n_inputs))
     constants_out = np.array(constants, dtype=np.float64)
     for start in range(0, coefficients.shape[0], _CHUNK_ROWS):
         rows = slice(start, start + _CHUNK_ROWS)
-        chunk, owner = coefficients[rows], box[rows]
+        owner = box[rows]
         offset = constants_out[rows]
+        blocks: list[np.ndarray | None] = [None] * (top + 2)
+        add_blocks(blocks, network.scatter(top + 1, coefficients[rows]))
         for index in range(top, -1, -1):
+            chunk, blocks[index + 1] = blocks[index + 1], None
+            if chunk is None:
+                continue
             below = hidden[index]
             negative = np.minimum(chunk, 0.0)
             offset += np.einsum("pn,pn->p", negative, below.upper_intercept[owner])
@@ -193,10 +215,43 @@ def _backward(
             chunk = (chunk - negative) * alpha[owner] + negative * below.upper_slope[owner]
             layer = network.layers[index]
             offset += chunk @ layer.bias
-            chunk = chunk @ layer.weight
-        coefficients_out[rows] = chunk
+            add_blocks(blocks, network.scatter(index, chunk @ layer.weight))
+        coefficients_out[rows] = blocks[0]
         constants_out[rows] = offset
     return coefficients_out, constants_out
+
+
+def last_readers(network: Network, count: int | None = None) -> dict[int, int]:
+    """Activation -> the last of the first `count` layers (default: all) that reads it.
+
+    A walk up the layers drops an activation's arrays after that layer, and
+    a walk down takes each block out as it uses it: holding every layer's
+    arrays until the end costs more than the arithmetic on small networks
+    (fresh memory each time, cache misses), and so a chain holds no more
+    than one layer's arrays at a time.
+    """
+    count = len(network.layers) if count is None else count
+    return {r: index for index in range(count) for r in network.reads[index]}
+
+
+def drop_read(network: Network, index: int, readers: dict[int, int], *values: list) -> None:
+    """Forget (set to None) in each list of `values` the activations whose last reader is layer `index`."""
+    for r in network.reads[index]:
+        if readers[r] == index:
+            for held in values:
+                held[r] = None
+
+
+def add_blocks(blocks: list, parts: list[tuple[int, np.ndarray]]) -> None:
+    """Add each (activation, block) of `parts` into `blocks` (a new array where one is there, never in place).
+
+    A block of no activation yet (None) stands for zeros; the first part
+    is stored as is, so a chain copies nothing. Never in place, because a
+    part may be a view of the caller's rows.
+    """
+    for activation, part in parts:
+        held = blocks[activation]
+        blocks[activation] = part if held is None else held + part
 
 
 def _concretise_flat(
@@ -220,7 +275,8 @@ def preactivation_bounds(
     lower and an upper linear function of the input (kept as one array
     (B, n_in + 1, n_k) whose last row is the constant, so a layer is one
     large matrix product); at each ReLU the triangle relaxation maps them
-    to the activation's linear bounds. They are intersected with interval
+    to the activation's linear bounds, and a layer of a graph network
+    gathers those of the activations it reads. They are intersected with interval
     bounds. With method "backward" every neuron that is still unstable is
     then bounded by back-substitution to the input (DeepPoly), which is
     much tighter on deep layers; stable neurons need no more, since their
@@ -246,25 +302,31 @@ def preactivation_bounds(
     radius = (uppers - lowers) / 2.0
     centre_1 = np.concatenate([centre, np.ones((batch, 1))], axis=1)
     radius_0 = np.concatenate([radius, np.zeros((batch, 1))], axis=1)
-    magnitude = np.maximum(np.abs(lowers), np.abs(uppers))
-    first = network.layers[0]
-    low_fn = np.broadcast_to(np.concatenate([first.weight.T, first.bias[None]]), (batch, n_in + 1, first.n_out))
-    high_fn = low_fn
-    box_low, box_high = lowers, uppers
+    reads = network.reads
+    last_reader = last_readers(network, len(network.layers) - 1)
+    # per activation (0 the input): interval bounds, magnitude and the forward linear functions
+    # (None once no later hidden layer reads them); the input's functions are the identity
+    box_lows, box_highs = [lowers], [uppers]
+    magnitudes = [np.maximum(np.abs(lowers), np.abs(uppers))]
+    identity = np.broadcast_to(np.eye(n_in + 1, n_in), (batch, n_in + 1, n_in))
+    function_lows, function_highs = [identity], [identity]
     result: list[LayerBounds] = []
     offset = 0
     for index, layer in enumerate(network.layers[:-1]):
-        magnitude = _next_magnitude(magnitude, layer)
+        magnitude = _next_magnitude(network.gather(index, magnitudes), layer)
         slack = ROUNDING_TOLERANCE * (1.0 + magnitude)
+        box_low, box_high = network.gather(index, box_lows), network.gather(index, box_highs)
         mid = (box_low + box_high) / 2.0 @ layer.weight.T + layer.bias
         spread = (box_high - box_low) / 2.0 @ np.abs(layer.weight).T
+        low_fn, high_fn = _forward_functions(network, index, function_lows, function_highs, batch)
+        drop_read(network, index, last_reader, box_lows, box_highs, magnitudes, function_lows, function_highs)
         forward_low = np.einsum("bik,bi->bk", low_fn, centre_1) - np.einsum("bik,bi->bk", np.abs(low_fn), radius_0)
         forward_high = np.einsum("bik,bi->bk", high_fn, centre_1) + np.einsum("bik,bi->bk", np.abs(high_fn), radius_0)
         low = np.maximum(mid - spread, forward_low)
         high = np.minimum(mid + spread, forward_high)
         columns = slice(offset, offset + layer.n_out)
         offset += layer.n_out
-        if method == "backward" and index > 0:
+        if method == "backward" and reads[index] != (0,):
             widened_low, widened_high = low - slack, high + slack
             if known is not None:
                 widened_low = np.maximum(widened_low, known[:, 0, columns])
@@ -289,21 +351,43 @@ def preactivation_bounds(
             high = np.minimum(high, known[:, 1, columns])
         bounds = LayerBounds(low, high, magnitude)
         result.append(bounds)
-        magnitude = _activation_magnitude(magnitude, low, high)
-        box_low, box_high = np.maximum(low, 0.0), np.maximum(high, 0.0)
-        if index + 1 < len(network.layers) - 1:
-            act_low = low_fn * bounds.lower_slope[:, None, :]
+        magnitudes.append(_activation_magnitude(magnitude, low, high))
+        box_lows.append(np.maximum(low, 0.0))
+        box_highs.append(np.maximum(high, 0.0))
+        if index + 1 in last_reader:
             act_high = high_fn * bounds.upper_slope[:, None, :]
             act_high[:, -1, :] += bounds.upper_intercept
-            following = network.layers[index + 1]
-            shape = (batch, n_in + 1, following.n_out)
-            middle = ((act_low + act_high) / 2.0).reshape(-1, layer.n_out) @ following.weight.T
-            half_width = ((act_high - act_low) / 2.0).reshape(-1, layer.n_out) @ np.abs(following.weight).T
-            low_fn = (middle - half_width).reshape(shape)
-            high_fn = (middle + half_width).reshape(shape)
-            low_fn[:, -1, :] += following.bias
-            high_fn[:, -1, :] += following.bias
+            function_lows.append(low_fn * bounds.lower_slope[:, None, :])
+            function_highs.append(act_high)
+        else:
+            function_lows.append(None)
+            function_highs.append(None)
     return result
+
+
+def _forward_functions(
+    network: Network, index: int, function_lows: list, function_highs: list, batch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper linear functions of the input (B, n_inputs + 1, n_k) bounding layer `index`'s pre-activation.
+
+    From the functions of the activations it reads: the centre line goes
+    through W, the half-width through |W|. A layer that reads only the
+    input gets its exact function ``[W^T; b]`` without a product.
+    """
+    layer = network.layers[index]
+    n_in = network.n_inputs
+    shape = (batch, n_in + 1, layer.n_out)
+    if network.reads[index] == (0,):
+        exact = np.broadcast_to(np.concatenate([layer.weight.T, layer.bias[None]]), shape)
+        return exact, exact
+    act_low, act_high = network.gather(index, function_lows), network.gather(index, function_highs)
+    middle = ((act_low + act_high) / 2.0).reshape(-1, layer.n_in) @ layer.weight.T
+    half_width = ((act_high - act_low) / 2.0).reshape(-1, layer.n_in) @ np.abs(layer.weight).T
+    low_fn = (middle - half_width).reshape(shape)
+    high_fn = (middle + half_width).reshape(shape)
+    low_fn[:, -1, :] += layer.bias
+    high_fn[:, -1, :] += layer.bias
+    return low_fn, high_fn
 
 
 def pack(hidden: list[LayerBounds], batch: int) -> np.ndarray:
@@ -387,10 +471,15 @@ def objective_bounds(
 
 def output_magnitude(network: Network, hidden: list[LayerBounds], lowers: np.ndarray, uppers: np.ndarray) -> np.ndarray:
     """(B, n_out) bound on the sum of absolute terms of each output (and so on |y|), see the module docstring."""
-    last = network.layers[-1]
-    if hidden:
-        return _next_magnitude(_activation_magnitude(hidden[-1].magnitude, hidden[-1].low, hidden[-1].high), last)
-    return _next_magnitude(np.maximum(np.abs(lowers), np.abs(uppers)), last)
+    last = len(network.layers) - 1
+
+    def activation(r: int) -> np.ndarray:
+        if r == 0:
+            return np.maximum(np.abs(lowers), np.abs(uppers))
+        below = hidden[r - 1]
+        return _activation_magnitude(below.magnitude, below.low, below.high)
+
+    return _next_magnitude(network.gather(last, {r: activation(r) for r in network.reads[last]}), network.layers[last])
 
 
 SLOPE_CHOICES = ("adaptive", "zero", "one", "parallel")

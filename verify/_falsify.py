@@ -36,6 +36,7 @@ import numpy as np
 
 from certfsm import Network
 
+from ._bounds import add_blocks, drop_read, last_readers
 from ._property import Property
 
 RANDOM_BATCH = 4096
@@ -51,14 +52,17 @@ SNAP = 0.25
 
 def _forward(network: Network, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """Outputs (N, n_out) and the activation masks (N, n_k) of every hidden layer."""
-    values = x
+    activations = [x]
     masks = []
+    readers = last_readers(network)
     for index, layer in enumerate(network.layers):
-        values = values @ layer.weight.T + layer.bias
+        values = network.gather(index, activations) @ layer.weight.T + layer.bias
+        drop_read(network, index, readers, activations)
         if index < len(network.layers) - 1:
             mask = values > 0.0
             masks.append(mask)
             values = np.where(mask, values, 0.0)
+        activations.append(values)
     return values, masks
 
 
@@ -90,12 +94,16 @@ def slack_and_gradient(network: Network, prop: Property, x: np.ndarray) -> tuple
     """Unsafe slack (N,) of each point and an ascent direction in input space (N, n_in)."""
     outputs, masks = _forward(network, x)
     slack, direction = _ascent_direction(prop, outputs)
-    gradient = direction
+    # one gradient per activation (0 the input); a layer's is split among the activations it reads
+    gradients: list = [None] * len(network.layers) + [direction]
     for index in range(len(network.layers) - 1, -1, -1):
-        gradient = gradient @ network.layers[index].weight
-        if index > 0:
-            gradient = gradient * masks[index - 1]
-    return slack, gradient
+        gradient, gradients[index + 1] = gradients[index + 1], None
+        if gradient is None:
+            continue
+        if index < len(network.layers) - 1:
+            gradient = gradient * masks[index]
+        add_blocks(gradients, network.scatter(index, gradient @ network.layers[index].weight))
+    return slack, gradients[0]
 
 
 def local_search(

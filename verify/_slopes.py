@@ -55,7 +55,15 @@ import numpy as np
 
 from certfsm import EngineError, Network
 
-from ._bounds import ROUNDING_TOLERANCE, LayerBounds, output_magnitude, preactivation_bounds
+from ._bounds import (
+    ROUNDING_TOLERANCE,
+    LayerBounds,
+    add_blocks,
+    drop_read,
+    last_readers,
+    output_magnitude,
+    preactivation_bounds,
+)
 from ._property import Property, check_fits
 from ._result import PROVED, UNKNOWN, Result
 
@@ -70,38 +78,56 @@ _CHUNK_ROWS = 2048
 
 
 def _bound_and_gradients(network, hidden, rows, constants, owner, alphas, centre, radius):
-    """Lower bound of each flat row p (coefficients on the last hidden activation), and its gradients.
+    """Lower bound of each flat row p (coefficients on the last layer's input), and its gradients.
 
     Returns the bound (P,), the gradient with respect to each layer's lower
     slopes (list of (P, n_k), zero where the slope is not used) and the
-    gradient with respect to the starting row (P, n_top), for the
-    combination weights.
+    gradient with respect to the starting row (P, n_in of the last layer),
+    for the combination weights.
+
+    The bound is `_bounds._backward`'s, one coefficient block per
+    activation. The reverse pass keeps one adjoint per activation (the
+    derivative of the bound by that activation's block): a layer's block
+    was pushed into the blocks of the activations it reads, so the adjoint
+    of its product is their adjoints gathered (`Network.gather`). Going up
+    the layers, every activation a layer reads already has its adjoint.
     """
     top = len(hidden) - 1
-    coefficients = rows
+    last = top + 1
     constant = np.array(constants, dtype=np.float64)
-    saved = []
+    blocks: list = [None] * (top + 2)
+    add_blocks(blocks, network.scatter(last, rows))
+    saved: list = [None] * (top + 1)
     for index in range(top, -1, -1):
+        coefficients, blocks[index + 1] = blocks[index + 1], None
+        if coefficients is None:
+            continue
         below, layer = hidden[index], network.layers[index]
         positive = coefficients > 0.0
         intercept = below.upper_intercept[owner]
         constant += np.einsum("pn,pn->p", np.minimum(coefficients, 0.0), intercept)
         slope = np.where(positive, alphas[index], below.upper_slope[owner])
         through = coefficients * slope
-        saved.append((coefficients, positive, slope, intercept))
+        saved[index] = (coefficients, positive, slope, intercept)
         constant += through @ layer.bias
-        coefficients = through @ layer.weight
+        add_blocks(blocks, network.scatter(index, through @ layer.weight))
     box_centre, box_radius = centre[owner], radius[owner]
+    coefficients = blocks[0]
     bound = np.sum(coefficients * box_centre - np.abs(coefficients) * box_radius, axis=1) + constant
-    adjoint = box_centre - np.sign(coefficients) * box_radius
-    gradients = [None] * (top + 1)
+    adjoints: list = [box_centre - np.sign(coefficients) * box_radius] + [None] * (top + 1)
+    gradients: list = [None] * (top + 1)
+    readers = last_readers(network)
     for index in range(top + 1):
+        if saved[index] is None:
+            gradients[index] = np.zeros((owner.shape[0], hidden[index].low.shape[1]))
+            continue
         layer = network.layers[index]
-        adjoint_through = adjoint @ layer.weight.T + layer.bias
-        coefficients, positive, slope, intercept = saved[top - index]
+        adjoint_through = network.gather(index, adjoints) @ layer.weight.T + layer.bias
+        drop_read(network, index, readers, adjoints)
+        coefficients, positive, slope, intercept = saved[index]
         gradients[index] = np.where(positive, adjoint_through * coefficients, 0.0)
-        adjoint = adjoint_through * slope + np.where(coefficients < 0.0, intercept, 0.0)
-    return bound, gradients, adjoint
+        adjoints[index + 1] = adjoint_through * slope + np.where(coefficients < 0.0, intercept, 0.0)
+    return bound, gradients, network.gather(last, adjoints)
 
 
 def optimised_disjunct_bounds(
