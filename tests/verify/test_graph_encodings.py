@@ -18,7 +18,6 @@ SMT-LIB text is pinned by a golden file beside the chain goldens
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import itertools
 from fractions import Fraction
@@ -313,36 +312,6 @@ def test_validation_on_a_graph_accepts_a_tie_only_where_the_row_is_not_strict(se
 # --- the Z3 engine ------------------------------------------------------------------
 
 
-@functools.cache
-def _falsify_reads_graphs() -> bool:
-    """True when the falsifier (run first by every `check` engine) and its local search work on a graph network."""
-    from certfsm.verify import _falsify
-
-    network, prop = graph_problem(0, "sat")
-    try:
-        _falsify.falsify(network, prop, 0.01, 0)
-        _falsify.local_search(network, prop, prop.lower[None], 2)
-    except ValueError:
-        return False
-    return True
-
-
-def engine_answer(call):
-    """`call()`, or an expected failure when it fails only because the falsifier cannot walk a graph yet.
-
-    verify/_falsify.py walks a chain only (its graph support is another
-    change): every `check` engine falsifies first, and validation deepens
-    a point that only the floats accept with its local search. Once it
-    reads graphs, any failure fails the test.
-    """
-    try:
-        return call()
-    except ValueError as error:
-        if _falsify_reads_graphs():
-            raise
-        pytest.xfail(f"verify/_falsify.py does not walk graph networks yet: {error}")
-
-
 def _check_violation(network: Network, prop: Property, result) -> None:
     assert result.verdict == "violated", result.reason
     assert validate_counterexample(network, prop, result.counterexample).ok
@@ -355,7 +324,7 @@ def test_z3_engine_proves_and_refutes_graphs(seed, expected):
     from certfsm.verify import _z3
 
     network, prop = graph_problem(seed, expected)
-    result = engine_answer(lambda: _z3.check(network, prop, TIMEOUT))
+    result = _z3.check(network, prop, TIMEOUT)
     if expected == "unsat":
         assert result.verdict == "proved", result.reason
     else:
@@ -366,7 +335,7 @@ def test_z3_engine_proves_and_refutes_graphs(seed, expected):
 def test_check_with_engine_z3_on_graphs(seed):
     for expected in ("sat", "unsat"):
         network, prop = graph_problem(seed, expected)
-        result = engine_answer(lambda: check(network, prop, engine="z3", timeout=TIMEOUT))
+        result = check(network, prop, engine="z3", timeout=TIMEOUT)
         if expected == "unsat":
             assert (result.verdict, result.engine) == ("proved", "z3"), result.reason
         else:
@@ -406,11 +375,11 @@ def test_marabou_decides_graphs_and_never_contradicts_sampling_or_z3(seed, expec
 
     marabou = _marabou()
     network, prop = graph_problem(seed, expected)
-    result = engine_answer(lambda: marabou.check(network, prop, TIMEOUT, isolate=isolate))
+    result = marabou.check(network, prop, TIMEOUT, isolate=isolate)
     sampled_unsafe = bool(np.any(prop.is_unsafe(network.evaluate(_dense_samples(prop)))))
     if sampled_unsafe:
         assert result.verdict != "proved", f"Marabou proved what sampling violates: {result.reason}"
-    exact = engine_answer(lambda: _z3.check(network, prop, TIMEOUT)).verdict
+    exact = _z3.check(network, prop, TIMEOUT).verdict
     assert {result.verdict, exact} != {"proved", "violated"}, f"Marabou said {result.verdict}, Z3 {exact}"
     if expected == "sat":
         _check_violation(network, prop, result)
@@ -428,7 +397,7 @@ def test_a_graph_report_says_how_the_network_is_wired_and_rechecks(tmp_path):
 
     problems = [graph_problem(1, "sat"), graph_problem(1, "unsat")]
     network = problems[0][0]
-    results = [engine_answer(lambda: _z3.check(network, prop, TIMEOUT)) for _, prop in problems]
+    results = [_z3.check(network, prop, TIMEOUT) for _, prop in problems]
     assert [r.verdict for r in results] == ["violated", "proved"]
     summary = write_report(
         tmp_path / "r",
