@@ -20,6 +20,9 @@ less interesting but never gives a wrong expectation.
 - ``encoding``: networks written with every ONNX encoding certfsm folds
   (Gemm transB 0/1, alpha/beta, MatMul+Add, Sub/Div/Mul normalisation,
   Flatten/Reshape), with near-miss thresholds.
+- ``graph``: graph-shaped networks (layers that read the input or earlier
+  layers beside the one before), written with Concat, branches summed by
+  Add, or Split, Slice and Concat, with near-miss thresholds.
 
 `generate(family, seed)` is the plain entry point; `instances()` is the
 hypothesis strategy over (family, seed), so a failure prints the call that
@@ -39,9 +42,19 @@ import onnx
 from hypothesis import strategies as st
 
 import soundness_oracle as oracle
-from soundness_networks import LAYER_ENCODINGS, NORMALISATIONS, WRAPPERS, Encoding, join, layer, random_layers, to_onnx
+from soundness_networks import (
+    LAYER_ENCODINGS,
+    NORMALISATIONS,
+    WRAPPERS,
+    Encoding,
+    graph_to_onnx,
+    join,
+    layer,
+    random_layers,
+    to_onnx,
+)
 
-FAMILIES = ("bump", "nearmiss", "tie", "decimal", "encoding")
+FAMILIES = ("bump", "nearmiss", "tie", "decimal", "encoding", "graph")
 ZOOM = 2**13
 """Each of the two zoom layers of a gadget scales by this: the gadget's radius is 1/ZOOM**2 = 2^-26 (1.5e-8)."""
 
@@ -320,4 +333,28 @@ def _encoding(rng):
     return f"{normalisation}-{encoding.wrapper}-{'+'.join(encoding.layers)}-{variant}", model, text
 
 
-_BUILDERS = {"bump": _bump, "nearmiss": _nearmiss, "tie": _tie, "decimal": _decimal, "encoding": _encoding}
+def _graph(rng):
+    """A network whose layers read the input or earlier layers too, written with graph operators; near-miss threshold."""
+    n_in, n_out = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    hidden = [int(rng.integers(3, 6)) for _ in range(int(rng.integers(1, 4)))]
+    sizes = [n_in] + hidden
+    reads = [tuple(sorted({k} | {r for r in range(k) if rng.random() < 0.5})) for k in range(len(hidden) + 1)]
+    if all(len(chosen) == 1 for chosen in reads):
+        reads[-1] = (0, len(hidden))
+    layers = tuple(
+        random_layers(rng, [sum(sizes[r] for r in chosen), width])[0] for chosen, width in zip(reads, hidden + [n_out])
+    )
+    lower, upper = _box(rng, n_in)
+    model = graph_to_onnx(rng, layers, tuple(reads))
+    variant, model, text = _beside_extreme(rng, model, lower, upper, n_out, digits=int(rng.choice([6, 9, 12])))
+    return f"{'-'.join(''.join(map(str, chosen)) for chosen in reads)}-{variant}", model, text
+
+
+_BUILDERS = {
+    "bump": _bump,
+    "nearmiss": _nearmiss,
+    "tie": _tie,
+    "decimal": _decimal,
+    "encoding": _encoding,
+    "graph": _graph,
+}

@@ -159,3 +159,77 @@ class _Writer:
             product = self.node("MatMul", [current, self.constant(weight.T.copy())])
             return self.node("Add", [product, self.constant(bias)])
         raise ValueError(f"layer encoding {kind!r} is not one of {LAYER_ENCODINGS}")
+
+
+GRAPH_JOINS = ("concat", "sum", "split_concat")
+"""How a layer that reads several activations is written: Concat then one Gemm; one Gemm per activation, the
+branches summed with Add; or its input Split into pieces and joined again through Slice and Concat."""
+
+
+def graph_to_onnx(
+    rng: np.random.Generator, layers: tuple[Layer, ...], reads: tuple[tuple[int, ...], ...]
+) -> onnx.ModelProto:
+    """An opset-13 model of a graph network (layer k reads the activations `reads[k]`, 0 the input), joins at random.
+
+    Whatever the join, the model computes weight @ concat(activations) + bias
+    per layer with float32 constants; the oracle reads the file, so the
+    expected answers never depend on this plan.
+    """
+    writer = _Writer()
+    activations = ["X"]
+    for index, ((weight, bias), chosen) in enumerate(zip(layers, reads)):
+        parts = [activations[r] for r in chosen]
+        widths = [_width(layers, r) for r in chosen]
+        join = str(rng.choice(GRAPH_JOINS)) if len(parts) > 1 else "concat"
+        if join == "sum":
+            starts = np.cumsum([0] + widths)
+            branches = [
+                writer.node("MatMul", [part, writer.constant(weight[:, a:b].T.copy())])
+                for part, a, b in zip(parts, starts[:-1], starts[1:])
+            ]
+            current = branches[0]
+            for branch in branches[1:]:
+                current = writer.node("Add", [current, branch])
+            current = writer.node("Add", [current, writer.constant(bias)])
+        else:
+            joined = parts[0] if len(parts) == 1 else writer.node("Concat", parts, axis=1)
+            if join == "split_concat":
+                joined = _reversed_halves(writer, joined, sum(widths))
+                half = sum(widths) // 2
+                weight = np.hstack([weight[:, half:], weight[:, :half]])
+            current = writer.dense(joined, weight, bias, "gemm_transB", (1.0, 1.0))
+        if index < len(layers) - 1:
+            current = writer.node("Relu", [current])
+            activations.append(current)
+    writer.nodes[-1].output[0] = "Y"
+    n_in, n_out = layers[0][0].shape[1], layers[-1][0].shape[0]
+    graph = helper.make_graph(
+        writer.nodes,
+        "graph",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, n_in])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, n_out])],
+        writer.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="certfsm-tests")
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    return model
+
+
+def _width(layers: tuple[Layer, ...], activation: int) -> int:
+    """The width of an activation: the first layer's input for 0, else hidden layer activation - 1's output."""
+    return layers[activation - 1][0].shape[0] if activation else layers[0][0].shape[1]
+
+
+def _reversed_halves(writer: _Writer, tensor: str, width: int) -> str:
+    """The tensor [1, width] with its two halves swapped, through Split, Slice and Concat (the weights follow)."""
+    half = width // 2
+    low = f"{tensor}_low"
+    sizes = writer.constant(np.array([half, width - half], dtype=np.int64))
+    split = helper.make_node(
+        "Split", [tensor, sizes], [low, f"{tensor}_high"], name=f"split{len(writer.nodes)}", axis=1
+    )
+    writer.nodes.append(split)  # its second output goes unused: the Slice below takes the same values
+    bounds = [writer.constant(np.array([v], dtype=np.int64)) for v in (half, 2**62, 1)]
+    tail = writer.node("Slice", [tensor, *bounds])
+    return writer.node("Concat", [tail, low], axis=1)

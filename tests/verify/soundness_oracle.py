@@ -107,6 +107,12 @@ def outputs(model: onnx.ModelProto, inputs: Sequence, arithmetic) -> list:
             raw[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
             continue
         operands = [_operand(name, values, raw, arithmetic) for name in node.input]
+        if node.op_type == "Split":
+            axis = _attributes(node).get("axis", 0)
+            sizes = np.asarray(operands[1]).reshape(-1)
+            for name, part in zip(node.output, np.split(operands[0], np.cumsum(sizes)[:-1], axis=axis)):
+                values[name] = part
+            continue
         values[node.output[0]] = _apply(node, operands, arithmetic)
     return list(values[graph.output[0].name].reshape(-1))
 
@@ -144,6 +150,21 @@ def _elementwise(function, *arrays) -> np.ndarray:
     return np.frompyfunc(function, len(arrays), 1)(*arrays)
 
 
+def _slice_operands(operands: list) -> tuple:
+    starts, ends = (np.asarray(o).reshape(-1).tolist() for o in operands[1:3])
+    axes = (
+        np.asarray(operands[3]).reshape(-1).tolist()
+        if len(operands) > 3 and operands[3] is not None
+        else list(range(len(starts)))
+    )
+    steps = (
+        np.asarray(operands[4]).reshape(-1).tolist()
+        if len(operands) > 4 and operands[4] is not None
+        else [1] * len(axes)
+    )
+    return starts, ends, axes, steps
+
+
 def _apply(node, operands: list, arithmetic) -> np.ndarray:
     op, attributes = node.op_type, _attributes(node)
     if op == "Relu":
@@ -166,6 +187,18 @@ def _apply(node, operands: list, arithmetic) -> np.ndarray:
         return product
     if op == "Identity":
         return operands[0]
+    if op == "Neg":
+        return _elementwise(operator.neg, operands[0])
+    if op == "Concat":
+        return np.concatenate([o for o in operands if o is not None], axis=attributes["axis"])
+    if op == "Slice":
+        data, (starts, ends, axes, steps) = operands[0], _slice_operands(operands)
+        slices = [slice(None)] * data.ndim
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            slices[axis] = slice(start, end, step)
+        return data[tuple(slices)]
+    if op == "Gather":
+        return np.take(operands[0], np.asarray(operands[1]), axis=attributes.get("axis", 0))
     if op == "Flatten":
         data, axis = operands[0], attributes.get("axis", 1)
         axis = axis + data.ndim if axis < 0 else axis

@@ -152,6 +152,20 @@ DEEP = _net(([[1]], [0]), ([[1]], [-0.5]), ([[1]], [0]))
 BUMPY = _net(([[1.5, -1], [-2, -1], [-0.5, 1.5], [0, -2]], [-0.5, 0.5, 1, 0.5]), ([[2, -1.5, 1.5, -2]], [0]))
 
 
+# graphs: y = x0 - relu(x0) = min(x0, 0), the output reads the input beside the hidden layer
+SKIP_MIN = Network(
+    (_layer([[1, 0]], [0], "relu x0"), AffineLayer(np.array([[1.0, 0.0, -1.0]]), np.zeros(1), "skip", reads=(0, 1)))
+)
+# y = |x0 - x1| + relu(x1 - 0.5) - x1: the second hidden layer reads the input too, the output both layers
+MERGED = Network(
+    (
+        _layer([[1, -1], [-1, 1]], [0, 0], "abs parts"),
+        AffineLayer(np.array([[0.0, 1.0, 0.0, 0.0]]), np.array([-0.5]), "x1 - 0.5", reads=(0, 1)),
+        AffineLayer(np.array([[0.0, -1.0, 1.0, 1.0, 1.0]]), np.zeros(1), "sum", reads=(0, 1, 2)),
+    )
+)
+
+
 def _ge(value: float, index: int = 0, n: int = 1) -> Conjunction:
     row = np.zeros(n)
     row[index] = -1.0
@@ -209,6 +223,13 @@ CASES = (
     Case("deep-above-maximum", DEEP, _prop(0, 1, _ge(0.625)), "proved"),
     Case("bumpy-below-its-maximum-after-splitting", BUMPY, _prop([0, 0], [1, 1], _ge(3.875)), "proved"),
     Case("bumpy-reaches", BUMPY, _prop([0, 0], [1, 1], _ge(3.5)), "violated"),
+    Case("graph-skip-never-positive", SKIP_MIN, _prop([-1, -1], [1, 1], _ge(0.125)), "proved"),
+    Case("graph-skip-zero-reached", SKIP_MIN, _prop([-1, -1], [1, 1], _ge(0.0)), "violated"),
+    Case("graph-skip-minimum-at-corner", SKIP_MIN, _prop([-1, -1], [1, 1], _le(-1.0)), "violated"),
+    # MERGED on [0, 1]^2: |x0 - x1| - x1 + relu(x1 - 0.5); at most 1 (x0 = 1, x1 = 0), at least -0.5 (x0 = x1 = 0.5)
+    Case("graph-merged-above-maximum", MERGED, _prop([0, 0], [1, 1], _ge(1.125)), "proved"),
+    Case("graph-merged-maximum-reached", MERGED, _prop([0, 0], [1, 1], _ge(1.0)), "violated"),
+    Case("graph-merged-below-minimum", MERGED, _prop([0, 0], [1, 1], _le(-0.625)), "proved"),
 )
 
 
@@ -288,11 +309,16 @@ def _dyadic(low: int, high: int) -> st.SearchStrategy[float]:
 def random_problems(draw) -> tuple[Network, Property]:
     n_inputs = draw(st.integers(2, 3))
     sizes = [n_inputs] + draw(st.lists(st.integers(2, 6), min_size=1, max_size=2)) + [draw(st.integers(1, 3))]
+    is_graph = draw(st.booleans())
     layers = []
-    for index, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+    for index, n_out in enumerate(sizes[1:]):
+        reads = (index,)
+        if is_graph:  # a graph: each layer may also read the input and any earlier layer (skips, merged branches)
+            reads = tuple(r for r in range(index) if draw(st.booleans())) + (index,)
+        n_in = sum(sizes[r] for r in reads)
         weight = draw(st.lists(_dyadic(-4, 4), min_size=n_in * n_out, max_size=n_in * n_out))
         bias = draw(st.lists(_dyadic(-4, 4), min_size=n_out, max_size=n_out))
-        layers.append(AffineLayer(np.reshape(weight, (n_out, n_in)), bias, f"layer{index}"))
+        layers.append(AffineLayer(np.reshape(weight, (n_out, n_in)), bias, f"layer{index}", reads=reads))
     network = Network(tuple(layers))
     lower = np.array(draw(st.lists(st.integers(-8, 8), min_size=n_inputs, max_size=n_inputs))) / 4
     width = np.array(draw(st.lists(st.integers(0, 8), min_size=n_inputs, max_size=n_inputs))) / 4
