@@ -7,6 +7,11 @@ a case split only on the unstable ones. Marabou answers UNSAT wrongly on
 small queries (`_marabou`'s docstring; docs/semantics.md, "Verdicts"),
 so its UNSAT never closes a box alone:
 
+- a network of at most `LP_NETWORK` ReLUs and at least `LP_INPUTS`
+  inputs (`uses_lp`): ReLU splitting with linear
+  programs whose bounds are checked exactly by duality (`_lp`) first,
+  with `LP_SHARE` of the time: it follows the network's pieces where a
+  thin margin along a surface defeats input splitting and Z3 alike;
 - few unstable ReLUs (`Z3_FIRST_UNSTABLE`), or a small network
   (`Z3_FIRST_NETWORK` ReLUs in all): Z3 decides the box directly;
 - more: Marabou first, for its speed at finding witnesses (a SAT answer
@@ -39,6 +44,12 @@ on the 7-input random controller of `bench/controllers.py`, boxes with 10 to 12 
 5 to 210 s each (the stable ReLUs' float32 rationals grow in the simplex too), while splitting them further
 with bounds first decided the same cells in 0.01 to 0.1 s."""
 MARABOU_SHARE = 0.5
+LP_NETWORK = 256
+"""Networks up to this many ReLUs get the LP engine first: each program is solved in floats and its bound
+recomputed in rationals, which costs about a millisecond per weight (cersyve's 68 ReLUs: 15 ms a program)."""
+LP_SHARE = 0.5
+LP_INPUTS = 3
+LP_NODES = 4000
 
 
 def phases_of(hidden: np.ndarray) -> np.ndarray:
@@ -48,6 +59,19 @@ def phases_of(hidden: np.ndarray) -> np.ndarray:
     """
     low, high = hidden[0], hidden[1]
     return np.where(low >= 0.0, 1, np.where(high <= 0.0, -1, 0)).astype(np.int8)
+
+
+def uses_lp(network: Network) -> bool:
+    """True when boxes of this network go to the LP engine first: at most `LP_NETWORK` ReLUs, at least
+    `LP_INPUTS` inputs (with one or two, input splitting closes a thin margin along a curve quickly: the TLL
+    controllers of ../shared/benchmarks/rl took 20 times longer through the LP engine) and scipy importable."""
+    import importlib.util
+
+    return (
+        sum(network.hidden_sizes) <= LP_NETWORK
+        and network.n_inputs >= LP_INPUTS
+        and importlib.util.find_spec("scipy") is not None
+    )
 
 
 def available() -> tuple[bool, bool]:
@@ -75,6 +99,13 @@ def decide_box(
     stats = {"unstable": unstable}
     if not has_z3 and not has_marabou:
         return Result(UNKNOWN, "none", 0.0, reason="neither z3 nor maraboupy can be imported", stats=stats)
+    if uses_lp(network):
+        from . import _lp
+
+        answer = _lp.check_box(network, prop, seconds * LP_SHARE, LP_NODES)
+        if answer.verdict != UNKNOWN:
+            return _with_stats(answer, "lp", stats)
+        seconds -= time.monotonic() - started
     is_small = sum(network.hidden_sizes) <= Z3_FIRST_NETWORK
     if has_z3 and (unstable <= Z3_FIRST_UNSTABLE or is_small or not has_marabou or rlimit is not None):
         return _with_stats(_z3.check(network, prop, seconds, phases, rlimit), "z3", stats)

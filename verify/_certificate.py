@@ -198,6 +198,11 @@ def proof_documents(
             raise NoCertificate(f"a box of disjunct {disjunct} closed without recorded evidence")
         if not mine:
             raise NoCertificate(f"no box of disjunct {disjunct} was recorded closed")
+        if any(c.evidence[0] == "lp" for c in mine):
+            raise NoCertificate(
+                f"a box of disjunct {disjunct} was closed by ReLU splitting with exact LP bounds, "
+                "whose evidence the checker does not read yet"
+            )
         lowers = np.array([c.lower for c in mine])
         uppers = np.array([c.upper for c in mine])
         root, order = _tree(prop, lowers, uppers, cuts)

@@ -142,6 +142,7 @@ def _marabou_first(monkeypatch):
     monkeypatch.setattr(_check, "ENGINE_DEPTH", 0)
     monkeypatch.setattr(_box_engine, "Z3_FIRST_UNSTABLE", -1)
     monkeypatch.setattr(_box_engine, "Z3_FIRST_NETWORK", 0)
+    monkeypatch.setattr(_box_engine, "LP_NETWORK", -1)
 
 
 @needs_marabou
