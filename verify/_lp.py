@@ -229,56 +229,42 @@ def check_box(network: Network, prop: Property, seconds: float, max_nodes: int =
     lower, upper = prop.lower[None], prop.upper[None]
     box = (prop.exact_lower, prop.exact_upper)
     nodes = 0
+
+    def answer(verdict: str, reason: str = "", x: np.ndarray | None = None) -> Result:
+        seconds = time.monotonic() - started
+        return Result(verdict, ENGINE, seconds, reason=reason, counterexample=x, stats={"lp_nodes": nodes})
+
     for index, conjunction in enumerate(prop.unsafe):
         stack = [_Node({})]
         while stack:
             if time.monotonic() > deadline or nodes >= max_nodes:
-                return Result(
-                    UNKNOWN,
-                    ENGINE,
-                    time.monotonic() - started,
-                    reason=f"ReLU splitting left unsafe[{index}] open after {nodes} linear programs",
-                    stats={"lp_nodes": nodes},
-                )
+                return answer(UNKNOWN, f"ReLU splitting left unsafe[{index}] open after {nodes} linear programs")
             node = stack.pop()
             nodes += 1
             known = _split_bounds(network, lower, upper, node.splits)
             low, high = known[0, 0], known[0, 1]
+            if np.any(low > high):  # sound bounds meet no point with these phases: nothing to refute there
+                continue
             rows, bounds, t = _program(network, box, low, high, node.splits, conjunction)
             status, solution, upper_duals, equal_duals = _solve(rows, bounds, t)
             if status == 2 and _proved_empty(rows, bounds):
                 continue
             if status != 0:
-                return Result(
+                return answer(
                     UNKNOWN,
-                    ENGINE,
-                    time.monotonic() - started,
-                    reason=f"the linear program of unsafe[{index}] with {len(node.splits)} split ReLUs "
+                    f"the linear program of unsafe[{index}] with {len(node.splits)} split ReLUs "
                     f"could not be solved (HiGHS status {status})",
-                    stats={"lp_nodes": nodes},
                 )
             if _exact_bound(rows, bounds, t, upper_duals, equal_duals) > 0:
                 continue
             x = np.clip(solution[: network.n_inputs], prop.lower, prop.upper)
             if prop.unsafe_slack(network.evaluate(x[None]))[0] >= 0.0 and validate_counterexample(network, prop, x).ok:
-                return Result(VIOLATED, ENGINE, time.monotonic() - started, counterexample=x, stats={"lp_nodes": nodes})
+                return answer(VIOLATED, "a linear program's point is a validated counterexample", x)
             choice = _branch(network, solution, low, high, node.splits)
             if choice is None:
-                return Result(
-                    UNKNOWN,
-                    ENGINE,
-                    time.monotonic() - started,
-                    reason=f"every ReLU of unsafe[{index}]'s program is split and its bound is not above 0",
-                    stats={"lp_nodes": nodes},
-                )
+                return answer(UNKNOWN, f"every ReLU of unsafe[{index}]'s program is split and its bound is not above 0")
             stack += [_Node({**node.splits, choice: -1}), _Node({**node.splits, choice: 1})]
-    return Result(
-        PROVED,
-        ENGINE,
-        time.monotonic() - started,
-        reason=f"exact LP bounds refute every disjunct after ReLU splitting ({nodes} linear programs)",
-        stats={"lp_nodes": nodes},
-    )
+    return answer(PROVED, f"exact LP bounds refute every disjunct after ReLU splitting ({nodes} linear programs)")
 
 
 def _split_bounds(network: Network, lower, upper, splits: dict[int, int]) -> np.ndarray:
