@@ -475,3 +475,27 @@ def test_a_grid_beyond_the_table_limit_is_refused_before_any_work(monkeypatch):
         r"at most 15; give fewer bins or edges$",
     ):
         distill(spec, slanted_network(), jobs=1)
+
+
+# ------------------------------------------------------------- graph controllers
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_graph_controller_distils_and_every_exact_cell_agrees_with_dense_sampling(seed):
+    """Layers that read the input and earlier layers (a skip, merged branches): the cells go through the same engines."""
+    from graph_networks import random_graph
+
+    network = random_graph(np.random.default_rng(seed), 2, [4, 3], 3, skip=0.7, grid=0.25).replace(input_name="x")
+    assert not network.is_chain
+    spec = tiny_spec([-1.0, -0.3, 0.2, 1.0], x1_edges=(-1.0, 0.0, 0.5, 1.0))
+    result = distill(spec, network, jobs=1, per_cell_timeout=2, seed=seed)
+    grid = result.table.grid
+    rng = np.random.default_rng(seed)
+    assert np.count_nonzero(result.table.status == EXACT) >= 1
+    for cell in range(grid.n_cells):
+        lower, upper = grid.cell_bounds(cell)
+        if result.table.status[cell] == EXACT:
+            x = lower + rng.uniform(size=(2000, 2)) * (upper - lower)
+            assert np.all(decisions(spec, network, x) == result.table.proposal[cell])
+        elif cell in result.witnesses:
+            assert_witness_valid(spec, network, result, cell)
