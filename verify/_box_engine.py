@@ -62,13 +62,19 @@ def phases_of(hidden: np.ndarray) -> np.ndarray:
 
 
 def uses_lp(network: Network) -> bool:
-    """True when boxes of this network go to the LP engine first: at most `LP_NETWORK` ReLUs, at least
-    `LP_INPUTS` inputs (with one or two, input splitting closes a thin margin along a curve quickly: the TLL
-    controllers of ../shared/benchmarks/rl took 20 times longer through the LP engine) and scipy importable."""
+    """True when boxes of this network go to the LP engine first.
+
+    More than `Z3_FIRST_NETWORK` ReLUs (below that Z3 decides boxes in a
+    fraction of a second, and its proofs carry a certificate, which the LP
+    engine's do not yet), at most `LP_NETWORK`, at least `LP_INPUTS` inputs
+    (with one or two, input splitting closes a thin margin along a curve
+    quickly: the TLL controllers of ../shared/benchmarks/rl took 20 times
+    longer through the LP engine), and scipy importable.
+    """
     import importlib.util
 
     return (
-        sum(network.hidden_sizes) <= LP_NETWORK
+        Z3_FIRST_NETWORK < sum(network.hidden_sizes) <= LP_NETWORK
         and network.n_inputs >= LP_INPUTS
         and importlib.util.find_spec("scipy") is not None
     )
