@@ -112,13 +112,20 @@ def witness_holds(folder: Path, row: dict, results_folder: Path) -> bool:
 
 
 def published(folder: Path) -> dict:
-    """Per tool: (solved, total raw seconds, total seconds without start-up) from published_times.csv."""
+    """Per tool: (solved, total raw seconds, total seconds without start-up) from published_times.csv.
+
+    Only the newest competition run in the file counts (a list answered
+    in two years, as linearizenn's, would otherwise count its shared
+    instances twice).
+    """
     path = folder / "published_times.csv"
     if not path.exists():
         return {}
+    rows = list(csv.DictReader(path.open()))
+    newest = max(row.get("results_run", "") for row in rows)
     totals: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0])
-    for row in csv.DictReader(path.open()):
-        if row.get("scored", "yes") != "yes":
+    for row in rows:
+        if row.get("scored", "yes") != "yes" or row.get("results_run", "") != newest:
             continue
         entry = totals[row["tool"]]
         entry[0] += row["result"] in SOLVED
@@ -147,7 +154,7 @@ def main() -> None:
     for name in arguments.folders:
         tools = published(folder_of(name))
         if tools:
-            print(f"\n{name}, published (VNN-COMP): tool, solved, total raw (s), total without start-up (s)")
+            print(f"\n{name}, published (newest run): tool, solved, total raw (s), total without start-up (s)")
             for tool, (solved, raw, net) in sorted(tools.items(), key=lambda item: (-item[1][0], item[1][1])):
                 print(f"  {tool:18} {solved:4d} {raw:10.1f} {net:10.1f}")
         for onnx_path, vnnlib, verdict, reason in results[name]["open_rows"]:
