@@ -10,21 +10,30 @@ import numpy as np
 
 
 def onnx_bytes(network):
-    """`network` as an ONNX model of Gemm and Relu nodes, float32 weights (the loader reads it back as `network`)."""
+    """`network` as an ONNX model of Gemm and Relu nodes, float32 weights (the loader reads it back as `network`).
+
+    A layer that reads several activations (a graph) gets them through a Concat.
+    """
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    nodes, weights, current = [], [], network.input_name
+    nodes, weights, activations = [], [], [network.input_name]
     for index, layer in enumerate(network.layers):
         weights += [
             numpy_helper.from_array(layer.weight.astype(np.float32), f"w{index}"),
             numpy_helper.from_array(layer.bias.astype(np.float32), f"b{index}"),
         ]
+        read = [activations[r] for r in network.reads[index]]
+        current = read[0]
+        if len(read) > 1:
+            current = f"concat{index}"
+            nodes.append(helper.make_node("Concat", read, [current], axis=1))
         nodes.append(helper.make_node("Gemm", [current, f"w{index}", f"b{index}"], [f"gemm{index}"], transB=1))
         current = f"gemm{index}"
         if index < len(network.layers) - 1:
             nodes.append(helper.make_node("Relu", [current], [f"relu{index}"]))
             current = f"relu{index}"
+            activations.append(current)
     graph = helper.make_graph(
         nodes,
         "tiny",

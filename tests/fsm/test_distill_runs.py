@@ -257,3 +257,36 @@ def test_strict_must_be_a_bool(tmp_path):
     spec = load_spec(write_spec(tmp_path))
     with pytest.raises(Exception, match=r"^strict='yes' is not True or False; give strict=True or strict=False$"):
         distill_controller(spec, out=tmp_path / "c.cfsm", report=tmp_path / "r", strict="yes")
+
+
+# ------------------------------------------------------------- a graph controller, as a user meets it
+
+
+def graph_network():
+    """The boundary network with its output layer reading the input beside the hidden layer: A also gains x1."""
+    hidden = AffineLayer(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([-0.5, 0.5]), "hidden")
+    out = AffineLayer(
+        np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.25, 4.0, -4.0], [0.0, 0.0, -4.0, 4.0]]),
+        np.zeros(3),
+        "out",
+        reads=(0, 1),
+    )
+    return Network((hidden, out), input_name="x")
+
+
+def test_a_graph_controller_distils_and_inspect_deep_re_proves_its_artifact(tmp_path):
+    from certfsm import load_onnx
+
+    spec = write_spec(tmp_path)
+    (tmp_path / "tiny.onnx").write_bytes(onnx_bytes(graph_network()))
+    assert not load_onnx(tmp_path / "tiny.onnx").is_chain
+    artifact = tmp_path / "g.cfsm"
+    code, out, err = run_main("distill", spec, "--out", artifact, "--report", tmp_path / "r", "--jobs", "1")
+    assert code == 0, out + err
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["model"]["reads"] == [[0], [0, 1]]
+    code, out, err = run_main(
+        "inspect", artifact, "--deep", "--model", tmp_path / "tiny.onnx", "--no-progress", "--jobs", "1"
+    )
+    assert code == 0, out + err
+    assert "deep:" in out and "FAILED" not in out
