@@ -57,6 +57,7 @@ SUPPORTED_OPS = (
     "Slice",
     "Split",
     "Gather",
+    "Shape",
     "Flatten",
     "Reshape",
     "Squeeze",
@@ -130,6 +131,10 @@ def network_from_graph(graph: onnx.GraphProto, where: str) -> Network:
             for output, value in zip(node.output, _fold_constant(node, constants, where, label)):
                 constants[output] = _Constant(output, f"output of {label}", value)
             continue
+        if node.op_type == "Shape":  # the data's shape is static here (one row), so it is a constant
+            dims = np.asarray(values[node.input[0]].shape, dtype=np.int64)
+            constants[node.output[0]] = _Constant(node.output[0], f"output of {label}", _shape_slice(node, dims))
+            continue
         name = node.name or f"{node.op_type}_{index}"
         results = _apply(node, name, label, values, constants, pre_activations)
         values.update(zip(node.output, results))
@@ -191,6 +196,12 @@ def _apply(
             "piecewise linear; certfsm supports Mul, Div, MatMul and Gemm of the data with constants"
         )
     return [fold_node(value, node, name, label, constants)]
+
+
+def _shape_slice(node: onnx.NodeProto, shape: np.ndarray) -> np.ndarray:
+    """Shape's output: the dimensions from its `start` to its `end` attribute (opset 15), all by default."""
+    attributes = {a.name: int(helper.get_attribute_value(a)) for a in node.attribute}
+    return shape[attributes.get("start", 0) : attributes.get("end", len(shape))]
 
 
 _SUMS = {

@@ -217,6 +217,10 @@ def read_model(path) -> list[tuple]:
                 names[node.output[0]] = numpy_helper.to_array(value) if hasattr(value, "dims") else np.array(value)
                 continue
             read = [names[n] if n else None for n in node.input]
+            if node.op_type == "Shape" and isinstance(read[0], tuple):  # one row: the shape is a constant
+                dims = np.array(read[0][1], dtype=np.int64)
+                names[node.output[0]] = dims[attributes.get("start", 0) : attributes.get("end", len(dims))]
+                continue
             names.update(zip(node.output, _read_node(node, read, attributes, emit, select)))
         except ModelError as error:
             raise ModelError(f"{where}: {error}") from None
@@ -243,8 +247,8 @@ def _read_node(node, read, attributes, emit, select) -> list:
     """The node's outputs (see `read_model`); a ModelError says why the node is not read."""
     op, data = node.op_type, [r for r in read if isinstance(r, tuple)]
     constants = [np.asarray(r, dtype=np.float64) for r in read if r is not None and not isinstance(r, tuple)]
-    if not data:
-        raise ModelError("reads no value made from the input; this checker folds no constants but Constant's")
+    if not data and op not in _SELECTIONS:
+        raise ModelError("reads no value made from the input; this checker folds only selections of constants")
     if op in _SELECTIONS:
 
         def constant(i):

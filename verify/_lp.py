@@ -93,14 +93,23 @@ def _columns(network: Network) -> list[np.ndarray]:
     return columns
 
 
-def _program(network: Network, prop_box, low, high, splits: dict[int, int], conjunction: Conjunction):
-    """The rows, variable bounds and objective of one node's program (see the module docstring), exactly."""
-    layers = _exact_layers(network)
+def _program(
+    network: Network, prop_box, low, high, splits: dict[int, int], conjunction: Conjunction, exact: bool = True
+):
+    """The rows, variable bounds and objective of one node's program (see the module docstring).
+
+    `exact`: in rationals, what the bound is computed on; else in floats,
+    the same program for the solver alone (building it in rationals for
+    every node cost more than solving it).
+    """
+    number = Fraction if exact else float
+    layers = _exact_layers(network) if exact else [(layer.weight, layer.bias) for layer in network.layers]
     columns = _columns(network)
     width = columns[-1][-1] + 2 if len(columns) > 1 else columns[0][-1] + 2
     t = width - 1
     rows = _Rows(width)
-    bounds: list[tuple[Fraction, Fraction]] = [(Fraction(lo), Fraction(hi)) for lo, hi in zip(*prop_box)]
+    bounds: list = [(number(lo), number(hi)) for lo, hi in zip(*prop_box)]
+    zero, one = number(0), number(1)
     neuron = 0
     for index in range(len(network.layers) - 1):
         weight, bias = layers[index]
@@ -108,34 +117,34 @@ def _program(network: Network, prop_box, low, high, splits: dict[int, int], conj
         for k in range(weight.shape[0]):
             z = {int(c): w for c, w in zip(reads, weight[k]) if w}
             a = int(columns[index + 1][k])
-            lo, hi = Fraction(float(low[neuron])), Fraction(float(high[neuron]))
+            lo, hi = number(float(low[neuron])), number(float(high[neuron]))
             phase = splits.get(neuron, 1 if lo >= 0 else -1 if hi <= 0 else 0)
             if phase < 0:
-                bounds.append((Fraction(0), Fraction(0)))
+                bounds.append((zero, zero))
                 if neuron in splits:
                     rows.add("upper", z, -bias[k])  # z <= 0
             elif phase > 0:
-                bounds.append((Fraction(0), max(hi, Fraction(0))))
-                rows.add("equal", {**{c: -w for c, w in z.items()}, a: Fraction(1)}, bias[k])  # a - z = 0
+                bounds.append((zero, max(hi, zero)))
+                rows.add("equal", {**{c: -w for c, w in z.items()}, a: one}, bias[k])  # a - z = 0
                 if neuron in splits:
                     rows.add("upper", {c: -w for c, w in z.items()}, bias[k])  # -z <= 0
             else:
-                bounds.append((Fraction(0), hi))
-                rows.add("upper", {**z, a: Fraction(-1)}, -bias[k])  # z - a <= 0
+                bounds.append((zero, hi))
+                rows.add("upper", {**z, a: -one}, -bias[k])  # z - a <= 0
                 slope = hi / (hi - lo)
                 line = {c: -slope * w for c, w in z.items()}
-                line[a] = Fraction(1)
+                line[a] = one
                 rows.add("upper", line, slope * bias[k] - slope * lo)  # a - s (z - l) <= 0
             neuron += 1
     weight, bias = layers[-1]
     reads = np.concatenate([columns[r] for r in network.reads[-1]])
     for row, rhs in zip(conjunction.A, conjunction.exact_b):
-        coefficients = np.array([Fraction(float(v)) for v in row], dtype=object)
+        coefficients = np.array([number(float(v)) for v in row], dtype=object if exact else float)
         through = coefficients @ weight
         line = {int(c): w for c, w in zip(reads, through) if w}
-        line[t] = Fraction(-1)
-        rows.add("upper", line, Fraction(rhs) - coefficients @ bias)  # A y - b - t <= 0
-    bounds.append((Fraction(-1), None))
+        line[t] = -one
+        rows.add("upper", line, number(rhs) - coefficients @ bias)  # A y - b - t <= 0
+    bounds.append((number(-1), None))
     return rows, bounds, t
 
 
@@ -245,9 +254,9 @@ def check_box(network: Network, prop: Property, seconds: float, max_nodes: int =
             low, high = known[0, 0], known[0, 1]
             if np.any(low > high):  # sound bounds meet no point with these phases: nothing to refute there
                 continue
-            rows, bounds, t = _program(network, box, low, high, node.splits, conjunction)
-            status, solution, upper_duals, equal_duals = _solve(rows, bounds, t)
-            if status == 2 and _proved_empty(rows, bounds):
+            program = (network, box, low, high, node.splits, conjunction)
+            status, solution, upper_duals, equal_duals = _solve(*_program(*program, exact=False))
+            if status == 2 and _proved_empty(*_program(*program)[:2]):
                 continue
             if status != 0:
                 return answer(
@@ -255,8 +264,8 @@ def check_box(network: Network, prop: Property, seconds: float, max_nodes: int =
                     f"the linear program of unsafe[{index}] with {len(node.splits)} split ReLUs "
                     f"could not be solved (HiGHS status {status})",
                 )
-            if _exact_bound(rows, bounds, t, upper_duals, equal_duals) > 0:
-                continue
+            if solution[-1] > 0.0 and _exact_bound(*_program(*program), upper_duals, equal_duals) > 0:
+                continue  # only where the floats say the piece closes are its rationals worth building
             x = np.clip(solution[: network.n_inputs], prop.lower, prop.upper)
             if prop.unsafe_slack(network.evaluate(x[None]))[0] >= 0.0 and validate_counterexample(network, prop, x).ok:
                 return answer(VIOLATED, "a linear program's point is a validated counterexample", x)

@@ -107,14 +107,24 @@ def split_and_gather(g: Graph) -> tuple[str, int]:
     return g.dense(g.node("Relu", [flat])[0], 9, 2, relu=False), 2
 
 
+def dynamic_flatten(g: Graph) -> tuple[str, int]:
+    """What older PyTorch exports write for x.view(x.size(0), -1): Shape, Gather, Unsqueeze and Concat fold to a
+    constant Reshape target, then a chain."""
+    batch = g.node("Gather", [g.node("Shape", ["x"])[0], g.weight(1, data=np.int64(0))], axis=0)[0]
+    target = g.node("Concat", [g.node("Unsqueeze", [batch, g.weight(1, data=[0])])[0], g.weight(1, data=[-1])], axis=0)
+    flat = g.node("Reshape", ["x", target[0]])[0]
+    return g.dense(g.dense(flat, 3, 5), 5, 2, relu=False), 2
+
+
 BUILDERS = {
     "chain": chain,
     "summed": summed_branches,
     "sliced": sliced_side_branch,
     "skip": skip_over_relus,
     "split": split_and_gather,
+    "shape": dynamic_flatten,
 }
-N_INPUTS = {"chain": 2, "summed": 3, "sliced": 4, "skip": 3, "split": 2}
+N_INPUTS = {"chain": 2, "summed": 3, "sliced": 4, "skip": 3, "split": 2, "shape": 3}
 
 
 def build(kind: str, path: Path, seed: int) -> Path:

@@ -125,6 +125,25 @@ def test_concat_along_the_first_axis_keeps_the_values_in_place(tmp_path):
     _assert_matches_file(tmp_path / "graph.onnx", network)
 
 
+def test_a_dynamic_flatten_through_shape_gather_and_concat_folds_to_constants(tmp_path):
+    """What older PyTorch exports write for x.view(x.size(0), -1): Shape, Gather, Unsqueeze, Concat, Reshape."""
+    rng, inits = np.random.default_rng(5), [_init("zero", 0, np.int64), _init("minus_one", [-1], np.int64)]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], name="batch", axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes0"], ["batch1"], name="unsqueeze"),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat"], name="flat"),
+        _gemm("a", "flat", "a", rng, 4, 3, inits),
+        helper.make_node("Relu", ["a"], ["r"], name="relu"),
+        _gemm("out", "r", "y", rng, 3, 2, inits),
+    ]
+    inits.append(_init("axes0", [0], np.int64))
+    network = load_onnx(_model(tmp_path, nodes, inits))
+    assert network.is_chain and network.hidden_sizes == (3,)
+    _assert_matches_file(tmp_path / "graph.onnx", network)
+
+
 def test_hidden_layers_group_relu_nodes_by_depth_in_node_order(tmp_path):
     """The numbering certificates use: depth = most Relu nodes on a path from the input, itself included."""
     rng, inits = np.random.default_rng(4), []
