@@ -69,7 +69,9 @@ class TreeArrays:
 
     @property
     def largest(self) -> int:
-        return max([self.code(root) for root in self.roots] + [len(self.tests)])
+        """The largest code any array holds: a leaf's ROM address can sit under a split node, past every root's."""
+        children = [self.code(child) for _, low, high, _ in self.nodes for child in (low, high)]
+        return max([self.code(root) for root in self.roots] + children + [len(self.tests)])
 
 
 def print_tree_lookup(

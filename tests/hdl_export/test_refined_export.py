@@ -261,3 +261,12 @@ def test_the_export_commands_count_a_refined_tables_leaves(refined_coarse_artifa
     code, out, err = run_cli("export-verilog", refined_coarse_artifact, "--out", tmp_path / "v", "--random-steps", "0")
     assert code == 0 and f", 16 cells and {leaves} leaves, latency 2 cycles;" in out, out + err
     assert f"table: 16 cells and {leaves} leaves of refined cells x (3 token bits + 5 mask bits)" in out
+
+
+def test_the_c_arrays_type_fits_a_leaf_address_below_a_split_as_well_as_the_roots():
+    """A leaf's ROM address under a split node can exceed every root's code (a random refined machine once put 256
+    into a uint8_t array, which gcc -Werror refused); the arrays' type is chosen from every code they hold."""
+    from certfsm.hdl_export._c_trees import TreeArrays
+
+    trees = TreeArrays(nodes=((0, ("leaf", 300), ("leaf", 1), "cell 0: t"),), roots=(("split", 0),), tests=("t",))
+    assert trees.largest == 301
