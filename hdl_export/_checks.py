@@ -24,6 +24,9 @@ from pathlib import Path
 from . import _verilator_runtime
 
 ICE40_DEVICE = ("hx8k", "ct256")
+ICE40_LOGIC_CELLS = 7680
+"""Logic cells (a LUT4 and a flip-flop each) of the iCE40 HX8K: Lattice, iCE40 LP/HX Family Data Sheet (DS1040),
+Table 1.1. The RAM fit (`_targets`) is said before synthesis; this one after it, from the LUT4 count."""
 """iCE40 HX8K in the CT256 package: 32 block RAMs and 206 I/O, room for the example's 88 port bits."""
 
 _TIMEOUT = 1800
@@ -350,8 +353,13 @@ def synth_generic(folder: Path, module_file: str, top: str) -> Check:
     return _timed("synth_generic", work)
 
 
-def synth_ice40(folder: Path, module_file: str, top: str) -> Check:
-    """yosys `synth_ice40`: LUTs and block RAMs; writes the netlist nextpnr places."""
+def synth_ice40(folder: Path, module_file: str, top: str, logic_cells: int = ICE40_LOGIC_CELLS) -> Check:
+    """yosys `synth_ice40`: LUTs and block RAMs; writes the netlist nextpnr places.
+
+    Fails, saying so, when the LUT4s outnumber the device's `logic_cells`:
+    a refined table's leaf lookup can (the refined example needs about
+    17 000), and place and route would only fail later without the reason.
+    """
 
     def work():
         failed, stats = _yosys_stats(
@@ -361,15 +369,30 @@ def synth_ice40(folder: Path, module_file: str, top: str) -> Check:
             return failed
         by_type = stats.get("num_cells_by_type", {})
         luts, rams = int(by_type.get("SB_LUT4", 0)), int(by_type.get("SB_RAM40_4K", 0))
+        detail = f"{luts} LUT4, {rams} block RAMs (SB_RAM40_4K)"
+        if luts > logic_cells:
+            detail += (
+                f": more than the {logic_cells:,} logic cells of an iCE40 {ICE40_DEVICE[0].upper()}, so it does not "
+                "fit; a refined table's leaf lookup needs a larger device (an ECP5) or fewer leaves (a smaller "
+                "refine budget)"
+            )
         return Check(
             "synth_ice40",
-            luts > 0,
-            f"{luts} LUT4, {rams} block RAMs (SB_RAM40_4K)",
+            0 < luts <= logic_cells,
+            detail,
             {"luts": luts, "ram_blocks": rams, "cells": int(stats.get("num_cells", 0)), "cells_by_type": by_type},
             "synth-ice40.log",
         )
 
     return _timed("synth_ice40", work)
+
+
+def synthesize_and_place(folder: Path, module_file: str, top: str, logic_cells: int = ICE40_LOGIC_CELLS) -> tuple:
+    """(synth_ice40, place_and_route): placing is skipped, with synthesis' reason, when synthesis failed."""
+    synthesized = synth_ice40(folder, module_file, top, logic_cells)
+    if not synthesized.passed:
+        return synthesized, Check("place_and_route", False, f"not placed: synth_ice40 failed ({synthesized.detail})")
+    return synthesized, place_and_route(folder)
 
 
 def place_and_route(folder: Path) -> Check:

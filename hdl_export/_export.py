@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 from certfsm import SpecError
 from certfsm.machine import Machine
 
-from ._checks import Check, lint, place_and_route, simulate, synth_generic, synth_ice40, tool_versions
+from ._checks import Check, lint, simulate, synth_generic, synthesize_and_place, tool_versions
 from ._equivalence import equivalence_check
 from ._files import certified_machine, file_sha256, output_folder, spec_error_of
 from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
@@ -168,7 +168,7 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
                     synth_generic(folder, module_file.name, module_name),
                 )
             )
-            placed = pool.submit(lambda: (synth_ice40(folder, module_file.name, module_name), place_and_route(folder)))
+            placed = pool.submit(lambda: synthesize_and_place(folder, module_file.name, module_name))
             proved = pool.submit(lambda: (equivalence_check(machine, folder, module_file.name),))
             checks = simulated.result() + placed.result() + proved.result()
     files = {

