@@ -19,8 +19,9 @@ operators, Concat, Slice and ReLU folds exactly into this form: every
 value between ReLUs is an affine function of earlier activations
 (`certfsm._onnx_graph` builds it), so branches that are summed, skip
 connections and a plant model beside a policy are layers that read more
-than one activation. Engines walk activations forward with `gather` and
-push coefficients back with `scatter`.
+than one activation. Engines walk activations forward with `gather`
+(dropping what no later layer reads: `last_readers`, `release`) and push
+coefficients back with `scatter`.
 """
 
 from __future__ import annotations
@@ -199,17 +200,37 @@ class Network:
             return np.concatenate(parts, axis=-1)
         return [term for part in parts for term in part]
 
-    def scatter(self, index: int, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """Columns of `values` (last axis n_in of layer `index`) split per activation read: [(r, block), ...]."""
-        chosen = self.reads[index]
-        if len(chosen) == 1:
-            return [(chosen[0], values)]
-        result, start = [], 0
-        for r in chosen:
-            stop = start + self.activation_sizes[r]
-            result.append((r, values[..., start:stop]))
-            start = stop
-        return result
+    def scatter(self, index: int, values: np.ndarray, blocks: list[Any]) -> None:
+        """Add the columns of `values` (last axis n_in of layer `index`) into `blocks[r]`, per activation r read.
+
+        A block of no activation yet (None) stands for zeros; the first part
+        is stored as is, so a chain copies nothing. Never in place, because a
+        part may be a view of the caller's rows.
+        """
+        start = 0
+        for r in self.reads[index]:
+            part = values if len(self.reads[index]) == 1 else values[..., start : start + self.activation_sizes[r]]
+            start += self.activation_sizes[r]
+            blocks[r] = part if blocks[r] is None else blocks[r] + part
+
+    def last_readers(self, count: int | None = None) -> dict[int, int]:
+        """Activation -> the last of the first `count` layers (default: all) that reads it.
+
+        A walk up the layers drops an activation's arrays after that layer
+        (`release`): holding every layer's arrays until the end costs more
+        than the arithmetic on small networks (fresh memory each time, cache
+        misses), and so a chain holds no more than one layer's arrays at a
+        time.
+        """
+        count = len(self.layers) if count is None else count
+        return {r: index for index in range(count) for r in self.reads[index]}
+
+    def release(self, index: int, readers: dict[int, int], *held: list[Any]) -> None:
+        """Forget (set to None) in each list of `held` the activations whose last reader is layer `index`."""
+        for r in self.reads[index]:
+            if readers[r] == index:
+                for values in held:
+                    values[r] = None
 
     @property
     def n_inputs(self) -> int:

@@ -203,7 +203,7 @@ def _backward(
         owner = box[rows]
         offset = constants_out[rows]
         blocks: list[np.ndarray | None] = [None] * (top + 2)
-        add_blocks(blocks, network.scatter(top + 1, coefficients[rows]))
+        network.scatter(top + 1, coefficients[rows], blocks)
         for index in range(top, -1, -1):
             chunk, blocks[index + 1] = blocks[index + 1], None
             if chunk is None:
@@ -215,43 +215,10 @@ def _backward(
             chunk = (chunk - negative) * alpha[owner] + negative * below.upper_slope[owner]
             layer = network.layers[index]
             offset += chunk @ layer.bias
-            add_blocks(blocks, network.scatter(index, chunk @ layer.weight))
+            network.scatter(index, chunk @ layer.weight, blocks)
         coefficients_out[rows] = blocks[0]
         constants_out[rows] = offset
     return coefficients_out, constants_out
-
-
-def last_readers(network: Network, count: int | None = None) -> dict[int, int]:
-    """Activation -> the last of the first `count` layers (default: all) that reads it.
-
-    A walk up the layers drops an activation's arrays after that layer, and
-    a walk down takes each block out as it uses it: holding every layer's
-    arrays until the end costs more than the arithmetic on small networks
-    (fresh memory each time, cache misses), and so a chain holds no more
-    than one layer's arrays at a time.
-    """
-    count = len(network.layers) if count is None else count
-    return {r: index for index in range(count) for r in network.reads[index]}
-
-
-def drop_read(network: Network, index: int, readers: dict[int, int], *values: list) -> None:
-    """Forget (set to None) in each list of `values` the activations whose last reader is layer `index`."""
-    for r in network.reads[index]:
-        if readers[r] == index:
-            for held in values:
-                held[r] = None
-
-
-def add_blocks(blocks: list, parts: list[tuple[int, np.ndarray]]) -> None:
-    """Add each (activation, block) of `parts` into `blocks` (a new array where one is there, never in place).
-
-    A block of no activation yet (None) stands for zeros; the first part
-    is stored as is, so a chain copies nothing. Never in place, because a
-    part may be a view of the caller's rows.
-    """
-    for activation, part in parts:
-        held = blocks[activation]
-        blocks[activation] = part if held is None else held + part
 
 
 def _concretise_flat(
@@ -303,7 +270,7 @@ def preactivation_bounds(
     centre_1 = np.concatenate([centre, np.ones((batch, 1))], axis=1)
     radius_0 = np.concatenate([radius, np.zeros((batch, 1))], axis=1)
     reads = network.reads
-    last_reader = last_readers(network, len(network.layers) - 1)
+    last_reader = network.last_readers(len(network.layers) - 1)
     # per activation (0 the input): interval bounds, magnitude and the forward linear functions
     # (None once no later hidden layer reads them); the input's functions are the identity
     box_lows, box_highs = [lowers], [uppers]
@@ -319,7 +286,7 @@ def preactivation_bounds(
         mid = (box_low + box_high) / 2.0 @ layer.weight.T + layer.bias
         spread = (box_high - box_low) / 2.0 @ np.abs(layer.weight).T
         low_fn, high_fn = _forward_functions(network, index, function_lows, function_highs, batch)
-        drop_read(network, index, last_reader, box_lows, box_highs, magnitudes, function_lows, function_highs)
+        network.release(index, last_reader, box_lows, box_highs, magnitudes, function_lows, function_highs)
         forward_low = np.einsum("bik,bi->bk", low_fn, centre_1) - np.einsum("bik,bi->bk", np.abs(low_fn), radius_0)
         forward_high = np.einsum("bik,bi->bk", high_fn, centre_1) + np.einsum("bik,bi->bk", np.abs(high_fn), radius_0)
         low = np.maximum(mid - spread, forward_low)

@@ -36,7 +36,6 @@ import numpy as np
 
 from certfsm import Network
 
-from ._bounds import add_blocks, drop_read, last_readers
 from ._property import Property
 
 RANDOM_BATCH = 4096
@@ -54,10 +53,10 @@ def _forward(network: Network, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarr
     """Outputs (N, n_out) and the activation masks (N, n_k) of every hidden layer."""
     activations = [x]
     masks = []
-    readers = last_readers(network)
+    readers = network.last_readers()
     for index, layer in enumerate(network.layers):
         values = network.gather(index, activations) @ layer.weight.T + layer.bias
-        drop_read(network, index, readers, activations)
+        network.release(index, readers, activations)
         if index < len(network.layers) - 1:
             mask = values > 0.0
             masks.append(mask)
@@ -102,7 +101,7 @@ def slack_and_gradient(network: Network, prop: Property, x: np.ndarray) -> tuple
             continue
         if index < len(network.layers) - 1:
             gradient = gradient * masks[index]
-        add_blocks(gradients, network.scatter(index, gradient @ network.layers[index].weight))
+        network.scatter(index, gradient @ network.layers[index].weight, gradients)
     return slack, gradients[0]
 
 

@@ -58,9 +58,6 @@ from certfsm import EngineError, Network
 from ._bounds import (
     ROUNDING_TOLERANCE,
     LayerBounds,
-    add_blocks,
-    drop_read,
-    last_readers,
     output_magnitude,
     preactivation_bounds,
 )
@@ -96,7 +93,7 @@ def _bound_and_gradients(network, hidden, rows, constants, owner, alphas, centre
     last = top + 1
     constant = np.array(constants, dtype=np.float64)
     blocks: list = [None] * (top + 2)
-    add_blocks(blocks, network.scatter(last, rows))
+    network.scatter(last, rows, blocks)
     saved: list = [None] * (top + 1)
     for index in range(top, -1, -1):
         coefficients, blocks[index + 1] = blocks[index + 1], None
@@ -110,20 +107,20 @@ def _bound_and_gradients(network, hidden, rows, constants, owner, alphas, centre
         through = coefficients * slope
         saved[index] = (coefficients, positive, slope, intercept)
         constant += through @ layer.bias
-        add_blocks(blocks, network.scatter(index, through @ layer.weight))
+        network.scatter(index, through @ layer.weight, blocks)
     box_centre, box_radius = centre[owner], radius[owner]
     coefficients = blocks[0]
     bound = np.sum(coefficients * box_centre - np.abs(coefficients) * box_radius, axis=1) + constant
     adjoints: list = [box_centre - np.sign(coefficients) * box_radius] + [None] * (top + 1)
     gradients: list = [None] * (top + 1)
-    readers = last_readers(network)
+    readers = network.last_readers()
     for index in range(top + 1):
         if saved[index] is None:
             gradients[index] = np.zeros((owner.shape[0], hidden[index].low.shape[1]))
             continue
         layer = network.layers[index]
         adjoint_through = network.gather(index, adjoints) @ layer.weight.T + layer.bias
-        drop_read(network, index, readers, adjoints)
+        network.release(index, readers, adjoints)
         coefficients, positive, slope, intercept = saved[index]
         gradients[index] = np.where(positive, adjoint_through * coefficients, 0.0)
         adjoints[index + 1] = adjoint_through * slope + np.where(coefficients < 0.0, intercept, 0.0)
