@@ -452,16 +452,6 @@ def selection_orders(
     return list(np.split(numbers, np.cumsum(sizes)[:-1], axis=axis))
 
 
-def _shape_operand(node: onnx.NodeProto, name: str, constants: Constants) -> list[int] | None:
-    """An integer list given as an attribute (old opsets) or as the constant second input (new opsets)."""
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return [int(v) for v in helper.get_attribute_value(attribute)]
-    if len(node.input) > 1 and node.input[1]:
-        return [int(v) for v in np.asarray(constants[node.input[1]].value).reshape(-1)]
-    return None
-
-
 def reshaped(
     node: onnx.NodeProto, shape: tuple[int, ...], constants: Constants, where: str, label: str
 ) -> tuple[int, ...]:
@@ -480,7 +470,7 @@ def reshaped(
             raise fail("has axis out of range")
         return (math.prod(shape[:axis]), math.prod(shape[axis:]))
     if op == "Reshape":
-        target = _shape_operand(node, "shape", constants)
+        target = _integers(node, "shape", 1, constants)
         allow_zero = any(a.name == "allowzero" and helper.get_attribute_value(a) for a in node.attribute)
         if target is None:
             raise fail("has no target shape")
@@ -491,7 +481,7 @@ def reshaped(
         if any(d < 0 for d in dims) or math.prod(dims) != size:
             raise fail(f"cannot reshape to {target}")
         return tuple(dims)
-    axes = _shape_operand(node, "axes", constants)
+    axes = _integers(node, "axes", 1, constants)
     if op == "Squeeze":
         if axes is None:
             return tuple(d for d in shape if d != 1)

@@ -44,8 +44,8 @@ import numpy as np
 
 from certfsm import Network, rational_array
 
-
 from ._bounds import pack, preactivation_bounds
+from ._exact import rational_array_of
 from ._property import Conjunction, Property
 from ._result import PROVED, UNKNOWN, VIOLATED, Result
 
@@ -55,7 +55,8 @@ MAX_NODES = 4000
 
 @dataclass
 class _Rows:
-    """Linear constraints ``A v <= b`` (`upper`) and ``A v = b`` (`equal`), float and exact side by side."""
+    """Linear constraints ``A v <= b`` (`upper`) and ``A v = b`` (`equal`): {column: coefficient} and constant,
+    in floats (for the solver) or in rationals (for the bound), as `_program` builds them."""
 
     width: int
     upper: list = field(default_factory=list)
@@ -74,11 +75,8 @@ def _exact_layers(network: Network) -> list[tuple[np.ndarray, np.ndarray]]:
             if layer.is_exact:
                 cached = (rational_array(layer.weight), rational_array(layer.bias))
             else:
-                weight = np.empty(layer.weight.shape, dtype=object)
-                weight[:] = [list(row) for row in layer.exact_weight()]
-                bias = np.empty(layer.bias.shape, dtype=object)
-                bias[:] = list(layer.exact_bias())
-                cached = (weight, bias)
+                weight = rational_array_of(layer.exact_weight(), layer.weight.shape)
+                cached = (weight, rational_array_of(layer.exact_bias(), layer.bias.shape))
             object.__setattr__(layer, "_lp_exact", cached)
         result.append(cached)
     return result
