@@ -239,12 +239,17 @@ def _constant_operand(value: Affine, node: onnx.NodeProto, label: str, constants
     return constant.weights(value.where, label), is_data_first
 
 
+def broadcast(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...] | None:
+    """numpy's broadcast shape of the two, or None where they do not broadcast."""
+    try:
+        return tuple(np.broadcast_shapes(first, second))
+    except ValueError:
+        return None
+
+
 def per_feature(value: Affine, constant: np.ndarray, label: str, op: str) -> tuple[np.ndarray, tuple[int, ...]]:
     """A constant broadcast onto the tensor (flattened), and the shape; refused if it would grow the tensor."""
-    try:
-        result = np.broadcast_shapes(value.shape, constant.shape)
-    except ValueError:
-        result = None
+    result = broadcast(value.shape, constant.shape)
     if result is None or math.prod(result) != math.prod(value.shape):
         raise ModelError(
             f"{value.where}: {label} ({op}) combines the data of shape {list(value.shape)} with a constant of shape "

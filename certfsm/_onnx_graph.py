@@ -36,6 +36,7 @@ from ._onnx_fold import (
     SELECTION_OPS,
     SHAPE_OPS,
     Affine,
+    broadcast,
     combined,
     fold_node,
     reshaped,
@@ -183,7 +184,7 @@ def _apply(
         return [value.rows(name, order) for order in selection_orders(node, [value.shape], constants, where, label)]
     if len(data) > 1 and op in ("Add", "Sub"):
         first, second = values[node.input[0]], values[node.input[1]]
-        merged = np.broadcast_shapes(first.shape, second.shape) if _broadcastable(first, second) else None
+        merged = broadcast(first.shape, second.shape)
         if merged is None or math.prod(merged) != first.size or first.size != second.size:
             raise ModelError(
                 f"{where}: {label} ({op}) combines tensors of shapes {list(first.shape)} and {list(second.shape)}; "
@@ -210,14 +211,6 @@ _SUMS = {
 }
 """Add and Sub of two tensors on (weight, bias) pairs, float or Fraction alike (no float factor, which would
 turn Fractions back into floats)."""
-
-
-def _broadcastable(first: Affine, second: Affine) -> bool:
-    try:
-        np.broadcast_shapes(first.shape, second.shape)
-    except ValueError:
-        return False
-    return True
 
 
 _FINAL_SQUASHES = ("Softmax", "LogSoftmax", "Sigmoid")
