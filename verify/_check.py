@@ -9,9 +9,11 @@ Engines:
   share of the box still open, see `_submit_next`). A box that
   bounds cannot close after `ENGINE_DEPTH` splits, or whose unstable
   ReLUs are few enough for an exact query to be cheap
-  (`_engine_unstable`), goes to the box engine (`_box_engine`): an exact
-  Z3 query on the box with the stable ReLUs fixed, Marabou only to find
-  witnesses, its UNSAT counting only when Z3 confirms it. Proved only
+  (`_engine_unstable`), goes to the box engine (`_box_engine`): on
+  mid-sized networks first ReLU splitting with linear programs whose
+  bounds are recomputed exactly (`_lp`), then an exact Z3 query on the
+  box with the stable ReLUs fixed, Marabou only to find witnesses, its
+  UNSAT counting only when Z3 confirms it. Proved only
   when every box of a partition of the input box is closed by sound
   bounds or by an exact UNSAT; engine ``"bounds"`` or ``"bounds+z3"``.
 - ``bounds``: the same search without the box engine (proved or
@@ -95,8 +97,11 @@ ATTACK_BOXES = 64
 ENGINE_DEPTH = 30
 MARABOU_ALONE = "Marabou alone, not cross-checked"
 BOUNDS_ONLY_DEPTH = 60
-LP_DEPTH_PER_INPUT = None
 LP_UNSTABLE = 40
+"""Boxes with at most this many unstable ReLUs go to the LP engine at once where it applies (`_engine_unstable`).
+Measured on cersyve: lane_keep_finetune_con (68 ReLUs) timed out at 100 s with 12 and 24, took 5 s with 40;
+point_mass_finetune_con (80 ReLUs) 2 s with 12, 8 s with 24, 34 s with 40. Sending boxes by depth instead (after
+4 splits) made point_mass take 77 s instead of 0.16 s."""
 ENGINE_BOX_SECONDS = 10.0
 ENGINE_GRACE_SECONDS = 4.0
 ENGINE_GRACE_SHARE = 0.25
@@ -336,7 +341,7 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
     none was left undecided: the closed boxes then partition the input box.
     """
     stats = search.stats
-    depth_limit = _engine_depth(search.network, complete)
+    depth_limit = ENGINE_DEPTH if complete else BOUNDS_ONLY_DEPTH
     engine_unstable = _engine_unstable(search.network, complete)
     unresolved: list[str] = []
     while True:
@@ -387,23 +392,6 @@ def _drive(search: _Search, current_runner, complete, deadline, progress, starte
     )
 
 
-def _engine_depth(network: Network, complete: str | None) -> int:
-    """Splits after which a box bounds have not closed goes to the box engine.
-
-    Sooner (`LP_DEPTH_PER_INPUT` per input) where the box engine splits
-    ReLUs with linear programs (`_box_engine.uses_lp`): a margin thin
-    along a surface keeps input splitting from ever closing the boxes along
-    it, while each of them is one short ReLU search. Measured on cersyve's
-    lane_keep_finetune_con (4 inputs, 68 ReLUs): 5.6 s at depth 4, 15 s
-    at 0, a timeout at 12.
-    """
-    if not complete:
-        return BOUNDS_ONLY_DEPTH
-    if _box_engine.uses_lp(network) and LP_DEPTH_PER_INPUT is not None:
-        return LP_DEPTH_PER_INPUT * network.n_inputs
-    return ENGINE_DEPTH
-
-
 def _engine_unstable(network: Network, complete: str | None) -> int:
     """Boxes with at most this many unstable ReLUs go to the box engine at once (-1: none do).
 
@@ -412,7 +400,11 @@ def _engine_unstable(network: Network, complete: str | None) -> int:
     asks Z3 first. Only where Z3 can close them: on small networks (a near miss or a tie
     that no bound can separate is decided exactly in a fraction of a
     second, where splitting would go on to the depth limit), and on any
-    network a box with no unstable ReLU left (a linear program).
+    network a box with no unstable ReLU left (a linear program). Where the
+    box engine splits ReLUs with linear programs (`_box_engine.uses_lp`),
+    boxes with at most `LP_UNSTABLE`: a margin thin along a surface keeps
+    input splitting from ever closing the boxes along it, while each of
+    them is one short ReLU search.
     """
     if complete != "z3":
         return -1
