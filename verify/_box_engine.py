@@ -49,7 +49,6 @@ LP_NETWORK = 256
 recomputed in rationals, which costs about a millisecond per weight (cersyve's 68 ReLUs: 15 ms a program)."""
 LP_SHARE = 0.5
 LP_INPUTS = 3
-LP_NODES = 4000
 
 
 def phases_of(hidden: np.ndarray) -> np.ndarray:
@@ -108,7 +107,7 @@ def decide_box(
     if uses_lp(network):
         from . import _lp
 
-        answer = _lp.check_box(network, prop, seconds * LP_SHARE, LP_NODES)
+        answer = _lp.check_box(network, prop, seconds * LP_SHARE)
         if answer.verdict != UNKNOWN:
             return _with_stats(answer, "lp", stats)
         seconds -= time.monotonic() - started
