@@ -45,8 +45,8 @@ on the 7-input random controller of `bench/controllers.py`, boxes with 10 to 12 
 with bounds first decided the same cells in 0.01 to 0.1 s."""
 MARABOU_SHARE = 0.5
 LP_NETWORK = 256
-"""Networks up to this many ReLUs get the LP engine first: each program is solved in floats and its bound
-recomputed in rationals, which costs about a millisecond per weight (cersyve's 68 ReLUs: 15 ms a program)."""
+"""Networks up to this many ReLUs get the LP engine first: each program is solved in floats, and its bound
+recomputed in rationals where the floats say it closes (cersyve's 68 ReLUs: about 9 ms a program on one core)."""
 LP_SHARE = 0.5
 LP_INPUTS = 3
 
