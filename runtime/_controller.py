@@ -648,7 +648,10 @@ def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Dec
     readings and compares every decision and state.
     """
     cell_of, table = compiled.cell_of, compiled.table
-    cell_class, node_of_miss, walks = table.cell_class, table.transition, table.walks
+    cell_class, node_of_miss = table.cell_class, table.transition
+    # A list by cell rather than the table's dict: on a table with every cell refined, reading the walk from a
+    # dict of thousands of entries cost a tenth of a cycle more (bench/runtime.py's stress case).
+    walks = [table.walks.get(cell) for cell in range(len(cell_class))] if table.walks else []
     lock = controller._lock
     acquire, release = lock.acquire, lock.release
     verdict = controller._sla_ok
