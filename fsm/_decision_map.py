@@ -51,11 +51,13 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from certfsm import ReportError, SpecError, token_colours, write_atomically
+from certfsm import ReportError, SpecError, decimal_value, token_colours, write_atomically
 
 from ._cell_problem import _problem
 from ._grid import Grid
@@ -248,7 +250,7 @@ def check_axes(spec, x_input: str, y_input: str) -> tuple[int, int]:
 
 
 def _fixed_values(spec, x: int, y: int, fixed) -> np.ndarray:
-    """One value per input: the given fixed value or the envelope's centre (x and y get their minimum)."""
+    """One value per input: the given fixed value (inside the envelope, exactly) or the envelope's centre."""
     names = [item.name for item in spec.inputs]
     values = np.array([(item.min + item.max) / 2.0 for item in spec.inputs], dtype=np.float64)
     given = {} if fixed is None else fixed
@@ -269,13 +271,17 @@ def _fixed_values(spec, x: int, y: int, fixed) -> np.ndarray:
                 f"fixed[{name!r}]={value!r} is not a finite number; give a value in "
                 f"[{item.min:g}, {item.max:g}] {item.unit}".rstrip()
             )
-        if not item.min <= value <= item.max:
+        if not decimal_value(item.min) <= Fraction(value) <= decimal_value(item.max):
+            # Exactly, as the table reads a reading: a float64 that prints as the minimum may lie just below it.
+            beyond = "" if not item.min <= value <= item.max else f" (as a float64 it is {Decimal(value)}, "
+            beyond += "beyond the decimal the spec means)" if beyond else ""
             raise SpecError(
                 f"fixed[{name!r}]={value!r} is outside the envelope [{item.min:g}, {item.max:g}] of "
-                f"input {name}; give a value in that range"
+                f"input {name}{beyond}; give a value in that range"
             )
         values[i] = float(value)
-    values[[x, y]] = [spec.inputs[x].min, spec.inputs[y].min]
+    # x and y are placed pixel by pixel; they get a value inside the envelope only so that the reading has a cell
+    # (the envelope's minimum may round to a float64 just below the decimal the spec means).
     return values
 
 

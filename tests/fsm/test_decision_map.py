@@ -663,3 +663,28 @@ def test_the_distill_report_says_what_the_marks_mean_and_names_rules_on_fixed_in
     assert (default["x"], default["y"]) == ("temperature", "queue_depth")
     plain = _markdown(run.summary, spec)
     assert "Rules that also restrict the inputs held fixed" not in plain and "A dashed box" in plain
+
+
+# ----------------------------------------------------------------- envelope ends that float64 does not hold
+
+
+def test_an_envelope_minimum_whose_float_lies_below_it_is_drawn_and_a_fixed_value_there_is_refused(tmp_path):
+    """-0.1 means -1/10 exactly; float64(-0.1) is just below it, out of the envelope as the table reads it. The
+    map used to place x and y at float64(minimum), whose cell is out of the envelope, and stopped on it (an
+    ACAS Xu spec with rho from -0.3284228772 did, at the end of a 35-minute distillation)."""
+    spec = tiny_spec(x2_edges=(-0.1, 1.0, 2.0))
+    assert Grid.from_spec(spec).cell_of(np.array([[0.25, 0.25, -0.1]]))[0] < 0  # the premise
+    table = hand_table(spec)
+    for x_input, y_input, fixed in (("x2", "x0", {"x1": 0.25}), ("x0", "x1", {"x2": 0.5})):
+        result = render_decision_map(
+            spec, tiny_network(), table, tmp_path / f"{x_input}.png", x_input=x_input, y_input=y_input, fixed=fixed
+        )
+        assert result.cells_shown == 4 and os.path.getsize(tmp_path / f"{x_input}.png") > 0
+    message = (
+        r"^fixed\['x2'\]=-0\.1 is outside the envelope \[-0\.1, 2\] of input x2 \(as a float64 it is "
+        r"-0\.1000000000000000055511151231257827021181583404541015625, beyond the decimal the spec means\); "
+        r"give a value in that range$"
+    )
+    with pytest.raises(SpecError, match=message):
+        render_tiny(tmp_path / "refused.png", spec, table=table, fixed={"x2": -0.1})
+    assert not (tmp_path / "refused.png").exists()
