@@ -136,7 +136,11 @@ def line(row: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--acas", action="store_true", help="add ACAS Xu 1_1 (4x4x4x4x2 cells refined 6,16: about 40 minutes on 2 cores)")
+    parser.add_argument(
+        "--acas",
+        action="store_true",
+        help="add ACAS Xu 1_1 (4x4x4x4x2 cells refined 6,16: about 40 minutes on 2 cores)",
+    )
     parser.add_argument("--budgets", nargs="*", default=None, help="the example's DEPTH,LEAVES budgets")
     parser.add_argument("--out-dir", type=Path, default=None, help="keep specs, artifacts and reports here")
     args = parser.parse_args()

@@ -25,12 +25,13 @@ import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, NamedTuple, Protocol, cast
 
 from certfsm import ArtifactError, SpecError
 from certfsm.fast_binning import (
     CellOf,
     LeafBinning,
+    LeafWalk,
     RowBinning,
     compile_cell_of,
     compile_cell_of_fixed,
@@ -651,7 +652,8 @@ def quick_step(controller: Controller, compiled: _Compiled) -> Callable[..., Dec
     cell_class, node_of_miss = table.cell_class, table.transition
     # A list by cell rather than the table's dict: on a table with every cell refined, reading the walk from a
     # dict of thousands of entries cost a tenth of a cycle more (bench/runtime.py's stress case).
-    walks = [table.walks.get(cell) for cell in range(len(cell_class))] if table.walks else []
+    # None where a cell is not refined (its class is never REFINED_CELL, so its walk is never called).
+    walks = cast(list[LeafWalk], [table.walks.get(cell) for cell in range(len(cell_class))] if table.walks else [])
     lock = controller._lock
     acquire, release = lock.acquire, lock.release
     verdict = controller._sla_ok
