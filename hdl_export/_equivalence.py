@@ -21,7 +21,11 @@ pipeline registers:
   (`Machine.fixed_point`), its table and its allowed masks, one box per
   cell, and in a refined cell the words of the leaf its box tree gives
   (each split compared as ``bus >= ceil(t * 2^frac_bits)``); and
-  ``in_valid``, ``sla_ok`` and the override pass through;
+  ``in_valid``, ``sla_ok`` and the override pass through. On a refined
+  table of more than `PIECE_WORDS` ROM words it is proved in pieces
+  (`_pieces.py`): readings out of envelope, and boxes of bins, each its
+  own query and file, and a cover query showing that together they hold
+  every reading;
 - ``step`` (the state machine): for every state in the machine's domain
   (`StepEncoding`'s ``domain``: every reachable state lies in it) and
   every content of the pipeline registers (the envelope bit, SLA bit and
@@ -211,16 +215,16 @@ def prove_equivalence(
     }
 
     def solve(
-        name: str, query: str, claim: list[str], body, explain, share: float, description: str = "", **extra
+        name: str, query: str, claim: list[str], context, explain, share: float, description: str = "", **extra
     ) -> QueryResult:
-        """Solve one query (`claim` after the shared prefix, or with `body` None the standalone `claim`), write
-        its file ``equivalence-<query>.smt2`` (the prefix and `claim`, or `claim` alone) and say what it gives;
-        its time includes `share` of the time Z3 took to read the prefix."""
+        """Solve one query, `claim` after the prefix read once in `context` (a `SharedPrefix`), or with `context`
+        None the standalone `claim`; write its file ``equivalence-<query>.smt2`` (the prefix and `claim`, or
+        `claim` alone) and say what it gives; its time includes `share` of the time Z3 took to read the prefix."""
         started = time.perf_counter()
-        if body is None:
+        if context is None:
             answer, model, reason = solve_text("\n".join(claim), timeout)
         else:
-            answer, model, reason = shared.solve("\n".join(claim), timeout)
+            answer, model, reason = context.solve("\n".join(claim), timeout)
         seconds = time.perf_counter() - started + share
         counterexample = ""
         if answer == "unsat":
@@ -234,8 +238,8 @@ def prove_equivalence(
             smt2_path = str(Path(folder) / f"equivalence-{query}.smt2")
             sha = write_proof_query(
                 smt2_path,
-                [*(body or []), *claim],
-                LOGIC[name] if body is not None else "QF_BV",
+                [*(prefix if context is not None else []), *claim],
+                LOGIC[name] if context is not None else "QF_BV",
                 prop_name=f"equivalence-{query}",
                 description=DESCRIPTIONS[name] + (f"; {description}" if description else ""),
                 verdict=verdict,
@@ -250,7 +254,7 @@ def prove_equivalence(
     for name in QUERIES:
         if name != "sample" or not pieces:
             explain = functools.partial(claims.explain, name)
-            results.append(solve(name, name, claims.claim(name), prefix, explain, reading / len(QUERIES)))
+            results.append(solve(name, name, claims.claim(name), shared, explain, reading / len(QUERIES)))
             continue
         cover = solve(
             name,
@@ -269,7 +273,7 @@ def prove_equivalence(
                     name,
                     f"sample-{piece.name}",
                     claims.claim(name, piece),
-                    prefix,
+                    shared,
                     functools.partial(claims.explain, name),
                     reading / len(QUERIES) / len(pieces),
                     piece.describe(machine),
