@@ -25,8 +25,9 @@ Verilog module equal to the certified machine for every register state
 and every input: yosys writes the module's transition relation
 (`_transition.py`), and Z3 decides four claims over one clock edge
 (`_claims.py`: reset, hold, the binning and ROMs, the state machine
-against `certfsm.fsm.StepEncoding`); `check_verilog` is `certfsm
-check-verilog`.
+against `certfsm.fsm.StepEncoding`; on a large refined table the
+binning and ROMs claim in pieces, `_pieces.py`); `check_verilog` is
+`certfsm check-verilog`.
 
 `__all__` holds what other packages, the CLI, the bench scripts and the
 README use (tests/test_house.py holds it to that), with `print_verilog`

@@ -15,8 +15,9 @@ from certfsm.fsm import StepEncoding
 from certfsm.machine import NO_CANDIDATE, OUT_OF_ENVELOPE, Machine, Reason, State, step
 
 from ._hardware import STATE_REGISTERS, Hardware
-from ._netlist import Rom
 from ._leaves import walk
+from ._netlist import Rom
+from ._pieces import Piece
 from ._transition import STATE, Transition
 
 QUERIES = ("reset", "hold", "sample", "step")
@@ -43,6 +44,19 @@ DESCRIPTIONS = {
 }
 LOGIC = {"reset": "QF_UFBV", "hold": "QF_UFBV", "sample": "QF_UFBV", "step": "ALL"}
 """The step claim links bit vectors to StepEncoding's integers (bv2nat), so it needs more than QF_UFBV."""
+
+
+def _kept(terms: list[str], read: list[bool]) -> list[str]:
+    """`terms` with each one not `read` replaced by the last read one before it (the first read one at the start),
+    so that `Claims._decode` folds it into its neighbour's run; all of them when every term is read."""
+    if all(read):
+        return terms
+    fill = next((term for term, is_read in zip(terms, read) if is_read), terms[0])
+    kept = []
+    for term, is_read in zip(terms, read):
+        fill = term if is_read else fill
+        kept.append(fill)
+    return kept
 
 
 def _all(terms) -> str:
@@ -136,14 +150,15 @@ class Claims:
         names = [*INPUTS, *(name for name, _ in self.buses), *STATE_REGISTERS, *PIPELINE_REGISTERS, *OUTPUTS]
         return [(state, name) for state in ("s", "t") for name in names]
 
-    def claim(self, name: str) -> list[str]:
-        """The lines after the prefix: the claim `name`'s definitions, then its negation asserted."""
-        claim = getattr(self, f"_{name}")()
+    def claim(self, name: str, piece: Piece | None = None) -> list[str]:
+        """The lines after the prefix: the claim `name`'s definitions, then its negation asserted; with `piece`
+        (`_pieces.py`), the sample claim for that piece's readings."""
+        claim = self._sample(piece) if piece is not None else getattr(self, f"_{name}")()
         return [*claim[:-1], f"; the claim, negated: {DESCRIPTIONS[name]}", claim[-1]]
 
-    def body(self, name: str) -> list[str]:
-        """The whole query `name` as its file states it: the prefix, then the claim."""
-        return [*self.prefix(), *self.claim(name)]
+    def body(self, name: str, piece: Piece | None = None) -> list[str]:
+        """The whole query `name` (or its `piece`) as its file states it: the prefix, then the claim."""
+        return [*self.prefix(), *self.claim(name, piece)]
 
     # ---------------------------------------------------------------- reset and hold
 
@@ -170,7 +185,8 @@ class Claims:
 
     # ---------------------------------------------------------------- sample: binning, ROM and masks
 
-    def _sample(self) -> list[str]:
+    def _binning(self) -> list[str]:
+        """The definitions of ``envelope.BUS``, ``bin.BUS``, ``envelope`` and ``cell``: the artifact's binning."""
         m, cw = self.machine, self.width("cell_q")
         lines = [
             "; the artifact's binning (certfsm docs/semantics.md, 'Fixed point'): per input the integer thresholds",
@@ -199,24 +215,51 @@ class Claims:
         lines.append(f"(define-fun envelope () Bool {_all(envelopes)})")
         cell = terms[0] if len(terms) == 1 else f"(bvadd {' '.join(terms)})"
         lines.append(f"(define-fun cell () (_ BitVec {cw}) {cell})")
-        lines.append("; the artifact's table and allowed masks: the word of cell c, decoded from the bits of c")
-        for cell in range(m.n_cells):
-            status = "exact" if m.exact[cell] else "conservative"
-            lines.append(
-                f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
-                f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
+        return lines
+
+    def _sample(self, piece: Piece | None = None) -> list[str]:
+        """The sample claim, or with `piece` its part for the piece's readings (`_pieces.py`): the piece's
+        assumption asserted and the artifact's words restricted to the box's (sound because the cover query
+        shows that the piece's readings lie in the box's cells)."""
+        m, cw = self.machine, self.width("cell_q")
+        lines = self._binning()
+        kept = None if piece is None else set(piece.cells_of(m))
+        is_outside = piece is not None and piece.bins is None
+        if is_outside:
+            lines.append("; out of envelope the claim reads no table word, so the table is not stated")
+        else:
+            if kept is None:
+                lines.append("; the artifact's table and allowed masks: the word of cell c, decoded from the bits of c")
+            else:
+                lines.append(
+                    "; the artifact's table and allowed masks, the box's words only: the word of cell c, decoded "
+                    "from the bits of c (a word outside the box takes its predecessor's value, which the box's "
+                    "readings never read: equivalence-sample-cover.smt2 shows that their bins lie in the box)"
+                )
+            for cell in range(m.n_cells) if kept is None else sorted(kept):
+                status = "exact" if m.exact[cell] else "conservative"
+                lines.append(
+                    f"; cell {cell}: {m.describe_cell(cell)}: {status} {m.tokens[m.proposal[cell]]}, "
+                    f"allowed mask {m.allowed[cell]:0{self.params.n_tokens}b}"
+                )
+            tokens, allowed, address, bits = list(m.proposal), list(m.allowed), "cell", cw
+            read = [kept is None or cell in kept for cell in range(m.n_cells)]
+            if m.refinement is not None:
+                lines += self._entry(kept)
+                for cell, tree in zip(m.refinement.cells, m.refinement.trees):
+                    tokens += [leaf.token for leaf in tree.leaves]
+                    allowed += [leaf.allowed for leaf in tree.leaves]
+                    read += [kept is None or cell in kept] * tree.n_leaves
+                address, bits = "entry", max(cw, (len(tokens) - 1).bit_length())
+            table = self._decode(
+                _kept([self.literal("proposal_q", word) for word in tokens], read), 0, bits - 1, address
             )
-        tokens, allowed, address, bits = list(m.proposal), list(m.allowed), "cell", cw
-        if m.refinement is not None:
-            lines += self._entry()
-            leaves = [leaf for tree in m.refinement.trees for leaf in tree.leaves]
-            tokens += [leaf.token for leaf in leaves]
-            allowed += [leaf.allowed for leaf in leaves]
-            address, bits = "entry", max(cw, (len(tokens) - 1).bit_length())
-        table = self._decode([self.literal("proposal_q", word) for word in tokens], 0, bits - 1, address)
-        mask = self._decode([self.literal("allowed_q", word) for word in allowed], 0, bits - 1, address)
-        lines.append(f"(define-fun table () {self._sort('proposal_q')} {table})")
-        lines.append(f"(define-fun masks () {self._sort('allowed_q')} {mask})")
+            mask = self._decode(
+                _kept([self.literal("allowed_q", word) for word in allowed], read), 0, bits - 1, address
+            )
+            lines.append(f"(define-fun table () {self._sort('proposal_q')} {table})")
+            lines.append(f"(define-fun masks () {self._sort('allowed_q')} {mask})")
+        loaded = _all(["(= t.cell_q cell)", "(= t.proposal_q table)", "(= t.allowed_q masks)"])
         claim = _all(
             [
                 "(= t.valid_q s.in_valid)",
@@ -225,15 +268,72 @@ class Claims:
                 "(= t.override_code_q s.override_code)",
                 f"(= {self.bit('t.in_envelope_q')} envelope)",
                 f"(=> (not envelope) {self.equals('t.cell_q', self.reference.no_cell)})",
-                "(=> envelope (and (= t.cell_q cell) (= t.proposal_q table) (= t.allowed_q masks)))",
+                *([] if is_outside else [f"(=> envelope {loaded})"]),
             ]
         )
+        if piece is not None:
+            lines += [
+                f"; this piece's readings ({piece.name}): {piece.describe(m)}; the pieces together hold every "
+                "reading (equivalence-sample-cover.smt2)",
+                f"(assert {self.assumption(piece)})",
+            ]
         return [*lines, f"(assert (not {self.bit('s.rst')}))", f"(assert (not {claim}))"]
 
-    def _entry(self) -> list[str]:
+    def assumption(self, piece: Piece) -> str:
+        """The piece's readings as a term over the buses, from the artifact's thresholds and envelope
+        (`_pieces.py` says why the pieces' assumptions hold every bus value)."""
+        if piece.bins is None:
+            return "(not envelope)"
+        terms = ["envelope"]
+        for (bus, signed), (interior, _, _), (low, high) in zip(self.buses, self.machine.fixed_point, piece.bins):
+            at_least, below = ("bvsge", "bvslt") if signed else ("bvuge", "bvult")
+            if low > 0:
+                terms.append(f"({at_least} s.{bus} {self.literal(bus, interior[low - 1])})")
+            if high < len(interior):
+                terms.append(f"({below} s.{bus} {self.literal(bus, interior[high])})")
+        return _all(terms)
+
+    def in_box(self, piece: Piece) -> str:
+        """The reading's bins (the artifact's ``bin.BUS``) lie in the piece's box."""
+        assert piece.bins is not None
+        cw, terms = self.width("cell_q"), []
+        for (bus, _), n, (low, high) in zip(self.buses, self.machine.shape, piece.bins):
+            if low > 0:
+                terms.append(f"(bvuge bin.{bus} (_ bv{low} {cw}))")
+            if high < n - 1:
+                terms.append(f"(bvule bin.{bus} (_ bv{high} {cw}))")
+        return _all(terms)
+
+    def cover(self, pieces: tuple[Piece, ...]) -> list[str]:
+        """The cover query (unsat: the pieces are the whole claim): a reading in none of `pieces`, or in a box
+        piece but with its bins outside the box (each box piece states only its box's words). It reads the
+        buses only, so it declares them itself and needs no transition relation."""
+        lines = [
+            "; the sample claim in pieces (certfsm hdl_export/_pieces.py): every value of the input buses lies in",
+            "; one of the pieces, each stated from the artifact's integer thresholds and envelope, and the bins of",
+            "; a reading in a box piece lie in its box",
+            *(f"(declare-const s.{bus} (_ BitVec {self.width(bus)}))" for bus, _ in self.buses),
+            *self._binning(),
+        ]
+        boxed = []
+        for piece in pieces:
+            lines += [
+                f"; {piece.name}: {piece.describe(self.machine)}",
+                f"(define-fun piece.{piece.name} () Bool {self.assumption(piece)})",
+            ]
+            if piece.bins is not None:
+                lines.append(f"(define-fun box.{piece.name} () Bool {self.in_box(piece)})")
+                boxed.append(f"(=> piece.{piece.name} box.{piece.name})")
+        held = f"(or {' '.join(f'piece.{piece.name}' for piece in pieces)})"
+        lines.append("; the claim, negated: some reading lies in no piece, or in a box piece outside its box")
+        lines.append(f"(assert (not {_all([held, *boxed])}))")
+        return lines
+
+    def _entry(self, kept: set[int] | None = None) -> list[str]:
         """The definition of ``entry``, the reading's word among the cells' and then the leaves' (the artifact's
         leaf order, tree after tree): its cell's number, or in a refined cell n_cells plus the number of the leaf
-        its tree gives the buses (docs/design.md, 'Box trees')."""
+        its tree gives the buses (docs/design.md, 'Box trees'); with `kept`, only the trees of those cells (another
+        cell's entry takes its predecessor's)."""
         m, cw = self.machine, self.width("cell_q")
         assert m.refinement is not None
         width = max(cw, (m.n_cells + m.refinement.n_leaves - 1).bit_length())
@@ -246,6 +346,9 @@ class Claims:
         entries = [f"(_ bv{cell} {width})" for cell in range(m.n_cells)]
         first = m.n_cells
         for cell, tree in zip(m.refinement.cells, m.refinement.trees):
+            if kept is not None and cell not in kept:
+                first += tree.n_leaves
+                continue
             lines.append(
                 f"; cell {cell}: leaves {first - m.n_cells}..{first - m.n_cells + tree.n_leaves - 1}: "
                 + "; ".join(
@@ -261,7 +364,11 @@ class Claims:
 
             entries[cell] = walk(tree, on_split, lambda k, first=first: f"(_ bv{first + k} {width})")
             first += tree.n_leaves
-        return [*lines, f"(define-fun entry () (_ BitVec {width}) {self._decode(entries, 0, cw - 1, 'cell')})"]
+        read = [kept is None or cell in kept for cell in range(m.n_cells)]
+        return [
+            *lines,
+            f"(define-fun entry () (_ BitVec {width}) {self._decode(_kept(entries, read), 0, cw - 1, 'cell')})",
+        ]
 
     def _sort(self, name: str) -> str:
         return f"(_ BitVec {self.width(name)})"
@@ -354,10 +461,16 @@ class Claims:
         raw, width = value(f"s.{bus}"), self.width(bus)
         return raw - (1 << width) if self.signed[bus] and raw >> (width - 1) & 1 else raw
 
+    def reading(self, value) -> str:
+        """The buses' values in a model, each as its integer and the real number it means."""
+        m = self.machine
+        reading = [self._signed(value, bus) for bus, _ in self.buses]
+        return ", ".join(f"{name}={v} ({v / (1 << bits):g})" for name, v, bits in zip(m.names, reading, m.frac_bits))
+
     def _explain_sample(self, value) -> str:
         m, n = self.machine, self.params.n_tokens
         reading = [self._signed(value, bus) for bus, _ in self.buses]
-        shown = ", ".join(f"{name}={v} ({v / (1 << bits):g})" for name, v, bits in zip(m.names, reading, m.frac_bits))
+        shown = self.reading(value)
         cell = m.cell_of_fixed(reading)
         leaf = m.leaf_of_fixed(reading)
         got = (

@@ -21,7 +21,11 @@ pipeline registers:
   (`Machine.fixed_point`), its table and its allowed masks, one box per
   cell, and in a refined cell the words of the leaf its box tree gives
   (each split compared as ``bus >= ceil(t * 2^frac_bits)``); and
-  ``in_valid``, ``sla_ok`` and the override pass through;
+  ``in_valid``, ``sla_ok`` and the override pass through. On a refined
+  table of more than `PIECE_WORDS` ROM words it is proved in pieces
+  (`_pieces.py`): readings out of envelope, and boxes of bins, each its
+  own query and file, and a cover query showing that together they hold
+  every reading;
 - ``step`` (the state machine): for every state in the machine's domain
   (`StepEncoding`'s ``domain``: every reachable state lies in it) and
   every content of the pipeline registers (the envelope bit, SLA bit and
@@ -41,6 +45,7 @@ machine gives (recomputed in Python) and what the module gives.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -48,18 +53,25 @@ from pathlib import Path
 
 from certfsm import EngineError
 from certfsm.machine import Machine
-from certfsm.verify import SharedPrefix, write_proof_query
+from certfsm.verify import SharedPrefix, solve_text, write_proof_query
 
 from ._checks import Check
 from ._claims import DESCRIPTIONS, LOGIC, PIPELINE_REGISTERS, QUERIES, Claims
 from ._files import certified_machine, file_sha256, output_folder
 from ._hardware import STATE_REGISTERS, Hardware, hardware_of
+from ._pieces import sample_pieces
 from ._transition import Transition, VerilogError, transition_of
 
 
 @dataclass(frozen=True)
 class QueryResult:
-    """One claim: its verdict as Z3 returned it, and for a violated claim the differing input and state."""
+    """One claim: its verdict as Z3 returned it, and for a violated claim the differing input and state.
+
+    A claim split in pieces (the sample claim of a large refined table, `_pieces.py`) has no file of its own: each
+    of its `pieces` (the cover query first) is a `QueryResult` with its file, and the claim is proved only when
+    every piece is, violated when one is (its counterexample is the claim's), else unknown naming the piece
+    (`_joined`). `description` says what a piece's readings are.
+    """
 
     name: str
     verdict: str
@@ -68,6 +80,27 @@ class QueryResult:
     counterexample: str = ""
     smt2_path: str | None = None
     smt2_sha256: str | None = None
+    pieces: tuple[QueryResult, ...] = ()
+    description: str = ""
+
+    def record(self) -> dict:
+        """The `summary.json` record of this claim or piece (a split claim's pieces listed under it)."""
+        record = {
+            "name": self.name,
+            "verdict": self.verdict,
+            "seconds": round(self.seconds, 3),
+            "description": self.description or DESCRIPTIONS[self.name],
+            "smt2": Path(self.smt2_path).name if self.smt2_path else None,
+            "smt2_sha256": self.smt2_sha256,
+            "reason": self.reason,
+            "counterexample": self.counterexample,
+        }
+        return record | ({"pieces": [piece.record() for piece in self.pieces]} if self.pieces else {})
+
+    @property
+    def slowest(self) -> QueryResult | None:
+        """The piece that took longest (None for a claim in one piece)."""
+        return max(self.pieces, key=lambda piece: piece.seconds, default=None)
 
 
 @dataclass(frozen=True)
@@ -110,19 +143,7 @@ class Equivalence:
             "yosys": self.yosys_version,
             "yosys_seconds": round(self.yosys_seconds, 3),
             "seconds": round(self.seconds, 3),
-            "queries": [
-                {
-                    "name": q.name,
-                    "verdict": q.verdict,
-                    "seconds": round(q.seconds, 3),
-                    "description": DESCRIPTIONS[q.name],
-                    "smt2": Path(q.smt2_path).name if q.smt2_path else None,
-                    "smt2_sha256": q.smt2_sha256,
-                    "reason": q.reason,
-                    "counterexample": q.counterexample,
-                }
-                for q in self.queries
-            ],
+            "queries": [q.record() for q in self.queries],
         }
 
     def lines(self) -> list[str]:
@@ -133,7 +154,20 @@ class Equivalence:
         ]
         for q in self.queries:
             why = f" ({q.reason})" if q.reason and q.verdict != "violated" else ""
-            lines.append(f"  {q.name:<7} {q.verdict:<9} {q.seconds:7.2f} s  {DESCRIPTIONS[q.name]}{why}")
+            slowest = q.slowest
+            split = (
+                f" [{len(q.pieces)} queries: the cover and {len(q.pieces) - 1} pieces, slowest {slowest.name} "
+                f"{slowest.seconds:.1f} s]"
+                if slowest is not None
+                else ""
+            )
+            lines.append(f"  {q.name:<7} {q.verdict:<9} {q.seconds:7.2f} s  {DESCRIPTIONS[q.name]}{split}{why}")
+            width = max((len(piece.name) for piece in q.pieces), default=0)
+            for piece in q.pieces:
+                why = f" ({piece.reason})" if piece.reason and piece.verdict != "violated" else ""
+                lines.append(
+                    f"    {piece.name:<{width}} {piece.verdict:<9} {piece.seconds:7.2f} s  {piece.description}{why}"
+                )
         difference = self.first_difference
         if difference is not None:
             lines.append(f"first difference ({difference.name}): {difference.counterexample}")
@@ -142,14 +176,25 @@ class Equivalence:
 
 
 def prove_equivalence(
-    machine: Machine, verilog, *, folder=None, timeout: float = 600.0, stable: bool = False, top: str | None = None
+    machine: Machine,
+    verilog,
+    *,
+    folder=None,
+    timeout: float = 600.0,
+    stable: bool = False,
+    top: str | None = None,
+    piece_words: int | None = None,
 ) -> Equivalence:
     """Prove the Verilog module in file `verilog` equal to `machine` (decoded from its artifact).
 
     With `folder` (an existing folder), each query is written there as
-    ``equivalence-<name>.smt2``. A module whose ports or contract
-    registers are missing or of the wrong width is a `VerilogError`
-    (bad input), not a verdict. `timeout` bounds each query.
+    ``equivalence-<name>.smt2``; a table of more than `piece_words` ROM
+    words (`PIECE_WORDS` when None) has its sample claim split into pieces
+    of at most that many (`_pieces.py`), each written as ``equivalence-sample-<piece>.smt2``
+    beside the cover query ``equivalence-sample-cover.smt2``. A module
+    whose ports or contract registers are missing or of the wrong width is
+    a `VerilogError` (bad input), not a verdict. `timeout` bounds each
+    query (each piece).
     """
     path = Path(verilog)
     reference = hardware_of(machine, top or "certfsm_reference")
@@ -161,41 +206,82 @@ def prove_equivalence(
     started = time.perf_counter()
     shared = SharedPrefix("\n".join(prefix), "\n".join(claims.view_declarations()))
     reading = time.perf_counter() - started  # Z3 reading the transition relation, shared by the claims
-    results = []
-    for name in QUERIES:
-        claim = claims.claim(name)
-        body = [*prefix, *claim]
+    header = {
+        "module": transition.module,
+        "verilog-sha256": verilog_sha,
+        "artifact-sha256": machine.artifact_sha256 or "(none)",
+        "transition-relation": f"{transition.yosys_version} write_smt2 -stbv -wires",
+        "machine": machine.params.describe(),
+    }
+
+    def solve(
+        name: str, query: str, claim: list[str], context, explain, share: float, description: str = "", **extra
+    ) -> QueryResult:
+        """Solve one query, `claim` after the prefix read once in `context` (a `SharedPrefix`), or with `context`
+        None the standalone `claim`; write its file ``equivalence-<query>.smt2`` (the prefix and `claim`, or
+        `claim` alone) and say what it gives; its time includes `share` of the time Z3 took to read the prefix."""
         started = time.perf_counter()
-        answer, model, reason = shared.solve("\n".join(claim), timeout)
-        seconds = time.perf_counter() - started + reading / len(QUERIES)
+        if context is None:
+            answer, model, reason = solve_text("\n".join(claim), timeout)
+        else:
+            answer, model, reason = context.solve("\n".join(claim), timeout)
+        seconds = time.perf_counter() - started + share
         counterexample = ""
         if answer == "unsat":
             verdict = "proved"
         elif answer == "sat":
-            verdict, counterexample = "violated", claims.explain(name, model)
+            verdict, counterexample = "violated", explain(model)
         else:
             verdict = "unknown"
         smt2_path = sha = None
         if folder is not None:
-            smt2_path = str(Path(folder) / f"equivalence-{name}.smt2")
+            smt2_path = str(Path(folder) / f"equivalence-{query}.smt2")
             sha = write_proof_query(
                 smt2_path,
-                body,
-                LOGIC[name],
-                prop_name=f"equivalence-{name}",
-                description=DESCRIPTIONS[name],
+                [*(prefix if context is not None else []), *claim],
+                LOGIC[name] if context is not None else "QF_BV",
+                prop_name=f"equivalence-{query}",
+                description=DESCRIPTIONS[name] + (f"; {description}" if description else ""),
                 verdict=verdict,
                 seconds=seconds,
                 stable=stable,
-                extra={
-                    "module": transition.module,
-                    "verilog-sha256": verilog_sha,
-                    "artifact-sha256": machine.artifact_sha256 or "(none)",
-                    "transition-relation": f"{transition.yosys_version} write_smt2 -stbv -wires",
-                    "machine": machine.params.describe(),
-                },
+                extra=header | extra,
             )
-        results.append(QueryResult(name, verdict, seconds, reason, counterexample, smt2_path, sha))
+        return QueryResult(query, verdict, seconds, reason, counterexample, smt2_path, sha, description=description)
+
+    results = []
+    pieces = sample_pieces(machine, piece_words)
+    for name in QUERIES:
+        if name != "sample" or not pieces:
+            explain = functools.partial(claims.explain, name)
+            results.append(solve(name, name, claims.claim(name), shared, explain, reading / len(QUERIES)))
+            continue
+        cover = solve(
+            name,
+            "sample-cover",
+            claims.cover(pieces),
+            None,
+            lambda model: f"the reading {claims.reading(model)} lies in no piece, or in a box piece outside its box",
+            0.0,
+            f"the {len(pieces)} pieces hold every reading, each box piece's in its box",
+            pieces=", ".join(f"equivalence-sample-{piece.name}.smt2" for piece in pieces),
+        )
+        parts = [cover]
+        for piece in pieces:
+            parts.append(
+                solve(
+                    name,
+                    f"sample-{piece.name}",
+                    claims.claim(name, piece),
+                    shared,
+                    functools.partial(claims.explain, name),
+                    reading / len(QUERIES) / len(pieces),
+                    piece.describe(machine),
+                    piece=f"{piece.name}, one of {len(pieces)}: equivalence-sample-cover.smt2 shows that together "
+                    "they hold every reading",
+                )
+            )
+        results.append(_joined(name, parts))
     return Equivalence(
         transition.module,
         str(path),
@@ -205,6 +291,25 @@ def prove_equivalence(
         transition.seconds,
         tuple(results),
     )
+
+
+def _joined(name: str, parts: list[QueryResult]) -> QueryResult:
+    """A claim split in pieces (`parts`, the cover query first): unknown, naming the cover, unless the cover query
+    is proved (otherwise the pieces are not the whole claim, and a piece's counterexample could come from words its
+    box does not state); then violated when a piece is (the first such piece's counterexample), proved when every
+    piece is, else unknown naming the first piece that is not."""
+    cover, pieces = parts[0], parts[1:]
+    seconds = sum(part.seconds for part in parts)
+    if cover.verdict == "proved":
+        violated = next((piece for piece in pieces if piece.verdict == "violated"), None)
+        if violated is not None:
+            return QueryResult(name, "violated", seconds, counterexample=violated.counterexample, pieces=tuple(parts))
+    failed = next((part for part in parts if part.verdict != "proved"), None)
+    if failed is None:
+        return QueryResult(name, "proved", seconds, pieces=tuple(parts))
+    why = failed.counterexample if failed.verdict == "violated" else failed.reason
+    reason = f"{failed.name} ({failed.description}): {failed.verdict}" + (f", {why}" if why else "")
+    return QueryResult(name, "unknown", seconds, reason, pieces=tuple(parts))
 
 
 def check_verilog(
@@ -238,10 +343,11 @@ def equivalence_check(machine: Machine, folder: Path, module_file: str) -> Check
     except (VerilogError, EngineError) as error:
         return Check("equivalence", False, str(error), seconds=time.perf_counter() - started)
     difference = proof.first_difference
-    detail = (
-        f"{proof.verdict}: {len(proof.queries)} queries (reset, hold, sample, step) by z3 in "
-        f"{proof.seconds:.1f} s"
-        + (f"; first difference ({difference.name}): {difference.counterexample}" if difference else "")
+    names = ", ".join(
+        q.name + (f" in {len(q.pieces) - 1} pieces and their cover" if q.pieces else "") for q in proof.queries
+    )
+    detail = f"{proof.verdict}: {len(proof.queries)} queries ({names}) by z3 in {proof.seconds:.1f} s" + (
+        f"; first difference ({difference.name}): {difference.counterexample}" if difference else ""
     )
     return Check("equivalence", proof.is_proved, detail, proof.summary(), seconds=time.perf_counter() - started)
 

@@ -39,6 +39,15 @@ def test_the_prefix_is_read_once_for_many_tails():
     assert answers == ["unsat", "unsat", "sat"] * 2
 
 
+def test_each_tail_is_solved_in_a_context_of_its_own():
+    """So that no query's time depends on the ones before it (Z3's heuristics follow what a context has seen)."""
+    shared = SharedPrefix(PREFIX, DECLARATIONS)
+    first, second = (shared.solve(TAILS["y is below 0x70"], 30)[1] for _ in range(2))
+    assert first is not None and second is not None
+    assert first._context is not second._context and shared._context not in (first._context, second._context)
+    assert (first("x"), first("y")) == (second("x"), second("y"))
+
+
 def test_a_tail_using_a_name_not_restated_is_unknown_with_z3s_reason():
     answer, model, reason = SharedPrefix(PREFIX, DECLARATIONS).solve("(assert (= (double x) #x02))", 30)
     assert (answer, model) == ("unknown", None) and reason.startswith("z3 error:") and "double" in reason
