@@ -10,7 +10,8 @@ at least that many bits. That is necessary, not sufficient: block RAMs
 come in fixed shapes (a 4 kbit iCE40 block holds 2 048 words of 2 bits, so
 a 3-bit word wastes one bit in four), and the rest of the module needs
 logic; place and route is the real check (``export-verilog --check`` runs
-it for `ICE40_DEVICE`).
+it for `ICE40_DEVICE`, or on the smallest ECP5 here that holds the
+module where the HX8K does not: `_ecp5.py`).
 """
 
 from __future__ import annotations
@@ -133,20 +134,17 @@ def _varying_bits(words: tuple[int, ...]) -> int:
 
 
 def check_fit_for_check(fit: TableFit) -> None:
-    """SpecError when ``check`` would place and route a table that `CHECK_TARGET`'s block RAM cannot hold.
+    """SpecError when ``check`` would place and route a table that no target's block RAM holds.
 
-    Why refuse rather than run: synthesis and place and route take minutes on such a table and then fail;
-    without ``check`` the Verilog is still written, for a larger device.
+    A table the HX8K (`CHECK_TARGET`) cannot hold but an ECP5 can is placed on that ECP5 (`_ecp5.py`). Why refuse
+    the rest rather than run: synthesis takes minutes on such a table and place and route could only fail; without
+    ``check`` the Verilog is still written, for a larger device.
     """
-    if fit.fits_check_target:
+    if fit.fits:
         return
-    elsewhere = (
-        f"it fits {', '.join(t.name for t in fit.fits)}"
-        if fit.fits
-        else f"it fits none of the targets, the largest being {TARGETS[-1].describe()}"
-    )
     raise SpecError(
-        f"the table needs {fit.varying_bits:,} bits of block RAM ({fit.size.n_cells:,} cells), more than the "
-        f"{CHECK_TARGET.describe()} that check=True places and routes on, so place and route cannot pass "
-        f"({elsewhere}); export without check=True for a larger device, or distil a grid with fewer bins"
+        f"the table needs {fit.varying_bits:,} bits of block RAM ({fit.size.n_cells:,} cells), more than any device "
+        f"that check=True places and routes on holds, so place and route cannot pass (it fits none of the targets, "
+        f"the largest being {TARGETS[-1].describe()}); export without check=True for a larger device, or distil a "
+        "grid with fewer bins"
     )
