@@ -932,7 +932,8 @@ def export_verilog(
     check: bool = typer.Option(
         False,
         "--check",
-        help="Also lint (verilator), simulate (iverilog), synthesize (yosys) and place and route (nextpnr-ice40).",
+        help="Also lint (verilator), simulate (iverilog), synthesize (yosys) and place and route (nextpnr-ice40, "
+        "or nextpnr-ecp5 on the smallest ECP5 that holds what the iCE40 HX8K does not).",
     ),
     module: Optional[str] = typer.Option(None, "--module", help="Verilog module name (default certfsm_<spec name>)."),
     random_steps: Optional[int] = typer.Option(

@@ -15,10 +15,12 @@ the module, a self-checking test bench whose vectors come from the Python
 reference (`_vectors.py`: `Machine.cell_of_fixed`, `Machine.leaf_of_fixed`
 and `Machine.step_leaf` behind the port contract's clocking), and with ``check`` the real tool
 runs of `_checks.py` (Verilator lint, Icarus simulation, yosys generic and
-iCE40 synthesis, nextpnr-ice40) and the formal equivalence, all recorded
-in ``summary.json``. Before anything is built or written, `table_fit`
-(`_targets.py`) says which FPGAs of `TARGETS` have the block RAM for the
-table, and with ``check`` a table the iCE40 HX8K cannot hold is refused.
+iCE40 synthesis, nextpnr-ice40; yosys `synth_ecp5` and nextpnr-ecp5 on the
+smallest ECP5 that holds a module the iCE40 HX8K does not: `_ecp5.py`) and
+the formal equivalence, all recorded in ``summary.json``. Before anything
+is built or written, `table_fit` (`_targets.py`) says which FPGAs of
+`TARGETS` have the block RAM for the table, and with ``check`` a table
+none of them holds is refused.
 
 `prove_equivalence(machine, verilog_file)` (`_equivalence.py`) proves a
 Verilog module equal to the certified machine for every register state

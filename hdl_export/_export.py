@@ -18,7 +18,8 @@ from typing import Callable, NamedTuple
 from certfsm import SpecError
 from certfsm.machine import Machine
 
-from ._checks import Check, lint, simulate, synth_generic, synthesize_and_place, tool_versions
+from ._checks import CHECK_TOOLS, Check, lint, simulate, synth_generic, tool_versions
+from ._ecp5 import ECP5_CHECKS, synthesize_and_place_anywhere
 from ._equivalence import equivalence_check
 from ._files import certified_machine, file_sha256, output_folder, spec_error_of
 from ._hardware import LATENCY, STATE_REGISTERS, Hardware, check_module_name, default_module_name, hardware_of
@@ -109,7 +110,10 @@ def export_verilog(
     """Export a certified artifact (refused as `load_artifact` refuses it) as Verilog into folder `out`.
 
     Before the hardware is built or anything written, `on_fit` gets where the table fits (`table_fit`), and with
-    `check` a table the iCE40 HX8K cannot hold is refused (`check_fit_for_check`).
+    `check` a table no target's block RAM holds is refused (`check_fit_for_check`). With `check`, synthesis and
+    place and route go to the iCE40 HX8K where it holds the module, else to the smallest ECP5 that does
+    (`_ecp5.py`: the checks ``synth_ecp5`` and ``place_and_route_ecp5``, which pass when an ECP5 holds and places
+    it); a module no listed device holds fails them, naming its counts.
     """
     check_random_steps(random_steps)
     source = export_source(artifact_path, module, lambda machine: fit_before_export(machine, check, on_fit))
@@ -156,6 +160,7 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
     vectors_seconds = time.perf_counter() - started
     bench_file.write_text(print_testbench(hw.module, stimulus_layout(hw), expected_layout(hw), steps))
 
+    fit = table_fit(machine)
     checks: tuple[Check, ...] = ()
     if check:
         # The checks are independent (each reads the module and writes its own files): two tool processes side by
@@ -168,7 +173,7 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
                     synth_generic(folder, module_file.name, module_name),
                 )
             )
-            placed = pool.submit(lambda: synthesize_and_place(folder, module_file.name, module_name))
+            placed = pool.submit(lambda: synthesize_and_place_anywhere(folder, module_file.name, module_name, fit))
             proved = pool.submit(lambda: (equivalence_check(machine, folder, module_file.name),))
             checks = simulated.result() + placed.result() + proved.result()
     files = {
@@ -187,7 +192,7 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
             "decisions_per_clock": 1,
             "cells": machine.n_cells,
             "grid": list(machine.shape),
-            "table": table_fit(machine).as_json(),
+            "table": fit.as_json(),
             "ports": [
                 {"name": p.name, "direction": p.direction, "width": p.width, "signed": p.signed}
                 for p in hw.module.ports
@@ -205,6 +210,7 @@ def _export(hw: Hardware, out, check: bool, random_steps: int, seed: int, artifa
         **checks_record(checks, check),
     }
     if check:
-        summary["tools"] = tool_versions()
+        placed_on_ecp5 = any(c.name in ECP5_CHECKS for c in checks)
+        summary["tools"] = tool_versions(CHECK_TOOLS + (("nextpnr-ecp5",) if placed_on_ecp5 else ()))
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return Export(folder, module_file, summary, checks)

