@@ -362,6 +362,26 @@ def _yosys_stats(folder: Path, name: str, module_file: str, top: str, command: s
     return None, modules.get(f"\\{top}", next(iter(modules.values()), {}))
 
 
+def nextpnr_report(
+    name: str, tool: str, device: tuple[str, list[str]], folder: Path, netlist: str, suffix: str
+) -> tuple[Check | None, dict]:
+    """Run nextpnr `tool` on `device` (its name and arguments) with yosys' `netlist`: (a failed check, {}) or
+    (None, its JSON report). The report and log are place-and-route{suffix}.json and .log in `folder`; seed 1, so
+    that a run can be repeated."""
+    report, log = f"place-and-route{suffix}.json", f"place-and-route{suffix}.log"
+    if not (folder / netlist).exists():
+        return Check(name, False, f"no netlist {netlist} to place"), {}
+    done = run_tool(tool, [*device[1], "--json", netlist, "--report", report, "--seed", "1"], folder, log)
+    if done.returncode != 0 or not (folder / report).exists():
+        return Check(name, False, f"{tool} failed on the {device[0]} (exit {done.returncode}; {log})", log=log), {}
+    return None, json.loads((folder / report).read_text())
+
+
+def achieved_fmax(placed: dict) -> float:
+    """The lowest fmax nextpnr's report gives over its clocks (0.0 when it timed none)."""
+    return min((clock["achieved"] for clock in placed.get("fmax", {}).values()), default=0.0)
+
+
 def synth_generic(folder: Path, module_file: str, top: str) -> Check:
     """yosys `synth`: the technology-independent cell count."""
 
@@ -438,35 +458,18 @@ def place_and_route(folder: Path) -> Check:
     """nextpnr-ice40 on the synth_ice40 netlist: the achieved fmax of clk (one decision per clock)."""
 
     def work():
-        if not (folder / "synth-ice40.json").exists():
-            return Check("place_and_route", False, "no synth_ice40 netlist to place")
         device, package = ICE40_DEVICE
-        done = run_tool(
+        failed, placed = nextpnr_report(
+            "place_and_route",
             "nextpnr-ice40",
-            [
-                f"--{device}",
-                "--package",
-                package,
-                "--json",
-                "synth-ice40.json",
-                "--report",
-                "place-and-route.json",
-                "--seed",
-                "1",
-            ],
+            (f"iCE40 {device.upper()}", [f"--{device}", "--package", package]),
             folder,
-            "place-and-route.log",
+            "synth-ice40.json",
+            "",
         )
-        report = folder / "place-and-route.json"
-        if done.returncode != 0 or not report.exists():
-            return Check(
-                "place_and_route",
-                False,
-                f"nextpnr-ice40 failed (exit {done.returncode}; place-and-route.log)",
-                log="place-and-route.log",
-            )
-        fmax = json.loads(report.read_text()).get("fmax", {})
-        achieved = min((clock["achieved"] for clock in fmax.values()), default=0.0)
+        if failed:
+            return failed
+        achieved = achieved_fmax(placed)
         return Check(
             "place_and_route",
             achieved > 0,

@@ -26,10 +26,18 @@ fails place_and_route_ecp5, naming ``pip install 'certfsm[hdl]'``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ._checks import ICE40_LOGIC_CELLS, Check, _timed, _yosys_stats, is_beyond_the_ice40, run_tool, synthesize_and_place
+from ._checks import (
+    ICE40_LOGIC_CELLS,
+    Check,
+    _timed,
+    _yosys_stats,
+    achieved_fmax,
+    is_beyond_the_ice40,
+    nextpnr_report,
+    synthesize_and_place,
+)
 from ._targets import CHECK_TARGET, TARGETS, TableFit, Target
 
 ECP5_PACKAGE = "CABGA381"
@@ -138,36 +146,17 @@ def place_and_route_ecp5(folder: Path, device: Target) -> Check:
     """nextpnr-ecp5 on the synth_ecp5 netlist, on `device` in `ECP5_PACKAGE`: fmax of clk, LUT4s and EBR used."""
 
     def work():
-        if not (folder / "synth-ecp5.json").exists():
-            return Check("place_and_route_ecp5", False, "no synth_ecp5 netlist to place")
-        done = run_tool(
+        failed, placed = nextpnr_report(
+            "place_and_route_ecp5",
             "nextpnr-ecp5",
-            [
-                _NEXTPNR_SIZE[device.name],
-                "--package",
-                ECP5_PACKAGE,
-                "--speed",
-                str(ECP5_SPEED_GRADE),
-                "--json",
-                "synth-ecp5.json",
-                "--report",
-                "place-and-route-ecp5.json",
-                "--seed",
-                "1",
-            ],
+            (device.name, [_NEXTPNR_SIZE[device.name], "--package", ECP5_PACKAGE, "--speed", str(ECP5_SPEED_GRADE)]),
             folder,
-            "place-and-route-ecp5.log",
+            "synth-ecp5.json",
+            "-ecp5",
         )
-        report = folder / "place-and-route-ecp5.json"
-        if done.returncode != 0 or not report.exists():
-            return Check(
-                "place_and_route_ecp5",
-                False,
-                f"nextpnr-ecp5 failed on the {device.name} (exit {done.returncode}; place-and-route-ecp5.log)",
-                log="place-and-route-ecp5.log",
-            )
-        placed = json.loads(report.read_text())
-        achieved = min((clock["achieved"] for clock in placed.get("fmax", {}).values()), default=0.0)
+        if failed:
+            return failed
+        achieved = achieved_fmax(placed)
         used = placed.get("utilization", {})
         luts, rams = used.get("TRELLIS_COMB", {}), used.get("DP16KD", {})
         return Check(
