@@ -447,7 +447,7 @@ def sampled_cross_check(
             f"(shape {problem.grid.shape}); cross-check against the spec it was distilled from"
         )
     rng = np.random.default_rng(seed)
-    x = rng.uniform(problem.grid.lower, problem.grid.upper, size=(n, problem.grid.n_inputs))
+    x = rng.uniform(*problem.grid.float_envelope, size=(n, problem.grid.n_inputs))
     cells = problem.grid.cell_of(x)
     decisions = problem.decisions(x)
     on_exact = table.status[cells] == EXACT

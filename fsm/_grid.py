@@ -136,6 +136,16 @@ class Grid:
         """The envelope's upper corner (the last edges)."""
         return frozen_array([e[-1] for e in self.edges])
 
+    @property
+    def float_envelope(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper): the closed box of the float64 readings inside the envelope read exactly. A decimal end
+        such as -0.1 has its float64 outside it, so drawing from (`lower`, `upper`) instead of the decimal ends
+        never gives a reading the table bins to no cell."""
+        return (
+            frozen_array([up[0] for _, up in self._rounded_edges]),
+            frozen_array([down[-1] for down, _ in self._rounded_edges]),
+        )
+
     # ------------------------------------------------------------ real inputs
 
     def _rows(self, x, what: str, dtype) -> tuple[np.ndarray, bool]:

@@ -104,6 +104,27 @@ def test_boundary_inside_one_bin_makes_exactly_those_cells_conservative():
     assert 0.7 < report["on_exact"] / 20_000 < 0.9
 
 
+def test_the_cross_check_draws_only_readings_the_table_bins(monkeypatch):
+    """-0.1 means -1/10 exactly and float64(-0.1) lies below it, outside the envelope: a draw of exactly the
+    float64 minimum (a 2^-53 chance for numpy's uniform) used to index cell -1, the last cell, and count a
+    mismatch that is not one (the last cell is exact A, the reading decides B), which withholds certification.
+    Every draw here is the low end of the range the cross-check asks for."""
+    spec, network = tiny_spec([-0.1, 0.4, 0.6, 1.0]), boundary_network()
+    grid = Grid.from_spec(spec)
+    assert grid.cell_of(np.array([[-0.1, 0.25]]))[0] == -1  # the premise
+    lower, upper = grid.float_envelope
+    assert list(grid.cell_of(np.array([lower, np.nextafter(upper, -np.inf)]))) == [0, grid.n_cells - 1]
+    result = distill(spec, network, jobs=1, per_cell_timeout=5)
+
+    class LowEnd:
+        def uniform(self, low, high, size):
+            return np.broadcast_to(np.asarray(low, dtype=np.float64), size).copy()
+
+    monkeypatch.setattr(_distill.np.random, "default_rng", lambda seed: LowEnd())
+    report = sampled_cross_check(result, spec, network, n=10, seed=1)
+    assert report["on_exact"] == 10 and report["mismatches"] == 0  # cell 0 is exact (B); the last is A
+
+
 def test_gate_band_gives_exact_conservative_cells_and_two_cut_bins():
     # margin 0.4: A needs x0 >= 0.6, B needs x0 <= 0.4, KEEP in between (the gate fails)
     spec, network = tiny_spec([0.0, 0.3, 0.45, 0.55, 0.7, 1.0], margin=0.4), boundary_network()
