@@ -273,8 +273,11 @@ def _fixed_values(spec, x: int, y: int, fixed) -> np.ndarray:
             )
         if not decimal_value(item.min) <= Fraction(value) <= decimal_value(item.max):
             # Exactly, as the table reads a reading: a float64 that prints as the minimum may lie just below it.
-            beyond = "" if not item.min <= value <= item.max else f" (as a float64 it is {Decimal(value)}, "
-            beyond += "beyond the decimal the spec means)" if beyond else ""
+            beyond = (
+                f" (as a float64 it is {Decimal(value)}, beyond the decimal the spec means)"
+                if item.min <= value <= item.max
+                else ""
+            )
             raise SpecError(
                 f"fixed[{name!r}]={value!r} is outside the envelope [{item.min:g}, {item.max:g}] of "
                 f"input {name}{beyond}; give a value in that range"

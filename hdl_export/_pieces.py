@@ -58,6 +58,7 @@ query checks this too, for every box piece.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from certfsm.machine import Machine
@@ -94,10 +95,13 @@ class Piece:
 
     def cells_of(self, machine: Machine) -> list[int]:
         """The flat indices of the box's cells, in order (none out of envelope)."""
-        if self.bins is None:
-            return []
-        ranges = [range(low, high + 1) for low, high in self.bins]
-        return sorted(sum(b * s for b, s in zip(bins, machine.strides)) for bins in itertools.product(*ranges))
+        return [] if self.bins is None else box_cells(machine, self.bins)
+
+
+def box_cells(machine: Machine, box) -> list[int]:
+    """The flat indices of the cells in `box` (per input an inclusive range of bins), in order."""
+    ranges = [range(low, high + 1) for low, high in box]
+    return sorted(sum(b * s for b, s in zip(bins, machine.strides)) for bins in itertools.product(*ranges))
 
 
 def cell_words(machine: Machine) -> list[int]:
@@ -121,11 +125,10 @@ def sample_pieces(machine: Machine, most: int | None = None) -> tuple[Piece, ...
     words = cell_words(machine)
     if machine.refinement is None or sum(words) <= most:
         return ()
-    shape, strides = machine.shape, machine.strides
+    shape = machine.shape
 
     def weight(box: list[tuple[int, int]]) -> int:
-        ranges = [range(low, high + 1) for low, high in box]
-        return sum(words[sum(b * s for b, s in zip(bins, strides))] for bins in itertools.product(*ranges))
+        return sum(words[cell] for cell in box_cells(machine, box))
 
     boxes: list[tuple[list[tuple[int, int]], int]] = []
 
@@ -148,8 +151,6 @@ def sample_pieces(machine: Machine, most: int | None = None) -> tuple[Piece, ...
     width = len(str(len(boxes)))
     pieces = [Piece("outside", None)]
     for number, (box, total) in enumerate(boxes, 1):
-        cells = 1
-        for low, high in box:
-            cells *= high - low + 1
+        cells = math.prod(high - low + 1 for low, high in box)
         pieces.append(Piece(f"{number:0{width}d}", tuple(box), cells, total))
     return tuple(pieces)
